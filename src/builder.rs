@@ -1,0 +1,286 @@
+//! The configurable way to open a stash, and the open sequence itself.
+//!
+//! `open` validates every setting before it touches the disk, takes the write lock,
+//! recognises (or creates) the database, recovers it if the last fast-mode writer died,
+//! applies the durability pragmas and starts the writer. A file that is not a stash is
+//! reported and left byte-for-byte untouched.
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::Connection;
+
+use crate::codec;
+use crate::durability::Durability;
+use crate::error::{DbContext, Error, Result};
+use crate::layout::Layout;
+use crate::lock;
+use crate::readers::{open_connection, open_error};
+use crate::recovery::{self, RecoveryReport};
+use crate::schema::{self, APPLICATION_ID, FORMAT_VERSION, Schema, State};
+use crate::stash::Stash;
+
+/// Default gzip level; see notes/compression.md.
+pub(crate) const DEFAULT_LEVEL: u32 = 6;
+/// Default rows per writer transaction; see notes/schema.md.
+pub(crate) const DEFAULT_BATCH: usize = 100_000;
+/// Default capacity of the channel to the writer, in objects.
+pub(crate) const DEFAULT_CAPACITY: usize = 4_096;
+
+/// Settings for opening a stash. Made by [`Stash::builder`], ended by [`StashBuilder::open`].
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct StashBuilder {
+    layout: Option<Layout>,
+    durability: Durability,
+    level: u32,
+    batch_size: usize,
+    channel_capacity: usize,
+    threads: usize,
+}
+
+impl Default for StashBuilder {
+    fn default() -> Self {
+        StashBuilder {
+            layout: None,
+            durability: Durability::default(),
+            level: DEFAULT_LEVEL,
+            batch_size: DEFAULT_BATCH,
+            channel_capacity: DEFAULT_CAPACITY,
+            threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+        }
+    }
+}
+
+impl StashBuilder {
+    /// The table layout of a new stash. An existing stash keeps the layout it was created
+    /// with; asking for another one is [`Error::LayoutMismatch`].
+    ///
+    /// Default: the recorded layout for an existing stash, [`Layout::Single`] for a new one.
+    pub fn layout(mut self, layout: Layout) -> Self {
+        self.layout = Some(layout);
+        self
+    }
+
+    /// What acknowledged writes survive.
+    ///
+    /// Default: [`Durability::Fast`].
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// The gzip level of new objects, 0 (store) to 9 (smallest). Objects already stored keep
+    /// theirs; every level reads back the same.
+    ///
+    /// Default: 6.
+    pub fn compression_level(mut self, level: u32) -> Self {
+        self.level = level;
+        self
+    }
+
+    /// The most objects the writer commits in one transaction.
+    ///
+    /// Default: 100,000 (a batch also ends at 64 MiB of compressed rows).
+    pub fn batch_size(mut self, batch_size: usize) -> Self {
+        self.batch_size = batch_size;
+        self
+    }
+
+    /// How many objects may wait for the writer before savers block: this bounds memory
+    /// when producers outrun the disk.
+    ///
+    /// Default: 4,096.
+    pub fn channel_capacity(mut self, capacity: usize) -> Self {
+        self.channel_capacity = capacity;
+        self
+    }
+
+    /// Threads that hash and compress for [`Stash::save_all`] and decompress for
+    /// [`Stash::get_many`] and [`Stash::verify`].
+    ///
+    /// Default: the number of CPUs.
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.threads = threads;
+        self
+    }
+
+    /// Opens the stash at `path`, creating it (and its directory) if it does not exist.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a setting out of range; [`Error::InvalidPath`] for a
+    /// directory; [`Error::NotADatabase`], [`Error::ForeignDatabase`],
+    /// [`Error::UnsupportedFormat`] or [`Error::LayoutMismatch`] for a file that is not a
+    /// stash this handle can open (the file is left untouched); [`Error::Locked`] when
+    /// another handle has it open; [`Error::Io`] or [`Error::Database`] when the file cannot
+    /// be created or read.
+    pub fn open(self, path: impl AsRef<Path>) -> Result<Stash> {
+        self.validate()?;
+        let path = path.as_ref().to_path_buf();
+        check_path(&path)?;
+        let lock = lock::acquire(&path)?;
+        let (conn, schema, recovery) = self.prepare(&path)?;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(self.threads)
+            .thread_name(|i| format!("objstash-worker-{i}"))
+            .build()
+            .map_err(|e| {
+                Error::config(format!("cannot start {} worker threads: {e}", self.threads))
+            })?;
+        Stash::start(crate::stash::Parts {
+            path,
+            conn,
+            schema,
+            durability: self.durability,
+            level: self.level,
+            batch_size: self.batch_size,
+            capacity: self.channel_capacity,
+            pool,
+            recovery,
+            lock,
+        })
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.level > codec::MAX_LEVEL {
+            return Err(Error::config(format!(
+                "compression level {} is out of range: use 0 to {}",
+                self.level,
+                codec::MAX_LEVEL
+            )));
+        }
+        for (name, value) in [
+            ("batch size", self.batch_size),
+            ("channel capacity", self.channel_capacity),
+            ("thread count", self.threads),
+        ] {
+            if value == 0 {
+                return Err(Error::config(format!("the {name} must be at least 1")));
+            }
+        }
+        if self.threads > 1024 {
+            return Err(Error::config(format!(
+                "{} threads is too many: use at most 1024",
+                self.threads
+            )));
+        }
+        Ok(())
+    }
+
+    /// Opens the writer connection on a recognised, recovered, configured stash.
+    fn prepare(&self, path: &Path) -> Result<(Connection, Schema, Option<RecoveryReport>)> {
+        let statements = Schema::new(Layout::Bucketed).statement_count();
+        let conn = open_connection(path, false, statements)?;
+        let app_id: i32 = conn
+            .pragma_query_value(None, "application_id", |r| r.get(0))
+            .map_err(|e| open_error(path, e))?;
+        let objects = schema::schema_object_count(&conn).map_err(|e| open_error(path, e))?;
+        if app_id == 0 && objects == 0 {
+            let layout = self.layout.unwrap_or_default();
+            let schema = Schema::new(layout);
+            conn.pragma_update(None, "page_size", schema::PAGE_SIZE)
+                .context(|| format!("setting the page size of {}", path.display()))?;
+            schema.create(&conn)?;
+            return Ok((self.configure(conn, path)?, schema, None));
+        }
+        if app_id != APPLICATION_ID {
+            return Err(Error::ForeignDatabase { path: path.to_path_buf() });
+        }
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(|e| open_error(path, e))?;
+        if version > FORMAT_VERSION {
+            return Err(Error::UnsupportedFormat {
+                path: path.to_path_buf(),
+                found: version,
+                supported: FORMAT_VERSION,
+            });
+        }
+        let recorded = match (schema::read_state(&conn), schema::read_layout(&conn)) {
+            (Ok(state), Ok(Some(layout))) => Some((state, layout)),
+            (Err(Error::Database { .. }), _) | (_, Err(Error::Database { .. })) | (_, Ok(None)) => {
+                None
+            }
+            (Err(e), _) | (_, Err(e)) => return Err(e),
+        };
+        let layout = recorded.map(|(_, layout)| layout);
+        if let (Some(requested), Some(stored)) = (self.layout, layout) {
+            if requested != stored {
+                return Err(Error::LayoutMismatch { path: path.to_path_buf(), stored, requested });
+            }
+        }
+        let problem = match recorded {
+            None => Some("its meta table cannot be read".to_string()),
+            Some((State::OpenFast, _)) => recovery::check(&conn),
+            Some(_) => None,
+        };
+        let unclean = matches!(recorded, Some((State::OpenFast, _)));
+        let (conn, report) = match problem {
+            Some(problem) => {
+                drop(conn);
+                let report = recovery::salvage(path, layout.or(self.layout), problem)?;
+                (open_connection(path, false, statements)?, Some(report))
+            }
+            None if unclean => {
+                let totals =
+                    schema::recount_totals(&conn, &Schema::new(layout.unwrap_or_default()))?;
+                log::warn!(
+                    "objstash: {} was not closed cleanly; the file checked sound and holds {} objects",
+                    path.display(),
+                    totals.objects
+                );
+                (conn, Some(RecoveryReport::sound(totals.objects)))
+            }
+            None => (conn, None),
+        };
+        let layout = schema::read_layout(&conn)?.unwrap_or_default();
+        Ok((self.configure(conn, path)?, Schema::new(layout), report))
+    }
+
+    /// Applies the durability pragmas and marks the stash open.
+    fn configure(&self, conn: Connection, path: &Path) -> Result<Connection> {
+        let (journal, synchronous) = self.durability.pragmas();
+        let mode: String = conn
+            .pragma_update_and_check(None, "journal_mode", journal, |r| r.get(0))
+            .map_err(|e| open_error(path, e))?;
+        if !mode.eq_ignore_ascii_case(journal) {
+            return Err(Error::InvalidPath {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "SQLite could not switch it to journal_mode {journal} (it stays {mode}); \
+                     {} durability needs a file system that supports it",
+                    self.durability
+                ),
+            });
+        }
+        conn.pragma_update(None, "synchronous", synchronous)
+            .and_then(|()| conn.pragma_update(None, "temp_store", "MEMORY"))
+            .context(|| format!("configuring {}", path.display()))?;
+        let state = match self.durability {
+            Durability::Fast => State::OpenFast,
+            Durability::Safe => State::OpenSafe,
+        };
+        schema::write_state(&conn, state)?;
+        Ok(conn)
+    }
+}
+
+/// Rejects a directory and creates a missing parent directory.
+fn check_path(path: &Path) -> Result<()> {
+    if path.as_os_str().is_empty() {
+        return Err(Error::InvalidPath {
+            path: PathBuf::new(),
+            reason: "the path is empty".to_string(),
+        });
+    }
+    if path.is_dir() {
+        return Err(Error::InvalidPath {
+            path: path.to_path_buf(),
+            reason: "it is a directory; give the path of a file, e.g. DIR/objects.db".to_string(),
+        });
+    }
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| Error::io(format!("creating directory {}", parent.display()), e))?;
+    }
+    Ok(())
+}

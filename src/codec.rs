@@ -1,0 +1,219 @@
+//! Gzip encoding of stored values, with one deflate state per thread.
+//!
+//! A fresh deflate encoder allocates a few hundred KB of tables; per object that costs more
+//! than compressing a 1 KB object, so each thread keeps one compressor and one
+//! decompressor and resets them between objects. Values are standard gzip members (RFC
+//! 1952) that any gzip tool reads. Decoding is bounded by the length recorded beside the
+//! value, so a damaged row can never make a read allocate or inflate without limit.
+
+use std::cell::RefCell;
+
+use flate2::{Compress, Compression, Crc, Decompress, FlushCompress, FlushDecompress, Status};
+
+/// The largest compression level gzip knows.
+pub(crate) const MAX_LEVEL: u32 = 9;
+
+const MAGIC: [u8; 2] = [0x1f, 0x8b];
+const METHOD_DEFLATE: u8 = 8;
+const OS_UNKNOWN: u8 = 255;
+const FHCRC: u8 = 0x02;
+const FEXTRA: u8 = 0x04;
+const FNAME: u8 = 0x08;
+const FCOMMENT: u8 = 0x10;
+const FRESERVED: u8 = 0xe0;
+/// Deflate cannot expand data more than 1032 to 1; a recorded length beyond that is a lie.
+const MAX_DEFLATE_RATIO: usize = 1032;
+
+thread_local! {
+    static COMPRESSOR: RefCell<Option<(u32, Compress)>> = const { RefCell::new(None) };
+    static DECOMPRESSOR: RefCell<Option<Decompress>> = const { RefCell::new(None) };
+}
+
+/// Gzips `raw` at `level` (0 to 9) with this thread's reusable compressor.
+pub(crate) fn compress(raw: &[u8], level: u32) -> Vec<u8> {
+    let xfl = match level {
+        9 => 2,
+        0 | 1 => 4,
+        _ => 0,
+    };
+    let mut out = Vec::with_capacity(raw.len() / 2 + 64);
+    out.extend_from_slice(&[MAGIC[0], MAGIC[1], METHOD_DEFLATE, 0, 0, 0, 0, 0, xfl, OS_UNKNOWN]);
+    COMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let deflate = match &mut *slot {
+            Some((l, deflate)) if *l == level => {
+                deflate.reset();
+                deflate
+            }
+            _ => &mut slot.insert((level, Compress::new(Compression::new(level), false))).1,
+        };
+        let start_in = deflate.total_in();
+        loop {
+            let consumed = (deflate.total_in() - start_in) as usize;
+            if out.capacity() - out.len() < 64 {
+                out.reserve(out.capacity().max(256));
+            }
+            let status = deflate
+                .compress_vec(&raw[consumed..], &mut out, FlushCompress::Finish)
+                .expect("deflate of an in-memory buffer with Finish cannot fail");
+            if status == Status::StreamEnd {
+                break;
+            }
+        }
+    });
+    let mut crc = Crc::new();
+    crc.update(raw);
+    out.extend_from_slice(&crc.sum().to_le_bytes());
+    out.extend_from_slice(&(raw.len() as u32).to_le_bytes());
+    out
+}
+
+/// Ungzips `stored`, which must hold exactly `raw_len` bytes once decoded.
+///
+/// The gzip CRC is not checked: every caller checks the blake3 hash of the result, which
+/// catches everything the CRC would.
+pub(crate) fn decompress(stored: &[u8], raw_len: u64) -> Result<Vec<u8>, String> {
+    let body = skip_header(stored)?;
+    let raw_len = usize::try_from(raw_len).map_err(|_| "recorded length does not fit memory")?;
+    if raw_len > stored.len().saturating_mul(MAX_DEFLATE_RATIO).saturating_add(1024) {
+        return Err(format!(
+            "recorded length {raw_len} is impossible for {} compressed bytes",
+            stored.len()
+        ));
+    }
+    // One spare byte lets a stream that runs longer than recorded be caught, not truncated.
+    let mut out = Vec::with_capacity(raw_len + 1);
+    let consumed = DECOMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let inflate = match &mut *slot {
+            Some(inflate) => {
+                inflate.reset(false);
+                inflate
+            }
+            None => slot.insert(Decompress::new(false)),
+        };
+        loop {
+            let before = (inflate.total_in(), out.len());
+            let status = inflate
+                .decompress_vec(
+                    &body[inflate.total_in() as usize..],
+                    &mut out,
+                    FlushDecompress::Finish,
+                )
+                .map_err(|e| format!("deflate stream is damaged: {e}"))?;
+            if status == Status::StreamEnd {
+                return Ok(inflate.total_in() as usize);
+            }
+            if out.len() > raw_len {
+                return Err(format!("decodes to more than the recorded {raw_len} bytes"));
+            }
+            if (inflate.total_in(), out.len()) == before {
+                return Err("deflate stream ends early".to_string());
+            }
+        }
+    })?;
+    if out.len() != raw_len {
+        return Err(format!("decodes to {} bytes, {raw_len} recorded", out.len()));
+    }
+    let trailer = &body[consumed..];
+    if trailer.len() != 8 {
+        return Err(format!("gzip trailer is {} bytes, not 8", trailer.len()));
+    }
+    let size = u32::from_le_bytes(trailer[4..8].try_into().expect("slice of 4 bytes"));
+    if size != raw_len as u32 {
+        return Err(format!("gzip trailer records {size} bytes, {raw_len} decoded"));
+    }
+    Ok(out)
+}
+
+/// Returns the deflate stream that follows a gzip header.
+fn skip_header(stored: &[u8]) -> Result<&[u8], String> {
+    let short = || "gzip header is cut short".to_string();
+    if stored.len() < 18 || stored[..2] != MAGIC || stored[2] != METHOD_DEFLATE {
+        return Err("not a gzip member".to_string());
+    }
+    let flags = stored[3];
+    if flags & FRESERVED != 0 {
+        return Err("gzip header has reserved flags set".to_string());
+    }
+    let mut rest = &stored[10..];
+    if flags & FEXTRA != 0 {
+        let len = usize::from(u16::from_le_bytes([
+            *rest.first().ok_or_else(short)?,
+            *rest.get(1).ok_or_else(short)?,
+        ]));
+        rest = rest.get(2 + len..).ok_or_else(short)?;
+    }
+    for flag in [FNAME, FCOMMENT] {
+        if flags & flag != 0 {
+            let end = rest.iter().position(|&b| b == 0).ok_or_else(short)?;
+            rest = &rest[end + 1..];
+        }
+    }
+    if flags & FHCRC != 0 {
+        rest = rest.get(2..).ok_or_else(short)?;
+    }
+    Ok(rest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    fn sample(n: usize) -> Vec<u8> {
+        (0..n).map(|i| (i * 7 % 251) as u8 ^ (i / 13) as u8).collect()
+    }
+
+    #[test]
+    fn round_trips_at_every_level_and_size() {
+        for level in 0..=MAX_LEVEL {
+            for n in [0, 1, 100, 1_000, 70_000, 300_000] {
+                let raw = sample(n);
+                let stored = compress(&raw, level);
+                assert_eq!(decompress(&stored, n as u64).unwrap(), raw, "level {level} n {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn output_is_standard_gzip_both_ways() {
+        let raw = sample(5_000);
+        let mut decoded = Vec::new();
+        flate2::read::GzDecoder::new(&compress(&raw, 6)[..]).read_to_end(&mut decoded).unwrap();
+        assert_eq!(decoded, raw);
+
+        let mut enc = flate2::GzBuilder::new()
+            .filename("a.json")
+            .comment("c")
+            .extra(vec![1, 2, 3])
+            .write(Vec::new(), Compression::new(6));
+        enc.write_all(&raw).unwrap();
+        let foreign = enc.finish().unwrap();
+        assert_eq!(decompress(&foreign, raw.len() as u64).unwrap(), raw);
+    }
+
+    #[test]
+    fn damage_is_an_error_not_a_panic() {
+        let raw = sample(2_000);
+        let stored = compress(&raw, 6);
+        assert!(decompress(&stored, raw.len() as u64 + 1).is_err());
+        assert!(decompress(&stored, raw.len() as u64 - 1).is_err());
+        assert!(decompress(&stored, u64::MAX).is_err());
+        for cut in [0, 5, 17, stored.len() / 2, stored.len() - 1] {
+            assert!(decompress(&stored[..cut], raw.len() as u64).is_err(), "cut at {cut}");
+        }
+        let mut longer = stored.clone();
+        longer.push(0);
+        assert!(decompress(&longer, raw.len() as u64).is_err());
+        for i in 0..stored.len() {
+            let mut bad = stored.clone();
+            bad[i] ^= 0x55;
+            // A flip may still decode (the hash check above this layer catches that);
+            // it must never panic or return more than the recorded length.
+            if let Ok(out) = decompress(&bad, raw.len() as u64) {
+                assert_eq!(out.len(), raw.len());
+            }
+        }
+    }
+}

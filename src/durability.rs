@@ -1,0 +1,74 @@
+//! What a stash promises about acknowledged writes, and the SQLite settings that keep it.
+//!
+//! The writer connection applies [`Durability::pragmas`] when it opens; the promise of
+//! each mode is stated on its variant and measured in notes/reliability.md.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// What a stash promises about acknowledged writes when the process or machine stops.
+///
+/// See the crate documentation's *Durability* section for the exact promises.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Durability {
+    /// `journal_mode=MEMORY`, `synchronous=OFF`: the fastest. A crash can lose recent
+    /// writes and can damage the file; the next open detects that, and recovers every
+    /// object that still verifies. The default.
+    #[default]
+    Fast,
+    /// `journal_mode=WAL`, `synchronous=FULL`: every write acknowledged by `flush` survives
+    /// a process kill or a power loss.
+    Safe,
+}
+
+impl Durability {
+    /// The `journal_mode` and `synchronous` settings of the writer connection.
+    pub(crate) fn pragmas(self) -> (&'static str, &'static str) {
+        match self {
+            Durability::Fast => ("MEMORY", "OFF"),
+            Durability::Safe => ("WAL", "FULL"),
+        }
+    }
+
+    /// The word accepted by [`Durability::from_str`].
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Durability::Fast => "fast",
+            Durability::Safe => "safe",
+        }
+    }
+}
+
+impl fmt::Display for Durability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Durability {
+    type Err = String;
+
+    /// Parses `fast` or `safe`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "fast" => Ok(Durability::Fast),
+            "safe" => Ok(Durability::Safe),
+            other => Err(format!("unknown durability {other:?}: use fast or safe")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_round_trip() {
+        for d in [Durability::Fast, Durability::Safe] {
+            assert_eq!(d.to_string().parse::<Durability>().unwrap(), d);
+        }
+        assert!("unsafe".parse::<Durability>().is_err());
+    }
+}

@@ -1,0 +1,179 @@
+//! The one error type of the crate.
+//!
+//! Every variant says what went wrong in the user's terms and what to do next, and keeps
+//! the underlying error as its source. Database and I/O errors carry the path or the
+//! operation they happened in, so a message read in a log is enough to act on.
+
+use std::path::PathBuf;
+
+use crate::key::Key;
+use crate::layout::Layout;
+
+/// The result type of objstash.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+type Source = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// What can go wrong when opening, writing or reading a stash.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A builder setting is out of range.
+    #[error("invalid configuration: {reason}")]
+    InvalidConfig {
+        /// What is wrong and what is allowed.
+        reason: String,
+    },
+
+    /// The path cannot hold a stash (a directory, say).
+    #[error("cannot use {}: {reason}", path.display())]
+    InvalidPath {
+        /// The path given to `open`.
+        path: PathBuf,
+        /// Why it cannot be used.
+        reason: String,
+    },
+
+    /// The file exists but is not a SQLite database.
+    #[error(
+        "{} is not a SQLite database, so it is not a stash; pass the path of a stash or of a \
+         file that does not exist yet",
+        path.display()
+    )]
+    NotADatabase {
+        /// The file.
+        path: PathBuf,
+    },
+
+    /// The file is a SQLite database that belongs to another application.
+    #[error(
+        "{} is a SQLite database of another application, not a stash; objstash leaves it \
+         untouched: pass another path",
+        path.display()
+    )]
+    ForeignDatabase {
+        /// The file.
+        path: PathBuf,
+    },
+
+    /// The stash was written by a newer objstash with a format this version cannot read.
+    #[error(
+        "{} has stash format {found}, this objstash reads format {supported} and older: \
+         upgrade objstash to open it",
+        path.display()
+    )]
+    UnsupportedFormat {
+        /// The file.
+        path: PathBuf,
+        /// The format recorded in the file.
+        found: i64,
+        /// The newest format this version reads.
+        supported: i64,
+    },
+
+    /// The builder asked for a layout other than the one the stash was created with.
+    #[error(
+        "{} was created with the {stored} layout and cannot be opened as {requested}: leave \
+         the layout unset to use the recorded one, or create a new stash",
+        path.display()
+    )]
+    LayoutMismatch {
+        /// The file.
+        path: PathBuf,
+        /// The layout recorded in the file.
+        stored: Layout,
+        /// The layout the builder asked for.
+        requested: Layout,
+    },
+
+    /// Another process (or another handle in this one) has the stash open.
+    #[error(
+        "{} is open in another process or handle; close that one first (one handle per \
+         stash, shared between threads)",
+        path.display()
+    )]
+    Locked {
+        /// The file.
+        path: PathBuf,
+    },
+
+    /// A stored object failed its check: it does not decompress, or its bytes do not hash to
+    /// its key. The bytes are never returned.
+    #[error(
+        "object {key} is corrupt ({reason}); remove it and save it again, or run verify to \
+         find every damaged object"
+    )]
+    Corrupt {
+        /// The key of the damaged object.
+        key: Key,
+        /// What failed.
+        reason: String,
+    },
+
+    /// The writer thread stopped after a failure; no write is accepted any more.
+    #[error(
+        "the stash's writer stopped: {reason}; writes since the last successful flush may be \
+         lost: reopen the stash once the cause is fixed"
+    )]
+    WriterStopped {
+        /// Why the writer stopped.
+        reason: String,
+    },
+
+    /// A file system operation failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done, with the path.
+        context: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// SQLite reported an error.
+    #[error("{context}: {source}")]
+    Database {
+        /// What was being done, with the path or table.
+        context: String,
+        /// SQLite's error.
+        #[source]
+        source: Source,
+    },
+}
+
+impl Error {
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io { context: context.into(), source }
+    }
+
+    pub(crate) fn db(context: impl Into<String>, source: rusqlite::Error) -> Self {
+        Error::Database { context: context.into(), source: Box::new(source) }
+    }
+
+    pub(crate) fn corrupt(key: Key, reason: impl Into<String>) -> Self {
+        Error::Corrupt { key, reason: reason.into() }
+    }
+
+    pub(crate) fn config(reason: impl Into<String>) -> Self {
+        Error::InvalidConfig { reason: reason.into() }
+    }
+}
+
+/// Adds context to rusqlite results inside the crate.
+pub(crate) trait DbContext<T> {
+    fn context(self, what: impl FnOnce() -> String) -> Result<T>;
+}
+
+impl<T> DbContext<T> for rusqlite::Result<T> {
+    fn context(self, what: impl FnOnce() -> String) -> Result<T> {
+        self.map_err(|e| Error::db(what(), e))
+    }
+}
+
+/// The SQLite primary result code of an error, if it came from SQLite.
+pub(crate) fn sqlite_code(e: &rusqlite::Error) -> Option<rusqlite::ErrorCode> {
+    match e {
+        rusqlite::Error::SqliteFailure(f, _) => Some(f.code),
+        _ => None,
+    }
+}

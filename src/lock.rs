@@ -1,0 +1,38 @@
+//! The lock file that gives one handle at a time the right to write a stash.
+//!
+//! SQLite's own locks protect single transactions; objstash also needs to know, when it
+//! opens, whether the `open-fast` marker it finds belongs to a live writer or to a dead
+//! one. An exclusive advisory lock on `<db>-lock`, held for the life of the handle and
+//! released by the kernel when the process dies, answers that: whoever holds it is the
+//! only writer, so a marker found while holding it was left by a crash.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::recovery::sibling;
+
+/// Takes the write lock of the stash at `db`, or fails at once if another handle has it.
+pub(crate) fn acquire(db: &Path) -> Result<File> {
+    let path = sibling(db, "-lock");
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(|e| {
+        Error::io(
+            format!(
+                "cannot create the lock file {}: a stash needs a writable directory",
+                path.display()
+            ),
+            e,
+        )
+    })?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(TryLockError::WouldBlock) => Err(Error::Locked { path: db.to_path_buf() }),
+        Err(TryLockError::Error(e)) => Err(Error::io(format!("locking {}", path.display()), e)),
+    }
+}

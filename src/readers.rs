@@ -1,0 +1,119 @@
+//! Connections: how each one is opened, and the pool of read connections.
+//!
+//! Reads never use the writer's connection: each reading thread takes a connection of its
+//! own from the pool (opening one when none is idle) and puts it back when done, so reads
+//! proceed in parallel with each other and with the writer's open transaction. Read
+//! connections are `query_only`; they keep their prepared statements between uses.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+
+use crate::error::{DbContext, Error, Result, sqlite_code};
+
+/// How long any connection waits for a lock before SQLite reports it busy. Locks in a stash
+/// are held for one short batch commit, so reaching this means something is wrong.
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
+/// Page cache of every connection, in KiB (negative `cache_size`); see notes/schema.md.
+pub(crate) const CACHE_KIB: i64 = 64 * 1024;
+/// Idle read connections kept open beyond this are closed.
+const MAX_IDLE: usize = 16;
+
+/// Opens a connection to `path` with the crate's settings.
+pub(crate) fn open_connection(
+    path: &Path,
+    read_only: bool,
+    statements: usize,
+) -> Result<Connection> {
+    let flags = if read_only {
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    } else {
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    };
+    let conn = Connection::open_with_flags(path, flags).map_err(|e| open_error(path, e))?;
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .context(|| format!("setting the busy timeout on {}", path.display()))?;
+    conn.set_prepared_statement_cache_capacity(statements);
+    conn.pragma_update(None, "cache_size", -CACHE_KIB).map_err(|e| open_error(path, e))?;
+    Ok(conn)
+}
+
+/// Maps an error met while opening or first reading a database to the user's terms.
+pub(crate) fn open_error(path: &Path, e: rusqlite::Error) -> Error {
+    match sqlite_code(&e) {
+        Some(rusqlite::ErrorCode::NotADatabase) => Error::NotADatabase { path: path.to_path_buf() },
+        Some(rusqlite::ErrorCode::CannotOpen) | Some(rusqlite::ErrorCode::ReadOnly) => Error::db(
+            format!(
+                "cannot open {} for writing: check that its directory exists and is writable",
+                path.display()
+            ),
+            e,
+        ),
+        _ => Error::db(format!("opening {}", path.display()), e),
+    }
+}
+
+/// Idle read connections of one stash.
+#[derive(Debug)]
+pub(crate) struct Readers {
+    path: PathBuf,
+    statements: usize,
+    idle: Mutex<Vec<Connection>>,
+}
+
+impl Readers {
+    pub(crate) fn new(path: PathBuf, statements: usize) -> Self {
+        Readers { path, statements, idle: Mutex::new(Vec::new()) }
+    }
+
+    /// An idle read connection, or a new one; it goes back to the pool when dropped.
+    pub(crate) fn checkout(&self) -> Result<Reader<'_>> {
+        let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let conn = match idle {
+            Some(conn) => conn,
+            None => {
+                let conn = open_connection(&self.path, true, self.statements)?;
+                conn.pragma_update(None, "query_only", true)
+                    .context(|| format!("making a read connection to {}", self.path.display()))?;
+                conn
+            }
+        };
+        Ok(Reader { pool: self, conn: Some(conn) })
+    }
+
+    /// Closes every idle connection (before files are replaced or the stash closes).
+    pub(crate) fn close_all(&self) {
+        self.idle.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+}
+
+/// A read connection on loan from [`Readers`].
+pub(crate) struct Reader<'a> {
+    pool: &'a Readers,
+    conn: Option<Connection>,
+}
+
+impl std::ops::Deref for Reader<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        self.conn.as_ref().expect("the connection is only taken in drop")
+    }
+}
+
+impl Drop for Reader<'_> {
+    fn drop(&mut self) {
+        let Some(conn) = self.conn.take() else { return };
+        // A connection left inside a transaction by a failed statement is not reused.
+        if conn.is_autocommit() {
+            let mut idle = self.pool.idle.lock().unwrap_or_else(|p| p.into_inner());
+            if idle.len() < MAX_IDLE {
+                idle.push(conn);
+            }
+        }
+    }
+}

@@ -1,0 +1,348 @@
+//! Checking a stash after an unclean shutdown, and carrying what survives into a new file.
+//!
+//! In fast mode SQLite keeps its rollback journal in memory, so a process that dies in the
+//! middle of a commit can leave the file with half a transaction. The writer records
+//! `open-fast` in the meta table while it runs; an open that finds that marker runs
+//! `PRAGMA integrity_check`. A damaged file is salvaged: every row that can still be read is
+//! decompressed and hash-checked, the ones that verify go into a fresh stash built beside
+//! the damaged one, and the fresh file atomically replaces it. The damaged file is kept
+//! under another name, never deleted. A kill at any point of this leaves either the damaged
+//! file in place (and the next open salvages again) or the finished new one.
+
+use std::collections::{BTreeSet, HashSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rusqlite::{Connection, OpenFlags, params};
+
+use crate::codec;
+use crate::error::{DbContext, Error, Result};
+use crate::key::Key;
+use crate::layout::Layout;
+use crate::readers::open_connection;
+use crate::schema::{self, Schema};
+
+/// Rows read per query while salvaging; each query restarts past damage.
+const CHUNK: usize = 512;
+/// Rows inserted per transaction into the new file.
+const INSERT_BATCH: usize = 10_000;
+
+/// What an open found and did after the previous fast-mode session ended without closing.
+///
+/// Writes that session had not committed are gone whatever the report says; `flush`
+/// acknowledgements are what [`Durability::Safe`](crate::Durability::Safe) makes durable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RecoveryReport {
+    /// What the check found wrong with the file; `None` when it checked sound and was kept.
+    pub problem: Option<String>,
+    /// Objects that verified and were carried into the new file.
+    pub recovered: u64,
+    /// Rows that were read but failed to decompress or to match their key; they are gone.
+    pub dropped: u64,
+    /// Objects the damaged file's totals claimed, when they could be read: comparing with
+    /// `recovered` bounds what was lost.
+    pub claimed: Option<u64>,
+    /// Where the damaged file was kept, when it was replaced.
+    pub damaged_copy: Option<PathBuf>,
+}
+
+impl RecoveryReport {
+    /// The report of an unclean shutdown that left the file sound.
+    pub(crate) fn sound(objects: u64) -> Self {
+        RecoveryReport {
+            problem: None,
+            recovered: objects,
+            dropped: 0,
+            claimed: None,
+            damaged_copy: None,
+        }
+    }
+}
+
+impl std::fmt::Display for RecoveryReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Some(problem) = &self.problem else {
+            return write!(
+                f,
+                "the stash was not closed cleanly; it checked sound and holds {} objects",
+                self.recovered
+            );
+        };
+        write!(
+            f,
+            "recovered a damaged stash ({problem}): {} objects kept, {} corrupt rows dropped",
+            self.recovered, self.dropped
+        )?;
+        if let Some(claimed) = self.claimed {
+            write!(f, ", {claimed} objects recorded before the crash")?;
+        }
+        if let Some(copy) = &self.damaged_copy {
+            write!(f, "; the damaged file is kept at {}", copy.display())?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs SQLite's integrity check; `None` when the file is sound, else what is wrong.
+pub(crate) fn check(conn: &Connection) -> Option<String> {
+    let result: rusqlite::Result<Vec<String>> = (|| {
+        let mut stmt = conn.prepare("PRAGMA integrity_check(20)")?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        rows.collect()
+    })();
+    match result {
+        Ok(lines) if lines.len() == 1 && lines[0] == "ok" => None,
+        Ok(lines) => Some(format!("integrity check: {}", lines.join("; "))),
+        Err(e) => Some(format!("integrity check failed to run: {e}")),
+    }
+}
+
+/// Replaces the damaged stash at `path` by a new one holding every object that verifies.
+pub(crate) fn salvage(
+    path: &Path,
+    layout_hint: Option<Layout>,
+    problem: String,
+) -> Result<RecoveryReport> {
+    log::warn!("objstash: {} is damaged ({problem}); salvaging what verifies", path.display());
+    let fresh_path = sibling(path, ".recovering");
+    remove_if_present(&fresh_path)?;
+    remove_if_present(&sibling(&fresh_path, "-journal"))?;
+
+    let damaged = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(|e| Error::db(format!("opening damaged {} to salvage it", path.display()), e))?;
+    let layout = schema::read_layout(&damaged).ok().flatten().or(layout_hint).unwrap_or_default();
+    let claimed = schema::read_totals(&damaged).ok().map(|t| t.objects);
+
+    let target = Schema::new(layout);
+    let fresh = open_connection(&fresh_path, false, target.statement_count())?;
+    fresh
+        .execute_batch(&format!(
+            "PRAGMA page_size = {}; PRAGMA journal_mode = OFF;",
+            schema::PAGE_SIZE
+        ))
+        .context(|| format!("preparing {}", fresh_path.display()))?;
+    target.create(&fresh)?;
+
+    let mut salvager =
+        Salvager { fresh: &fresh, target: &target, rows: Vec::new(), recovered: 0, dropped: 0 };
+    for name in object_tables(&damaged, layout) {
+        salvager.table(&damaged, &name)?;
+    }
+    salvager.write()?;
+    let (recovered, dropped) = (salvager.recovered, salvager.dropped);
+    schema::recount_totals(&fresh, &target)?;
+    drop(damaged);
+    fresh.close().map_err(|(_, e)| Error::db(format!("closing {}", fresh_path.display()), e))?;
+    fs::File::open(&fresh_path)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| Error::io(format!("syncing {}", fresh_path.display()), e))?;
+
+    let damaged_copy = keep_damaged(path)?;
+    fs::rename(&fresh_path, path)
+        .map_err(|e| Error::io(format!("moving the recovered stash onto {}", path.display()), e))?;
+    sync_dir(path);
+    let report = RecoveryReport {
+        problem: Some(problem),
+        recovered,
+        dropped,
+        claimed,
+        damaged_copy: Some(damaged_copy),
+    };
+    log::warn!("objstash: {report}");
+    Ok(report)
+}
+
+struct Salvager<'a> {
+    fresh: &'a Connection,
+    target: &'a Schema,
+    rows: Vec<(Key, i64, Vec<u8>)>,
+    recovered: u64,
+    dropped: u64,
+}
+
+impl Salvager<'_> {
+    /// Reads every row of `table` that SQLite can still reach.
+    ///
+    /// Damage can cut any path through a B-tree, so rows are looked for four ways: the
+    /// key index forwards and backwards (it lists rowids), the table forwards in rowid
+    /// order, probing past each damaged stretch, and the table backwards from its end.
+    /// Rowids the index listed that no scan reached are then fetched one by one.
+    fn table(&mut self, damaged: &Connection, table: &str) -> Result<()> {
+        let mut listed = BTreeSet::new();
+        for order in ["ASC", "DESC"] {
+            let sql = format!("SELECT rowid FROM {table} INDEXED BY {table}_key ORDER BY key {order}");
+            let _ = (|| -> rusqlite::Result<()> {
+                let mut stmt = damaged.prepare(&sql)?;
+                let mut rows = stmt.query([])?;
+                while let Some(row) = rows.next()? {
+                    listed.insert(row.get::<_, i64>(0)?);
+                }
+                Ok(())
+            })();
+        }
+        let max: Option<i64> = damaged
+            .query_row(&format!("SELECT max(rowid) FROM {table}"), [], |r| r.get(0))
+            .ok()
+            .flatten();
+        let end = max.into_iter().chain(listed.last().copied()).max().unwrap_or(0);
+
+        let mut done = HashSet::new();
+        let forward = format!(
+            "SELECT rowid, key, raw_len, data FROM {table} WHERE rowid > ?1 ORDER BY rowid LIMIT {CHUNK}"
+        );
+        let (mut after, mut skip) = (0i64, 1i64);
+        while after < end {
+            match self.rows(damaged, &forward, after, &mut done) {
+                Ok(Some((_, last))) => (after, skip) = (last, 1),
+                Ok(None) => break,
+                Err(_) => {
+                    after = after.saturating_add(skip);
+                    skip = skip.saturating_mul(2);
+                }
+            }
+            self.write_if_full()?;
+        }
+        let backward = format!(
+            "SELECT rowid, key, raw_len, data FROM {table} WHERE rowid < ?1 ORDER BY rowid DESC LIMIT {CHUNK}"
+        );
+        let mut before = end.saturating_add(1);
+        while let Ok(Some((_, last))) = self.rows(damaged, &backward, before, &mut done) {
+            before = last;
+            self.write_if_full()?;
+        }
+        let one = format!("SELECT rowid, key, raw_len, data FROM {table} WHERE rowid = ?1");
+        for rowid in listed {
+            if !done.contains(&rowid) {
+                let _ = self.rows(damaged, &one, rowid, &mut done);
+                self.write_if_full()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes the rows `sql` returns for `bound`; returns the first and last rowid read, or
+    /// `None` when there were none.
+    fn rows(
+        &mut self,
+        damaged: &Connection,
+        sql: &str,
+        bound: i64,
+        done: &mut HashSet<i64>,
+    ) -> rusqlite::Result<Option<(i64, i64)>> {
+        let mut stmt = damaged.prepare_cached(sql)?;
+        let mut rows = stmt.query([bound])?;
+        let mut span = None;
+        while let Some(row) = rows.next()? {
+            let rowid = row.get::<_, i64>(0)?;
+            span = Some((span.map_or(rowid, |(first, _)| first), rowid));
+            if !done.insert(rowid) {
+                continue;
+            }
+            let key = row.get_ref(1)?.as_blob().ok().and_then(Key::from_slice);
+            let raw_len = row.get::<_, i64>(2).unwrap_or(-1);
+            let data = row.get_ref(3)?.as_blob().unwrap_or_default();
+            match key {
+                Some(key) if raw_len >= 0 && verifies(&key, raw_len as u64, data) => {
+                    self.rows.push((key, raw_len, data.to_vec()));
+                }
+                _ => self.dropped += 1,
+            }
+        }
+        Ok(span)
+    }
+
+    fn write_if_full(&mut self) -> Result<()> {
+        if self.rows.len() >= INSERT_BATCH { self.write() } else { Ok(()) }
+    }
+
+    fn write(&mut self) -> Result<()> {
+        let tx = self
+            .fresh
+            .unchecked_transaction()
+            .context(|| "starting a salvage batch".to_string())?;
+        for (key, raw_len, data) in self.rows.drain(..) {
+            let table = &self.target.tables[self.target.layout.table_of(&key)];
+            let added = tx
+                .prepare_cached(&table.insert)
+                .and_then(|mut s| s.execute(params![&key.as_bytes()[..], raw_len, data]))
+                .context(|| format!("copying {key} into the recovered stash"))?;
+            self.recovered += added as u64;
+        }
+        tx.commit().context(|| "committing a salvage batch".to_string())
+    }
+}
+
+fn verifies(key: &Key, raw_len: u64, data: &[u8]) -> bool {
+    codec::decompress(data, raw_len).is_ok_and(|raw| Key::of(&raw) == *key)
+}
+
+/// The object tables of a damaged file: the layout's, or whatever its schema still names.
+fn object_tables(conn: &Connection, layout: Layout) -> Vec<String> {
+    let listed: rusqlite::Result<Vec<String>> = (|| {
+        let mut stmt = conn.prepare(
+            "SELECT name FROM sqlite_schema WHERE type = 'table' AND (name = 'objects' OR name GLOB 'objects_[0-9a-f][0-9a-f]') ORDER BY name",
+        )?;
+        let names = stmt.query_map([], |r| r.get(0))?;
+        names.collect()
+    })();
+    match listed {
+        Ok(names) if !names.is_empty() => names,
+        _ => (0..layout.table_count()).map(|i| layout.table_name(i)).collect(),
+    }
+}
+
+/// Keeps the damaged file under a new name (a hard link, so the original path can be
+/// replaced atomically), with any WAL files SQLite would otherwise apply to the new one.
+fn keep_damaged(path: &Path) -> Result<PathBuf> {
+    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let mut n = 0;
+    let copy = loop {
+        let candidate = sibling(
+            path,
+            &format!(".damaged-{secs}{}", if n == 0 { String::new() } else { format!("-{n}") }),
+        );
+        if !candidate.exists() {
+            break candidate;
+        }
+        n += 1;
+    };
+    if fs::hard_link(path, &copy).is_err() {
+        fs::copy(path, &copy)
+            .map_err(|e| Error::io(format!("keeping a copy of damaged {}", path.display()), e))?;
+    }
+    for suffix in ["-wal", "-shm", "-journal"] {
+        let side = sibling(path, suffix);
+        if side.exists() {
+            fs::rename(&side, sibling(&copy, suffix))
+                .map_err(|e| Error::io(format!("moving {} aside", side.display()), e))?;
+        }
+    }
+    Ok(copy)
+}
+
+/// `path` with `suffix` appended to its file name.
+pub(crate) fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+fn remove_if_present(path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(Error::io(format!("removing stale {}", path.display()), e))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn sync_dir(path: &Path) {
+    if let Some(dir) = path.parent() {
+        let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+        if let Err(e) = fs::File::open(dir).and_then(|d| d.sync_all()) {
+            log::warn!("objstash: could not sync directory {}: {e}", dir.display());
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! The on-disk format: SQL text, table names, the format version and the meta table.
+//!
+//! A stash is a SQLite file whose `application_id` is [`APPLICATION_ID`] and whose
+//! `user_version` is its format version. The `objstash_meta` table records the layout,
+//! whether the last writer closed cleanly, and running totals (objects, raw and stored
+//! bytes) that the writer updates in the same transaction as the rows they count, so the
+//! size report costs one read instead of a scan.
+//!
+//! Each object table is a rowid table with a unique index on the key: rows are appended in
+//! rowid order and only the 32-byte keys go into a randomly ordered B-tree. Measured against
+//! WITHOUT ROWID in notes/schema.md.
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::error::{DbContext, Result};
+use crate::layout::Layout;
+
+/// `PRAGMA application_id` of every stash: "obst" in ASCII.
+pub(crate) const APPLICATION_ID: i32 = 0x6f62_7374;
+/// The format this version writes, and the newest it reads.
+pub(crate) const FORMAT_VERSION: i64 = 1;
+/// Page size of new stashes; see notes/schema.md.
+pub(crate) const PAGE_SIZE: u32 = 8192;
+
+const META: &str = "objstash_meta";
+
+/// What the meta table says about the last session that wrote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum State {
+    /// The last writer closed cleanly.
+    Clean,
+    /// A writer in fast mode did not close: the file may be damaged.
+    OpenFast,
+    /// A writer in safe mode did not close: SQLite's WAL recovery makes that harmless.
+    OpenSafe,
+}
+
+impl State {
+    fn as_str(self) -> &'static str {
+        match self {
+            State::Clean => "clean",
+            State::OpenFast => "open-fast",
+            State::OpenSafe => "open-safe",
+        }
+    }
+}
+
+/// Object count and byte totals, as kept in the meta table.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Totals {
+    pub objects: u64,
+    pub raw_bytes: u64,
+    pub stored_bytes: u64,
+}
+
+/// The SQL statements of one object table.
+#[derive(Debug)]
+pub(crate) struct TableSql {
+    pub name: String,
+    pub insert: String,
+    pub select: String,
+    pub exists: String,
+    pub delete: String,
+    /// Rows after a rowid, in rowid order, for scans that must not hold a lock for long.
+    pub scan: String,
+    pub totals: String,
+}
+
+impl TableSql {
+    fn new(name: String) -> Self {
+        TableSql {
+            insert: format!("INSERT OR IGNORE INTO {name}(key, raw_len, data) VALUES (?1, ?2, ?3)"),
+            select: format!("SELECT raw_len, data FROM {name} WHERE key = ?1"),
+            exists: format!("SELECT 1 FROM {name} WHERE key = ?1"),
+            delete: format!("DELETE FROM {name} WHERE key = ?1 RETURNING raw_len, length(data)"),
+            scan: format!(
+                "SELECT rowid, key, raw_len, data FROM {name} WHERE rowid > ?1 ORDER BY rowid \
+                 LIMIT ?2"
+            ),
+            totals: format!(
+                "SELECT count(*), coalesce(sum(raw_len), 0), coalesce(sum(length(data)), 0) \
+                 FROM {name}"
+            ),
+            name,
+        }
+    }
+
+    fn create(&self) -> String {
+        format!(
+            "CREATE TABLE {name}(rowid INTEGER PRIMARY KEY, key BLOB NOT NULL, \
+             raw_len INTEGER NOT NULL, data BLOB NOT NULL);\n\
+             CREATE UNIQUE INDEX {name}_key ON {name}(key);\n",
+            name = self.name
+        )
+    }
+}
+
+/// The statements of every table of a layout, indexed like [`Layout::table_of`].
+#[derive(Debug)]
+pub(crate) struct Schema {
+    pub layout: Layout,
+    pub tables: Vec<TableSql>,
+}
+
+impl Schema {
+    pub(crate) fn new(layout: Layout) -> Self {
+        let tables =
+            (0..layout.table_count()).map(|i| TableSql::new(layout.table_name(i))).collect();
+        Schema { layout, tables }
+    }
+
+    /// How many prepared statements a connection should cache to never re-prepare.
+    pub(crate) fn statement_count(&self) -> usize {
+        self.tables.len() * 6 + 16
+    }
+
+    /// Creates the tables and meta rows of a new stash in an empty database.
+    pub(crate) fn create(&self, conn: &Connection) -> Result<()> {
+        let mut sql = String::from("BEGIN;\n");
+        sql += &format!("CREATE TABLE {META}(name TEXT PRIMARY KEY, value ANY) WITHOUT ROWID;\n");
+        for table in &self.tables {
+            sql += &table.create();
+        }
+        sql += &format!(
+            "INSERT INTO {META}(name, value) VALUES ('layout', '{}'), ('state', 'clean'), \
+             ('objects', 0), ('raw_bytes', 0), ('stored_bytes', 0);\n",
+            self.layout.as_str()
+        );
+        sql += &format!("PRAGMA application_id = {APPLICATION_ID};\n");
+        sql += &format!("PRAGMA user_version = {FORMAT_VERSION};\n");
+        sql += "COMMIT;";
+        conn.execute_batch(&sql).context(|| "creating the stash's tables".to_string())
+    }
+}
+
+/// Reads the layout recorded in a stash; `None` when the value is missing or unknown.
+pub(crate) fn read_layout(conn: &Connection) -> Result<Option<Layout>> {
+    let word: Option<String> = read_meta(conn, "layout")?;
+    Ok(word.and_then(|w| w.parse().ok()))
+}
+
+pub(crate) fn read_state(conn: &Connection) -> Result<State> {
+    let word: Option<String> = read_meta(conn, "state")?;
+    Ok(match word.as_deref() {
+        Some("open-fast") => State::OpenFast,
+        Some("open-safe") => State::OpenSafe,
+        _ => State::Clean,
+    })
+}
+
+pub(crate) fn write_state(conn: &Connection, state: State) -> Result<()> {
+    conn.execute(&format!("UPDATE {META} SET value = ?1 WHERE name = 'state'"), [state.as_str()])
+        .context(|| "recording the stash's state".to_string())?;
+    Ok(())
+}
+
+pub(crate) fn read_totals(conn: &Connection) -> Result<Totals> {
+    let get =
+        |name| -> Result<u64> { Ok(read_meta::<i64>(conn, name)?.unwrap_or(0).max(0) as u64) };
+    Ok(Totals {
+        objects: get("objects")?,
+        raw_bytes: get("raw_bytes")?,
+        stored_bytes: get("stored_bytes")?,
+    })
+}
+
+/// Adds signed deltas to the running totals, inside the caller's transaction.
+pub(crate) fn add_totals(conn: &Connection, objects: i64, raw: i64, stored: i64) -> Result<()> {
+    let mut stmt = conn
+        .prepare_cached(&format!("UPDATE {META} SET value = value + ?2 WHERE name = ?1"))
+        .context(|| "preparing the totals update".to_string())?;
+    for (name, delta) in [("objects", objects), ("raw_bytes", raw), ("stored_bytes", stored)] {
+        if delta != 0 {
+            stmt.execute(params![name, delta]).context(|| format!("updating the {name} total"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Recounts the totals from the rows themselves and stores them.
+pub(crate) fn recount_totals(conn: &Connection, schema: &Schema) -> Result<Totals> {
+    let mut totals = Totals::default();
+    for table in &schema.tables {
+        let (n, raw, stored): (i64, i64, i64) = conn
+            .query_row(&table.totals, [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .context(|| format!("counting the rows of table {}", table.name))?;
+        totals.objects += n as u64;
+        totals.raw_bytes += raw as u64;
+        totals.stored_bytes += stored as u64;
+    }
+    let sql = format!("UPDATE {META} SET value = ?2 WHERE name = ?1");
+    for (name, value) in [
+        ("objects", totals.objects),
+        ("raw_bytes", totals.raw_bytes),
+        ("stored_bytes", totals.stored_bytes),
+    ] {
+        conn.execute(&sql, params![name, value as i64])
+            .context(|| format!("storing the recounted {name} total"))?;
+    }
+    Ok(totals)
+}
+
+fn read_meta<T: rusqlite::types::FromSql>(conn: &Connection, name: &str) -> Result<Option<T>> {
+    conn.query_row(&format!("SELECT value FROM {META} WHERE name = ?1"), [name], |r| r.get(0))
+        .optional()
+        .context(|| format!("reading {name} from the stash's meta table"))
+}
+
+/// How many objects of any kind (tables, indexes, views) the database defines.
+pub(crate) fn schema_object_count(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))
+}

@@ -1,0 +1,472 @@
+//! The public handle: save, get and the batch calls, over the writer and the read pool.
+//!
+//! Invariants: a saved object is in the pending map or committed from the moment `save`
+//! returns, so every thread reads its writes; no byte reaches a caller before its blake3
+//! hash has been checked against the key it was asked for.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Sender, bounded};
+use rayon::prelude::*;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::builder::StashBuilder;
+use crate::codec;
+use crate::durability::Durability;
+use crate::error::{DbContext, Error, Result};
+use crate::key::Key;
+use crate::layout::Layout;
+use crate::pending::Row;
+use crate::readers::{Reader, Readers};
+use crate::recovery::{RecoveryReport, sibling};
+use crate::schema::{self, Schema};
+use crate::stats::{Stats, VerifyReport};
+use crate::writer::{self, Message, Shared};
+
+/// Rows read per query by `verify`: each query holds a read lock only briefly, so the
+/// writer is never kept waiting by a long scan.
+const SCAN_CHUNK: i64 = 1_024;
+
+/// A content-addressed object cache in one SQLite file.
+///
+/// One `Stash` per file and process; share it between threads by reference (it is
+/// `Send + Sync`). Dropping it flushes and stops the writer, as [`Stash::close`] does, but
+/// can only log a failure.
+pub struct Stash {
+    shared: Arc<Shared>,
+    sender: Option<Sender<Message>>,
+    writer: Option<JoinHandle<()>>,
+    readers: Readers,
+    pool: rayon::ThreadPool,
+    path: PathBuf,
+    level: u32,
+    durability: Durability,
+    recovery: Option<RecoveryReport>,
+    _lock: File,
+}
+
+/// What the builder hands over to start a stash.
+pub(crate) struct Parts {
+    pub path: PathBuf,
+    pub conn: Connection,
+    pub schema: Schema,
+    pub durability: Durability,
+    pub level: u32,
+    pub batch_size: usize,
+    pub capacity: usize,
+    pub pool: rayon::ThreadPool,
+    pub recovery: Option<RecoveryReport>,
+    pub lock: File,
+}
+
+impl std::fmt::Debug for Stash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stash")
+            .field("path", &self.path)
+            .field("layout", &self.layout())
+            .field("durability", &self.durability)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Stash {
+    /// Opens the stash at `path` with default settings, creating it if needed.
+    ///
+    /// # Errors
+    /// As [`StashBuilder::open`].
+    pub fn open(path: impl AsRef<Path>) -> Result<Stash> {
+        StashBuilder::default().open(path)
+    }
+
+    /// Settings for opening a stash.
+    pub fn builder() -> StashBuilder {
+        StashBuilder::default()
+    }
+
+    pub(crate) fn start(parts: Parts) -> Result<Stash> {
+        let statements = parts.schema.statement_count();
+        let shared = Arc::new(Shared::new(parts.schema));
+        let (sender, receiver) = bounded(parts.capacity);
+        let writer = writer::spawn(parts.conn, Arc::clone(&shared), receiver, parts.batch_size)?;
+        Ok(Stash {
+            shared,
+            sender: Some(sender),
+            writer: Some(writer),
+            readers: Readers::new(parts.path.clone(), statements),
+            pool: parts.pool,
+            path: parts.path,
+            level: parts.level,
+            durability: parts.durability,
+            recovery: parts.recovery,
+            _lock: parts.lock,
+        })
+    }
+
+    /// Stores `object` and returns its key. An object already stored costs only its hash
+    /// and a lookup.
+    ///
+    /// The object is hashed and compressed on the calling thread, then queued for the
+    /// writer: it is readable from every thread at once, and committed at the writer's next
+    /// batch (call [`Stash::flush`] to wait for that).
+    ///
+    /// # Errors
+    /// [`Error::WriterStopped`] if the writer has stopped; [`Error::Database`] if the
+    /// lookup fails.
+    pub fn save(&self, object: &[u8]) -> Result<Key> {
+        let reader = self.readers.checkout()?;
+        self.save_with(&reader, object)
+    }
+
+    /// Stores many objects, hashing and compressing them in parallel; returns their keys in
+    /// input order.
+    ///
+    /// Memory stays bounded by the channel to the writer however many objects are given.
+    ///
+    /// # Errors
+    /// As [`Stash::save`]; objects saved before an error stay saved.
+    pub fn save_all<T: AsRef<[u8]> + Sync>(&self, objects: &[T]) -> Result<Vec<Key>> {
+        self.pool.install(|| {
+            objects
+                .par_iter()
+                .map_init(
+                    || self.readers.checkout(),
+                    |reader, object| match reader {
+                        Ok(reader) => self.save_with(reader, object.as_ref()),
+                        Err(e) => Err(Error::Database {
+                            context: "opening a read connection for save_all".to_string(),
+                            source: e.to_string().into(),
+                        }),
+                    },
+                )
+                .collect()
+        })
+    }
+
+    fn save_with(&self, reader: &Reader<'_>, object: &[u8]) -> Result<Key> {
+        let key = Key::of(object);
+        if self.shared.pending.contains(&key) || self.stored(reader, &key)? {
+            return Ok(key);
+        }
+        let sender = self.sender()?;
+        let row = Row {
+            key,
+            raw_len: object.len() as u64,
+            data: Arc::new(codec::compress(object, self.level)),
+        };
+        self.shared.pending.insert(row.clone());
+        if sender.send(Message::Save(row)).is_err() {
+            return Err(self.shared.stopped_error());
+        }
+        Ok(key)
+    }
+
+    /// Returns once every object saved and removed before the call is committed. In
+    /// [`Durability::Safe`] committed means on disk.
+    ///
+    /// # Errors
+    /// [`Error::WriterStopped`] if a commit failed: objects saved since the previous
+    /// successful flush may not be stored.
+    pub fn flush(&self) -> Result<()> {
+        let (ack, done) = bounded(1);
+        self.send(Message::Flush(ack))?;
+        match done.recv() {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(reason)) => Err(Error::WriterStopped { reason }),
+            Err(_) => Err(self.shared.stopped_error()),
+        }
+    }
+
+    /// The object stored under `key`, or `None`.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] if the stored row does not decompress or does not hash to `key`;
+    /// the damaged bytes are never returned. [`Error::Database`] if the read fails.
+    pub fn get(&self, key: &Key) -> Result<Option<Vec<u8>>> {
+        if let Some(row) = self.shared.pending.get(key) {
+            return decode(key, row.raw_len, &row.data).map(Some);
+        }
+        let reader = self.readers.checkout()?;
+        let table = self.table(key);
+        let mut stmt =
+            reader.prepare_cached(&table.select).context(|| format!("reading {}", table.name))?;
+        stmt.query_row([&key.as_bytes()[..]], |r| {
+            let raw_len = r.get::<_, i64>(0)?;
+            let data = r.get_ref(1)?.as_blob()?;
+            Ok(decode(key, raw_len.max(0) as u64, data))
+        })
+        .optional()
+        .context(|| format!("reading {key} from {}", table.name))?
+        .transpose()
+    }
+
+    /// The objects stored under `keys`, in the same order, `None` for those not stored.
+    ///
+    /// Rows are read in key order on one connection and decompressed in parallel, which is
+    /// faster than a loop of [`Stash::get`].
+    ///
+    /// # Errors
+    /// As [`Stash::get`], for the first key that fails.
+    pub fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Vec<u8>>>> {
+        let mut order: Vec<usize> = (0..keys.len()).collect();
+        order.sort_unstable_by_key(|&i| keys[i]);
+        let mut rows: Vec<Option<(u64, Arc<Vec<u8>>)>> = vec![None; keys.len()];
+        let reader = self.readers.checkout()?;
+        for i in order {
+            let key = &keys[i];
+            if let Some(row) = self.shared.pending.get(key) {
+                rows[i] = Some((row.raw_len, row.data));
+                continue;
+            }
+            let table = self.table(key);
+            let mut stmt = reader
+                .prepare_cached(&table.select)
+                .context(|| format!("reading {}", table.name))?;
+            rows[i] = stmt
+                .query_row([&key.as_bytes()[..]], |r| {
+                    Ok((r.get::<_, i64>(0)?.max(0) as u64, Arc::new(r.get::<_, Vec<u8>>(1)?)))
+                })
+                .optional()
+                .context(|| format!("reading {key} from {}", table.name))?;
+        }
+        drop(reader);
+        self.pool.install(|| {
+            rows.into_par_iter()
+                .zip(keys.par_iter())
+                .map(|(row, key)| {
+                    row.map(|(raw_len, data)| decode(key, raw_len, &data)).transpose()
+                })
+                .collect()
+        })
+    }
+
+    /// Whether an object is stored under `key` (without reading or checking it).
+    ///
+    /// # Errors
+    /// [`Error::Database`] if the lookup fails.
+    pub fn contains(&self, key: &Key) -> Result<bool> {
+        if self.shared.pending.contains(key) {
+            return Ok(true);
+        }
+        let reader = self.readers.checkout()?;
+        self.stored(&reader, key)
+    }
+
+    /// The keys among `keys` that are not stored, in input order: what still has to be
+    /// fetched or sent.
+    ///
+    /// # Errors
+    /// [`Error::Database`] if a lookup fails.
+    pub fn missing(&self, keys: &[Key]) -> Result<Vec<Key>> {
+        let reader = self.readers.checkout()?;
+        let mut missing = Vec::new();
+        for key in keys {
+            if !self.shared.pending.contains(key) && !self.stored(&reader, key)? {
+                missing.push(*key);
+            }
+        }
+        Ok(missing)
+    }
+
+    /// Deletes the object under `key`; returns whether one was stored. Committed when it
+    /// returns.
+    ///
+    /// # Errors
+    /// [`Error::WriterStopped`] if the writer has stopped.
+    pub fn remove(&self, key: &Key) -> Result<bool> {
+        let (ack, done) = bounded(1);
+        self.send(Message::Remove(*key, ack))?;
+        match done.recv() {
+            Ok(Ok(removed)) => Ok(removed),
+            Ok(Err(reason)) => Err(Error::WriterStopped { reason }),
+            Err(_) => Err(self.shared.stopped_error()),
+        }
+    }
+
+    /// How many objects are stored. Waits for pending writes to commit.
+    ///
+    /// # Errors
+    /// As [`Stash::flush`], or [`Error::Database`] if the count cannot be read.
+    pub fn len(&self) -> Result<u64> {
+        Ok(self.totals()?.objects)
+    }
+
+    /// Whether no object is stored. Waits for pending writes to commit.
+    ///
+    /// # Errors
+    /// As [`Stash::len`].
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// The size report: objects, raw and stored bytes, file size, ratio. Waits for pending
+    /// writes to commit; costs no scan.
+    ///
+    /// # Errors
+    /// As [`Stash::len`], or [`Error::Io`] if a file size cannot be read.
+    pub fn stats(&self) -> Result<Stats> {
+        let totals = self.totals()?;
+        let mut file_bytes = 0;
+        for suffix in ["", "-wal", "-journal"] {
+            let file = sibling(&self.path, suffix);
+            match std::fs::metadata(&file) {
+                Ok(meta) => file_bytes += meta.len(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(Error::io(format!("reading the size of {}", file.display()), e));
+                }
+            }
+        }
+        Ok(Stats {
+            objects: totals.objects,
+            raw_bytes: totals.raw_bytes,
+            stored_bytes: totals.stored_bytes,
+            file_bytes,
+            layout: self.layout(),
+            durability: self.durability,
+        })
+    }
+
+    /// Reads every object, decompresses it and checks its hash; lists every corrupt key.
+    /// Waits for pending writes to commit.
+    ///
+    /// # Errors
+    /// [`Error::Database`] if SQLite cannot read a table at all (a damaged file: reopen it
+    /// after a crash to recover).
+    pub fn verify(&self) -> Result<VerifyReport> {
+        self.flush()?;
+        let mut report = VerifyReport::default();
+        for table in &self.shared.schema.tables {
+            let mut after = 0i64;
+            loop {
+                let chunk: Vec<(i64, Vec<u8>, i64, Vec<u8>)> = {
+                    let reader = self.readers.checkout()?;
+                    let mut stmt = reader
+                        .prepare_cached(&table.scan)
+                        .context(|| format!("scanning {}", table.name))?;
+                    let rows = stmt
+                        .query_map(params![after, SCAN_CHUNK], |r| {
+                            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                        })
+                        .context(|| format!("scanning {}", table.name))?;
+                    rows.collect::<rusqlite::Result<_>>()
+                        .context(|| format!("scanning {}", table.name))?
+                };
+                let Some(last) = chunk.last() else { break };
+                after = last.0;
+                report.checked += chunk.len() as u64;
+                let corrupt: Vec<Key> = self.pool.install(|| {
+                    chunk
+                        .par_iter()
+                        .filter_map(|(_, key, raw_len, data)| {
+                            let Some(key) = Key::from_slice(key) else {
+                                // A key blob of the wrong length cannot address anything; it
+                                // is reported under the hash of what it holds.
+                                return Some(Key::of(key));
+                            };
+                            decode(&key, (*raw_len).max(0) as u64, data).err().map(|_| key)
+                        })
+                        .collect()
+                });
+                report.corrupt.extend(corrupt);
+            }
+        }
+        Ok(report)
+    }
+
+    /// Flushes, stops the writer and closes the database, marking it cleanly closed.
+    ///
+    /// # Errors
+    /// [`Error::WriterStopped`] if the writer had failed: objects saved since the last
+    /// successful flush may not be stored.
+    pub fn close(mut self) -> Result<()> {
+        self.shutdown()
+    }
+
+    /// The path of the database file.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The table layout of this stash.
+    #[must_use]
+    pub fn layout(&self) -> Layout {
+        self.shared.schema.layout
+    }
+
+    /// The durability of this handle.
+    #[must_use]
+    pub fn durability(&self) -> Durability {
+        self.durability
+    }
+
+    /// What opening found, if the previous fast-mode session did not close cleanly: whether
+    /// the file was sound or salvaged, and how many objects survived.
+    #[must_use]
+    pub fn recovery(&self) -> Option<&RecoveryReport> {
+        self.recovery.as_ref()
+    }
+
+    fn totals(&self) -> Result<schema::Totals> {
+        self.flush()?;
+        let reader = self.readers.checkout()?;
+        schema::read_totals(&reader)
+    }
+
+    fn table(&self, key: &Key) -> &schema::TableSql {
+        let schema = &self.shared.schema;
+        &schema.tables[schema.layout.table_of(key)]
+    }
+
+    fn stored(&self, conn: &Connection, key: &Key) -> Result<bool> {
+        let table = self.table(key);
+        let mut stmt =
+            conn.prepare_cached(&table.exists).context(|| format!("looking up {}", table.name))?;
+        stmt.exists([&key.as_bytes()[..]]).context(|| format!("looking up {key} in {}", table.name))
+    }
+
+    fn sender(&self) -> Result<&Sender<Message>> {
+        if self.shared.stopped().is_some() {
+            return Err(self.shared.stopped_error());
+        }
+        self.sender.as_ref().ok_or_else(|| self.shared.stopped_error())
+    }
+
+    fn send(&self, message: Message) -> Result<()> {
+        self.sender()?.send(message).map_err(|_| self.shared.stopped_error())
+    }
+
+    fn shutdown(&mut self) -> Result<()> {
+        self.readers.close_all();
+        drop(self.sender.take());
+        let Some(writer) = self.writer.take() else { return Ok(()) };
+        if writer.join().is_err() {
+            return Err(Error::WriterStopped { reason: "the writer thread panicked".to_string() });
+        }
+        match self.shared.stopped() {
+            Some(reason) => Err(Error::WriterStopped { reason }),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Stash {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            log::error!("objstash: closing {} failed: {e}", self.path.display());
+        }
+    }
+}
+
+/// Decompresses a stored row and checks it hashes to `key`.
+fn decode(key: &Key, raw_len: u64, data: &[u8]) -> Result<Vec<u8>> {
+    let raw = codec::decompress(data, raw_len).map_err(|reason| Error::corrupt(*key, reason))?;
+    let actual = Key::of(&raw);
+    if actual != *key {
+        return Err(Error::corrupt(*key, format!("its bytes hash to {actual}")));
+    }
+    Ok(raw)
+}

@@ -1,0 +1,302 @@
+//! The single writer: one named thread that owns the only write connection.
+//!
+//! Producers send [`Message`]s through a bounded channel, which is what bounds memory when
+//! they outrun the disk. The writer takes what is queued (up to a batch), writes it in one
+//! transaction with each run of saves sorted by key, updates the running totals in the same
+//! transaction, commits, and only then forgets the rows from [`Pending`] and acknowledges
+//! removes and flushes. If a commit fails or the thread panics, the writer records why and
+//! stops: every later write and every waiting flush gets [`Error::WriterStopped`] with that
+//! reason instead of hanging or losing rows silently.
+
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
+use rusqlite::{Connection, params};
+
+use crate::error::{Error, Result, sqlite_code};
+use crate::key::Key;
+use crate::pending::{Pending, Row};
+use crate::schema::{self, Schema, State};
+
+/// A batch is committed once its rows hold this many compressed bytes, whatever its count.
+const MAX_BATCH_BYTES: usize = 64 << 20;
+/// How long the writer waits for more rows before committing a batch that is not full.
+/// Each commit rewrites every index page the batch touched, so a commit per handful of rows
+/// costs far more than waiting; readers do not wait, they read the pending rows.
+const LINGER: Duration = Duration::from_millis(20);
+/// The longest a row waits for its commit when rows keep trickling in.
+const MAX_BATCH_AGE: Duration = Duration::from_millis(500);
+
+/// What producers send to the writer.
+pub(crate) enum Message {
+    /// Store a row (already in [`Pending`]).
+    Save(Row),
+    /// Delete a key; answers whether it was stored.
+    Remove(Key, Sender<Result<bool, String>>),
+    /// Commit everything sent before; answers once it is committed.
+    Flush(Sender<Result<(), String>>),
+}
+
+/// State shared by the handle and the writer thread.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub pending: Pending,
+    pub schema: Schema,
+    stopped: Mutex<Option<String>>,
+}
+
+impl Shared {
+    pub(crate) fn new(schema: Schema) -> Self {
+        Shared { pending: Pending::new(), schema, stopped: Mutex::new(None) }
+    }
+
+    /// Why the writer stopped, if it did.
+    pub(crate) fn stopped(&self) -> Option<String> {
+        self.stopped.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The error for a write that finds the writer gone.
+    pub(crate) fn stopped_error(&self) -> Error {
+        let reason = self.stopped().unwrap_or_else(|| "the stash is closing".to_string());
+        Error::WriterStopped { reason }
+    }
+
+    fn stop(&self, reason: String) {
+        log::error!("objstash writer stopped: {reason}");
+        let mut stopped = self.stopped.lock().unwrap_or_else(|p| p.into_inner());
+        stopped.get_or_insert(reason);
+        drop(stopped);
+        // Rows still pending will never be committed; reads must stop showing them.
+        self.pending.clear();
+    }
+}
+
+/// Marks the writer stopped if its thread unwinds.
+struct PanicGuard<'a>(&'a Shared);
+
+impl Drop for PanicGuard<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.stop("the writer thread panicked".to_string());
+        }
+    }
+}
+
+/// One operation of a batch, in arrival order.
+enum Op {
+    Save(Row),
+    Remove(Key, Sender<Result<bool, String>>),
+}
+
+#[derive(Default)]
+struct Batch {
+    ops: Vec<Op>,
+    flushes: Vec<Sender<Result<(), String>>>,
+    /// Whether each remove found its key, in the order of the removes in `ops`.
+    removed: Vec<bool>,
+    rows: usize,
+    bytes: usize,
+}
+
+impl Batch {
+    /// Adds a message; returns true when the batch should be committed now.
+    fn push(&mut self, message: Message, batch_size: usize) -> bool {
+        match message {
+            Message::Save(row) => {
+                self.rows += 1;
+                self.bytes += row.data.len();
+                self.ops.push(Op::Save(row));
+                self.rows >= batch_size || self.bytes >= MAX_BATCH_BYTES
+            }
+            Message::Remove(key, ack) => {
+                self.ops.push(Op::Remove(key, ack));
+                false
+            }
+            Message::Flush(ack) => {
+                self.flushes.push(ack);
+                true
+            }
+        }
+    }
+}
+
+/// Starts the writer thread on `conn`, which must already carry the durability pragmas.
+pub(crate) fn spawn(
+    conn: Connection,
+    shared: Arc<Shared>,
+    rx: Receiver<Message>,
+    batch_size: usize,
+) -> Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("objstash-writer".to_string())
+        .spawn(move || Writer { conn, shared, batch_size }.run(rx))
+        .map_err(|e| Error::io("starting the writer thread", e))
+}
+
+struct Writer {
+    conn: Connection,
+    shared: Arc<Shared>,
+    batch_size: usize,
+}
+
+impl Writer {
+    fn run(mut self, rx: Receiver<Message>) {
+        let shared = Arc::clone(&self.shared);
+        let _guard = PanicGuard(&shared);
+        while let Ok(first) = rx.recv() {
+            let mut batch = Batch::default();
+            let mut now = batch.push(first, self.batch_size);
+            let deadline = Instant::now() + MAX_BATCH_AGE;
+            while !now {
+                let message = match rx.try_recv() {
+                    Ok(message) => message,
+                    Err(TryRecvError::Disconnected) => break,
+                    Err(TryRecvError::Empty) => {
+                        match rx.recv_deadline(deadline.min(Instant::now() + LINGER)) {
+                            Ok(message) => message,
+                            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
+                        }
+                    }
+                };
+                now = batch.push(message, self.batch_size);
+            }
+            if let Err(reason) = self.commit(&mut batch) {
+                self.shared.stop(reason.clone());
+                for op in batch.ops {
+                    if let Op::Remove(_, ack) = op {
+                        let _ = ack.send(Err(reason.clone()));
+                    }
+                }
+                for ack in batch.flushes {
+                    let _ = ack.send(Err(reason.clone()));
+                }
+                return;
+            }
+            let mut removed = batch.removed.into_iter();
+            for op in batch.ops {
+                match op {
+                    Op::Save(row) => self.shared.pending.settle(&row),
+                    Op::Remove(_, ack) => {
+                        let _ = ack.send(Ok(removed.next().unwrap_or(false)));
+                    }
+                }
+            }
+            for ack in batch.flushes {
+                let _ = ack.send(Ok(()));
+            }
+        }
+        // Every sender is gone and everything sent is committed: a clean close.
+        if let Err(e) = schema::write_state(&self.conn, State::Clean) {
+            log::warn!(
+                "objstash could not record a clean close ({e}); the next open will check the file"
+            );
+        }
+    }
+
+    fn commit(&mut self, batch: &mut Batch) -> Result<(), String> {
+        if batch.ops.is_empty() {
+            return Ok(());
+        }
+        self.conn
+            .execute_batch("BEGIN IMMEDIATE")
+            .map_err(|e| describe("starting a transaction", &e))?;
+        match self.write(batch) {
+            Ok(()) => self.conn.execute_batch("COMMIT").map_err(|e| {
+                let reason = describe("committing a batch", &e);
+                let _ = self.conn.execute_batch("ROLLBACK");
+                reason
+            }),
+            Err(reason) => {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                Err(reason)
+            }
+        }
+    }
+
+    fn write(&self, batch: &mut Batch) -> Result<(), String> {
+        let mut totals = Delta::default();
+        let mut run: Vec<&Row> = Vec::new();
+        batch.removed.clear();
+        for op in &batch.ops {
+            match op {
+                Op::Save(row) => run.push(row),
+                Op::Remove(key, _) => {
+                    self.insert(&mut run, &mut totals)?;
+                    batch.removed.push(self.delete(key, &mut totals)?);
+                }
+            }
+        }
+        self.insert(&mut run, &mut totals)?;
+        schema::add_totals(&self.conn, totals.objects, totals.raw, totals.stored)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Inserts a run of saves in key order, which keeps the key index's page accesses local.
+    fn insert(&self, run: &mut Vec<&Row>, totals: &mut Delta) -> Result<(), String> {
+        run.sort_unstable_by_key(|row| row.key);
+        let schema = &self.shared.schema;
+        for row in run.drain(..) {
+            let table = &schema.tables[schema.layout.table_of(&row.key)];
+            let mut stmt = self
+                .conn
+                .prepare_cached(&table.insert)
+                .map_err(|e| describe("preparing an insert", &e))?;
+            let added = stmt
+                .execute(params![&row.key.as_bytes()[..], row.raw_len as i64, &row.data[..]])
+                .map_err(|e| describe(&format!("inserting {} into {}", row.key, table.name), &e))?;
+            if added == 1 {
+                totals.objects += 1;
+                totals.raw += row.raw_len as i64;
+                totals.stored += row.data.len() as i64;
+            }
+        }
+        Ok(())
+    }
+
+    fn delete(&self, key: &Key, totals: &mut Delta) -> Result<bool, String> {
+        let schema = &self.shared.schema;
+        let table = &schema.tables[schema.layout.table_of(key)];
+        let mut stmt = self
+            .conn
+            .prepare_cached(&table.delete)
+            .map_err(|e| describe("preparing a delete", &e))?;
+        let mut rows = stmt
+            .query([&key.as_bytes()[..]])
+            .map_err(|e| describe(&format!("removing {key} from {}", table.name), &e))?;
+        let mut removed = false;
+        while let Some(row) = rows.next().map_err(|e| describe(&format!("removing {key}"), &e))? {
+            let raw: i64 = row.get(0).map_err(|e| describe("reading a removed row", &e))?;
+            let stored: i64 = row.get(1).map_err(|e| describe("reading a removed row", &e))?;
+            totals.objects -= 1;
+            totals.raw -= raw;
+            totals.stored -= stored;
+            removed = true;
+        }
+        Ok(removed)
+    }
+}
+
+#[derive(Default)]
+struct Delta {
+    objects: i64,
+    raw: i64,
+    stored: i64,
+}
+
+/// A writer failure in words a user can act on.
+fn describe(what: &str, e: &rusqlite::Error) -> String {
+    match sqlite_code(e) {
+        Some(rusqlite::ErrorCode::DiskFull) => {
+            format!("{what} failed because the disk is full ({e}); free space and reopen")
+        }
+        Some(rusqlite::ErrorCode::ReadOnly) => {
+            format!("{what} failed because the database became read-only ({e})")
+        }
+        Some(rusqlite::ErrorCode::DatabaseCorrupt) => {
+            format!("{what} failed because the database file is damaged ({e}); reopen to recover")
+        }
+        _ => format!("{what} failed: {e}"),
+    }
+}

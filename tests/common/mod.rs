@@ -1,0 +1,70 @@
+//! Helpers shared by the integration tests: temp stashes, objects and a tmpfs mount.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use objstash::{Durability, Layout, Stash};
+
+pub type TestResult = anyhow::Result<()>;
+
+pub const LAYOUTS: [Layout; 2] = [Layout::Single, Layout::Bucketed];
+pub const MODES: [Durability; 2] = [Durability::Fast, Durability::Safe];
+
+/// Opens a new stash in `dir` with the given layout and durability.
+pub fn open(dir: &Path, layout: Layout, durability: Durability) -> objstash::Result<Stash> {
+    Stash::builder().layout(layout).durability(durability).open(dir.join("stash.db"))
+}
+
+/// `n` realistic objects of model `seed`.
+pub fn objects(seed: u64, n: usize) -> Vec<Vec<u8>> {
+    speckle_gen::objects(seed, 0, n)
+}
+
+/// Deterministic pseudo-random bytes (incompressible).
+pub fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// A tmpfs mounted for the life of the value; `None` where this process may not mount.
+pub struct Tmpfs {
+    pub dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    pub fn mount(size: &str) -> Option<Tmpfs> {
+        let dir = tempfile::tempdir().ok()?;
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .is_ok_and(|o| o.status.success());
+        ok.then_some(Tmpfs { dir })
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+
+    pub fn remount_read_only(&self) -> bool {
+        Command::new("mount")
+            .args(["-o", "remount,ro"])
+            .arg(self.dir.path())
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(self.dir.path()).output();
+    }
+}

@@ -1,0 +1,81 @@
+//! Closing and reopening: data, layout and format survive; the recorded layout wins.
+
+mod common;
+
+use common::{LAYOUTS, TestResult, objects};
+use objstash::{Durability, Error, Layout, Stash};
+
+#[test]
+fn data_survives_close_and_reopen() -> TestResult {
+    for layout in LAYOUTS {
+        for mode in common::MODES {
+            let dir = tempfile::tempdir()?;
+            let path = dir.path().join("r.db");
+            let objs = objects(11, 1_500);
+            let keys = {
+                let stash = Stash::builder().layout(layout).durability(mode).open(&path)?;
+                let keys = stash.save_all(&objs)?;
+                stash.close()?;
+                keys
+            };
+            // Reopen with defaults: the recorded layout is used; the other mode also works.
+            let other = if mode == Durability::Fast { Durability::Safe } else { Durability::Fast };
+            let stash = Stash::builder().durability(other).open(&path)?;
+            assert_eq!(stash.layout(), layout);
+            assert!(stash.recovery().is_none(), "a clean close needs no recovery");
+            assert_eq!(stash.len()?, 1_500);
+            for (key, obj) in keys.iter().zip(&objs).step_by(7) {
+                assert_eq!(stash.get(key)?.as_deref(), Some(&obj[..]));
+            }
+            assert!(stash.verify()?.is_ok());
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn drop_without_close_also_commits() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("d.db");
+    let key = {
+        let stash = Stash::open(&path)?;
+        stash.save(b"kept by drop")?
+    };
+    let stash = Stash::open(&path)?;
+    assert_eq!(stash.get(&key)?.as_deref(), Some(&b"kept by drop"[..]));
+    assert!(stash.recovery().is_none());
+    Ok(())
+}
+
+#[test]
+fn asking_for_another_layout_is_an_error() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("l.db");
+    Stash::builder().layout(Layout::Bucketed).open(&path)?.close()?;
+    let err = Stash::builder().layout(Layout::Single).open(&path).unwrap_err();
+    match &err {
+        Error::LayoutMismatch { stored, requested, .. } => {
+            assert_eq!((*stored, *requested), (Layout::Bucketed, Layout::Single));
+        }
+        other => panic!("expected LayoutMismatch, got {other:?}"),
+    }
+    assert!(err.to_string().contains("leave the layout unset"), "{err}");
+    assert_eq!(Stash::builder().layout(Layout::Bucketed).open(&path)?.layout(), Layout::Bucketed);
+    Ok(())
+}
+
+#[test]
+fn a_second_handle_is_refused_until_the_first_closes() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("x.db");
+    let first = Stash::open(&path)?;
+    let key = first.save(b"held")?;
+    match Stash::open(&path) {
+        Err(Error::Locked { .. }) => {}
+        other => panic!("expected Locked, got {other:?}"),
+    }
+    first.close()?;
+    let second = Stash::open(&path)?;
+    assert!(second.contains(&key)?);
+    Ok(())
+}

@@ -1,0 +1,133 @@
+//! Saving and reading back, in both layouts and both durability modes.
+
+mod common;
+
+use common::{LAYOUTS, MODES, TestResult, noise, objects, open};
+use objstash::Key;
+
+#[test]
+fn round_trip_in_every_layout_and_mode() -> TestResult {
+    for layout in LAYOUTS {
+        for mode in MODES {
+            let dir = tempfile::tempdir()?;
+            let stash = open(dir.path(), layout, mode)?;
+            let objs = objects(1, 2_000);
+            let keys = stash.save_all(&objs)?;
+            assert_eq!(keys.len(), objs.len());
+            for (key, obj) in keys.iter().zip(&objs) {
+                assert_eq!(*key, Key::of(obj));
+                assert_eq!(stash.get(key)?.as_deref(), Some(&obj[..]), "{layout} {mode}");
+            }
+            let single = stash.save(b"one more")?;
+            stash.flush()?;
+            assert_eq!(stash.len()?, 2_001);
+            assert_eq!(stash.get(&single)?.as_deref(), Some(&b"one more"[..]));
+            assert_eq!(stash.get(&Key::of(b"never saved"))?, None);
+            assert_eq!(stash.layout(), layout);
+            assert_eq!(stash.durability(), mode);
+            stash.close()?;
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn batch_calls_keep_input_order() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let stash = open(dir.path(), objstash::Layout::Bucketed, objstash::Durability::Fast)?;
+    let objs = objects(2, 500);
+    let keys = stash.save_all(&objs)?;
+    let absent = Key::of(b"absent");
+    let mut asked: Vec<Key> = keys.iter().rev().copied().collect();
+    asked.insert(250, absent);
+    let got = stash.get_many(&asked)?;
+    assert_eq!(got.len(), asked.len());
+    for (key, value) in asked.iter().zip(&got) {
+        match value {
+            Some(bytes) => assert_eq!(Key::of(bytes), *key),
+            None => assert_eq!(*key, absent),
+        }
+    }
+    assert_eq!(stash.missing(&[keys[3], absent, keys[7], absent])?, vec![absent, absent]);
+    assert!(stash.contains(&keys[0])? && !stash.contains(&absent)?);
+    Ok(())
+}
+
+#[test]
+fn remove_deletes_and_counts() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let stash = open(dir.path(), objstash::Layout::Single, objstash::Durability::Safe)?;
+    let keys = stash.save_all(&objects(3, 100))?;
+    let before = stash.stats()?;
+    assert!(stash.remove(&keys[10])?);
+    assert!(!stash.remove(&keys[10])?, "a second remove finds nothing");
+    assert_eq!(stash.get(&keys[10])?, None);
+    let after = stash.stats()?;
+    assert_eq!(after.objects, 99);
+    assert!(after.raw_bytes < before.raw_bytes && after.stored_bytes < before.stored_bytes);
+    // A removed object can be saved again.
+    let again = stash.save(&objects(3, 11)[10])?;
+    assert_eq!(again, keys[10]);
+    assert!(stash.get(&again)?.is_some());
+    assert_eq!(stash.len()?, 100);
+    Ok(())
+}
+
+#[test]
+fn resaving_costs_nothing_on_disk() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let stash = open(dir.path(), objstash::Layout::Single, objstash::Durability::Fast)?;
+    let objs = objects(4, 1_000);
+    stash.save_all(&objs)?;
+    let first = stash.stats()?;
+    stash.save_all(&objs)?;
+    for obj in objs.iter().take(100) {
+        stash.save(obj)?;
+    }
+    let second = stash.stats()?;
+    assert_eq!(first.objects, 1_000);
+    assert_eq!((second.objects, second.raw_bytes, second.stored_bytes), (first.objects, first.raw_bytes, first.stored_bytes));
+    Ok(())
+}
+
+#[test]
+fn empty_and_huge_objects() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let stash = open(dir.path(), objstash::Layout::Bucketed, objstash::Durability::Safe)?;
+    let empty = stash.save(b"")?;
+    let huge_bytes = noise(9, 64 << 20);
+    let huge = stash.save(&huge_bytes)?;
+    assert_eq!(stash.get(&empty)?, Some(Vec::new()));
+    assert_eq!(stash.get(&huge)?.as_deref(), Some(&huge_bytes[..]), "before commit");
+    stash.flush()?;
+    assert_eq!(stash.get(&huge)?.as_deref(), Some(&huge_bytes[..]), "after commit");
+    let empties = vec![Vec::<u8>::new(); 1_000];
+    let keys = stash.save_all(&empties)?;
+    assert!(keys.iter().all(|k| *k == empty));
+    let stats = stash.stats()?;
+    assert_eq!(stats.objects, 2);
+    assert_eq!(stats.raw_bytes, 64 << 20);
+    assert!(stash.verify()?.is_ok());
+    Ok(())
+}
+
+#[test]
+fn stats_report_sizes() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let stash = open(dir.path(), objstash::Layout::Single, objstash::Durability::Fast)?;
+    let objs = objects(5, 3_000);
+    let raw: usize = objs.iter().map(Vec::len).sum();
+    stash.save_all(&objs)?;
+    let stats = stash.stats()?;
+    assert_eq!(stats.objects, 3_000);
+    assert_eq!(stats.raw_bytes, raw as u64);
+    assert!(stats.stored_bytes * 10 < stats.raw_bytes * 6, "JSON should compress: {stats}");
+    assert!(stats.file_bytes >= stats.stored_bytes);
+    let ratio = stats.raw_bytes as f64 / stats.stored_bytes as f64;
+    assert!((stats.compression_ratio() - ratio).abs() < 1e-9 && ratio > 1.6, "{stats}");
+    let text = stats.to_string();
+    assert!(text.contains("3000") && text.contains("compression ratio"), "{text}");
+    let report = stash.verify()?;
+    assert_eq!((report.checked, report.corrupt.len()), (3_000, 0));
+    Ok(())
+}
