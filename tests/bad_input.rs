@@ -1,0 +1,181 @@
+//! Every bad input gets a clear error, and nothing already stored is lost.
+
+mod common;
+
+use std::fs;
+
+use common::{TestResult, Tmpfs, noise, objects};
+use objstash::{Error, Stash};
+use rusqlite::Connection;
+
+#[test]
+fn a_directory_is_not_a_stash() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let err = Stash::open(dir.path()).unwrap_err();
+    assert!(matches!(err, Error::InvalidPath { .. }), "{err:?}");
+    assert!(err.to_string().contains("is a directory"), "{err}");
+    Ok(())
+}
+
+#[test]
+fn a_text_file_is_refused_and_left_alone() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("notes.txt");
+    let text = "these are my notes, not a database\n".repeat(200);
+    fs::write(&path, &text)?;
+    let err = Stash::open(&path).unwrap_err();
+    assert!(matches!(err, Error::NotADatabase { .. }), "{err:?}");
+    assert!(err.to_string().contains("not a SQLite database"), "{err}");
+    assert_eq!(fs::read_to_string(&path)?, text);
+    Ok(())
+}
+
+#[test]
+fn an_empty_file_becomes_a_stash() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("empty.db");
+    fs::write(&path, b"")?;
+    let stash = Stash::open(&path)?;
+    let key = stash.save(b"first")?;
+    stash.close()?;
+    assert_eq!(Stash::open(&path)?.get(&key)?.as_deref(), Some(&b"first"[..]));
+    Ok(())
+}
+
+#[test]
+fn another_applications_database_is_refused_untouched() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("app.db");
+    {
+        let conn = Connection::open(&path)?;
+        conn.execute_batch(
+            "CREATE TABLE customers(id INTEGER PRIMARY KEY, name TEXT);
+             INSERT INTO customers(name) VALUES ('Ada'), ('Grace');",
+        )?;
+    }
+    let before = fs::read(&path)?;
+    let err = Stash::open(&path).unwrap_err();
+    assert!(matches!(err, Error::ForeignDatabase { .. }), "{err:?}");
+    assert!(err.to_string().contains("another application"), "{err}");
+    assert_eq!(fs::read(&path)?, before, "the foreign database was modified");
+    Ok(())
+}
+
+#[test]
+fn a_newer_format_is_refused_untouched() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("new.db");
+    let key = {
+        let stash = Stash::open(&path)?;
+        let key = stash.save(b"from the future")?;
+        stash.close()?;
+        key
+    };
+    Connection::open(&path)?.pragma_update(None, "user_version", 99)?;
+    let before = fs::read(&path)?;
+    let err = Stash::open(&path).unwrap_err();
+    match &err {
+        Error::UnsupportedFormat { found, supported, .. } => assert_eq!((*found, *supported), (99, 1)),
+        other => panic!("expected UnsupportedFormat, got {other:?}"),
+    }
+    assert!(err.to_string().contains("upgrade objstash"), "{err}");
+    assert_eq!(fs::read(&path)?, before);
+    Connection::open(&path)?.pragma_update(None, "user_version", 1)?;
+    assert!(Stash::open(&path)?.contains(&key)?);
+    Ok(())
+}
+
+#[test]
+fn settings_out_of_range_are_refused_before_touching_disk() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("cfg.db");
+    let cases = [
+        Stash::builder().compression_level(10),
+        Stash::builder().batch_size(0),
+        Stash::builder().channel_capacity(0),
+        Stash::builder().threads(0),
+    ];
+    for builder in cases {
+        let err = builder.open(&path).unwrap_err();
+        assert!(matches!(err, Error::InvalidConfig { .. }), "{err:?}");
+    }
+    assert!(!path.exists(), "a refused configuration created the file");
+    Ok(())
+}
+
+#[test]
+fn a_missing_directory_is_created() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("a/b/c/stash.db");
+    Stash::open(&path)?.close()?;
+    assert!(path.exists());
+    Ok(())
+}
+
+#[test]
+fn a_read_only_location_is_a_clear_error_and_loses_nothing() -> TestResult {
+    let Some(fs) = Tmpfs::mount("8m") else {
+        eprintln!("skipped: this process cannot mount a tmpfs (needs root)");
+        return Ok(());
+    };
+    let path = fs.path().join("ro.db");
+    let objs = objects(41, 200);
+    let keys = {
+        let stash = Stash::open(&path)?;
+        let keys = stash.save_all(&objs)?;
+        stash.close()?;
+        keys
+    };
+    assert!(fs.remount_read_only(), "remount read-only");
+    let err = Stash::open(&path).unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, Error::Io { .. }), "{err:?}");
+    assert!(text.contains("writable directory"), "{text}");
+    let err = Stash::open(fs.path().join("new.db")).unwrap_err();
+    assert!(err.to_string().contains("writable"), "{err}");
+    // Everything stored is still there, byte for byte.
+    let conn = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let n: i64 = conn.query_row("SELECT count(*) FROM objects", [], |r| r.get(0))?;
+    assert_eq!(n, keys.len() as i64);
+    Ok(())
+}
+
+#[test]
+fn a_full_disk_stops_the_writer_with_a_clear_error_and_loses_nothing_flushed() -> TestResult {
+    let Some(fs) = Tmpfs::mount("6m") else {
+        eprintln!("skipped: this process cannot mount a tmpfs (needs root)");
+        return Ok(());
+    };
+    let path = fs.path().join("full.db");
+    let ballast = fs.path().join("ballast");
+    fs::write(&ballast, vec![1u8; 1 << 20])?;
+    let objs = objects(42, 500);
+    let stash = Stash::open(&path)?;
+    let keys = stash.save_all(&objs)?;
+    stash.flush()?;
+    // Incompressible objects until the file system is full.
+    let mut failure = None;
+    for i in 0..200 {
+        let result = stash.save(&noise(i, 64 << 10)).and_then(|_| stash.flush());
+        if let Err(e) = result {
+            failure = Some(e);
+            break;
+        }
+    }
+    let err = failure.expect("6 MiB fills up");
+    assert!(matches!(err, Error::WriterStopped { .. }), "{err:?}");
+    assert!(err.to_string().contains("disk is full"), "{err}");
+    // Later writes fail at once, with the same reason, instead of hanging.
+    let again = stash.save(b"after the failure").unwrap_err();
+    assert!(again.to_string().contains("disk is full"), "{again}");
+    assert!(stash.flush().is_err());
+    // Reads still work.
+    assert_eq!(stash.get(&keys[0])?.as_deref(), Some(&objs[0][..]));
+    assert!(stash.close().is_err(), "close reports the failure");
+
+    fs::remove_file(&ballast)?;
+    let stash = Stash::open(&path)?;
+    assert_eq!(stash.missing(&keys)?, Vec::new(), "flushed objects survive");
+    assert!(stash.verify()?.is_ok());
+    Ok(())
+}
