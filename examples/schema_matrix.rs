@@ -98,7 +98,7 @@ fn run(
     for chunk in data.chunks(c.batch) {
         let mut order: Vec<&([u8; 32], Vec<u8>, usize)> = chunk.iter().collect();
         if c.sorted {
-            order.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            order.sort_unstable_by_key(|row| row.0);
         }
         let tx = conn.unchecked_transaction()?;
         {

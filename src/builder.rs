@@ -20,7 +20,7 @@ use crate::schema::{self, APPLICATION_ID, FORMAT_VERSION, Schema, State};
 use crate::stash::Stash;
 
 /// Default gzip level; see notes/compression.md.
-pub(crate) const DEFAULT_LEVEL: u32 = 6;
+pub(crate) const DEFAULT_LEVEL: u32 = 2;
 /// Default rows per writer transaction; see notes/schema.md.
 pub(crate) const DEFAULT_BATCH: usize = 100_000;
 /// Default capacity of the channel to the writer, in objects.
@@ -72,7 +72,7 @@ impl StashBuilder {
     /// The gzip level of new objects, 0 (store) to 9 (smallest). Objects already stored keep
     /// theirs; every level reads back the same.
     ///
-    /// Default: 6.
+    /// Default: 2 (measured: the fastest level at full ratio; see notes/compression.md).
     pub fn compression_level(mut self, level: u32) -> Self {
         self.level = level;
         self
@@ -80,7 +80,7 @@ impl StashBuilder {
 
     /// The most objects the writer commits in one transaction.
     ///
-    /// Default: 100,000 (a batch also ends at 64 MiB of compressed rows).
+    /// Default: 100,000 (a batch also ends at 32 MiB of compressed rows).
     pub fn batch_size(mut self, batch_size: usize) -> Self {
         self.batch_size = batch_size;
         self
@@ -203,10 +203,10 @@ impl StashBuilder {
             (Err(e), _) | (_, Err(e)) => return Err(e),
         };
         let layout = recorded.map(|(_, layout)| layout);
-        if let (Some(requested), Some(stored)) = (self.layout, layout) {
-            if requested != stored {
-                return Err(Error::LayoutMismatch { path: path.to_path_buf(), stored, requested });
-            }
+        if let (Some(requested), Some(stored)) = (self.layout, layout)
+            && requested != stored
+        {
+            return Err(Error::LayoutMismatch { path: path.to_path_buf(), stored, requested });
         }
         let problem = match recorded {
             None => Some("its meta table cannot be read".to_string()),

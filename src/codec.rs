@@ -30,7 +30,7 @@ thread_local! {
 }
 
 /// Gzips `raw` at `level` (0 to 9) with this thread's reusable compressor.
-pub(crate) fn compress(raw: &[u8], level: u32) -> Vec<u8> {
+pub fn compress(raw: &[u8], level: u32) -> Vec<u8> {
     let xfl = match level {
         9 => 2,
         0 | 1 => 4,
@@ -72,7 +72,7 @@ pub(crate) fn compress(raw: &[u8], level: u32) -> Vec<u8> {
 ///
 /// The gzip CRC is not checked: every caller checks the blake3 hash of the result, which
 /// catches everything the CRC would.
-pub(crate) fn decompress(stored: &[u8], raw_len: u64) -> Result<Vec<u8>, String> {
+pub fn decompress(stored: &[u8], raw_len: u64) -> Result<Vec<u8>, String> {
     let body = skip_header(stored)?;
     let raw_len = usize::try_from(raw_len).map_err(|_| "recorded length does not fit memory")?;
     if raw_len > stored.len().saturating_mul(MAX_DEFLATE_RATIO).saturating_add(1024) {

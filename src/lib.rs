@@ -60,6 +60,7 @@
 mod builder;
 mod codec;
 mod durability;
+mod entries;
 mod error;
 mod key;
 mod layout;
@@ -74,9 +75,17 @@ mod writer;
 
 pub use crate::builder::StashBuilder;
 pub use crate::durability::Durability;
+pub use crate::entries::{Entries, Entry};
 pub use crate::error::{Error, Result};
 pub use crate::key::{Key, ParseKeyError};
 pub use crate::layout::Layout;
 pub use crate::recovery::RecoveryReport;
 pub use crate::stash::Stash;
 pub use crate::stats::{Stats, VerifyReport, human};
+
+/// The codec the stash uses, for benchmarks that measure it as a baseline beside the
+/// store. Not part of the stable API.
+#[doc(hidden)]
+pub mod bench {
+    pub use crate::codec::{compress, decompress};
+}

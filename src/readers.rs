@@ -16,8 +16,13 @@ use crate::error::{DbContext, Error, Result, sqlite_code};
 /// How long any connection waits for a lock before SQLite reports it busy. Locks in a stash
 /// are held for one short batch commit, so reaching this means something is wrong.
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
-/// Page cache of every connection, in KiB (negative `cache_size`); see notes/schema.md.
-pub(crate) const CACHE_KIB: i64 = 64 * 1024;
+/// Page cache of the writer connection, in KiB (negative `cache_size`): it holds the index
+/// pages a batch dirties; see notes/schema.md.
+pub(crate) const WRITER_CACHE_KIB: i64 = 16 * 1024;
+/// Page cache of each read connection, in KiB. Reads are point lookups; the OS page cache
+/// serves the rest, and there is one read connection per reading thread, so this is what
+/// bounds the readers' memory.
+pub(crate) const READER_CACHE_KIB: i64 = 8 * 1024;
 /// Idle read connections kept open beyond this are closed.
 const MAX_IDLE: usize = 16;
 
@@ -38,7 +43,8 @@ pub(crate) fn open_connection(
     conn.busy_timeout(BUSY_TIMEOUT)
         .context(|| format!("setting the busy timeout on {}", path.display()))?;
     conn.set_prepared_statement_cache_capacity(statements);
-    conn.pragma_update(None, "cache_size", -CACHE_KIB).map_err(|e| open_error(path, e))?;
+    let cache = if read_only { READER_CACHE_KIB } else { WRITER_CACHE_KIB };
+    conn.pragma_update(None, "cache_size", -cache).map_err(|e| open_error(path, e))?;
     Ok(conn)
 }
 

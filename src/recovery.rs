@@ -172,7 +172,8 @@ impl Salvager<'_> {
     fn table(&mut self, damaged: &Connection, table: &str) -> Result<()> {
         let mut listed = BTreeSet::new();
         for order in ["ASC", "DESC"] {
-            let sql = format!("SELECT rowid FROM {table} INDEXED BY {table}_key ORDER BY key {order}");
+            let sql =
+                format!("SELECT rowid FROM {table} INDEXED BY {table}_key ORDER BY key {order}");
             let _ = (|| -> rusqlite::Result<()> {
                 let mut stmt = damaged.prepare(&sql)?;
                 let mut rows = stmt.query([])?;

@@ -64,6 +64,8 @@ pub(crate) struct TableSql {
     /// Rows after a rowid, in rowid order, for scans that must not hold a lock for long.
     pub scan: String,
     pub totals: String,
+    /// Keys and sizes after a rowid, for listing.
+    pub list: String,
 }
 
 impl TableSql {
@@ -76,6 +78,10 @@ impl TableSql {
             scan: format!(
                 "SELECT rowid, key, raw_len, data FROM {name} WHERE rowid > ?1 ORDER BY rowid \
                  LIMIT ?2"
+            ),
+            list: format!(
+                "SELECT rowid, key, raw_len, length(data) FROM {name} WHERE rowid > ?1 \
+                 ORDER BY rowid LIMIT ?2"
             ),
             totals: format!(
                 "SELECT count(*), coalesce(sum(raw_len), 0), coalesce(sum(length(data)), 0) \

@@ -16,6 +16,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::builder::StashBuilder;
 use crate::codec;
 use crate::durability::Durability;
+use crate::entries::Entries;
 use crate::error::{DbContext, Error, Result};
 use crate::key::Key;
 use crate::layout::Layout;
@@ -90,7 +91,13 @@ impl Stash {
         let statements = parts.schema.statement_count();
         let shared = Arc::new(Shared::new(parts.schema));
         let (sender, receiver) = bounded(parts.capacity);
-        let writer = writer::spawn(parts.conn, Arc::clone(&shared), receiver, parts.batch_size)?;
+        let writer = writer::spawn(
+            parts.conn,
+            Arc::clone(&shared),
+            receiver,
+            parts.batch_size,
+            parts.durability,
+        )?;
         Ok(Stash {
             shared,
             sender: Some(sender),
@@ -374,6 +381,16 @@ impl Stash {
             }
         }
         Ok(report)
+    }
+
+    /// Every stored object's key and sizes, table by table. Waits for pending writes to
+    /// commit; objects saved while iterating may or may not be listed.
+    ///
+    /// # Errors
+    /// As [`Stash::flush`]; each item is an error if its chunk cannot be read.
+    pub fn entries(&self) -> Result<Entries<'_>> {
+        self.flush()?;
+        Ok(Entries::new(&self.readers, &self.shared.schema))
     }
 
     /// Flushes, stops the writer and closes the database, marking it cleanly closed.

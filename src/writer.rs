@@ -15,19 +15,29 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use rusqlite::{Connection, params};
 
+use crate::durability::Durability;
 use crate::error::{Error, Result, sqlite_code};
 use crate::key::Key;
 use crate::pending::{Pending, Row};
 use crate::schema::{self, Schema, State};
 
 /// A batch is committed once its rows hold this many compressed bytes, whatever its count.
-const MAX_BATCH_BYTES: usize = 64 << 20;
+const MAX_BATCH_BYTES: usize = 32 << 20;
 /// How long the writer waits for more rows before committing a batch that is not full.
 /// Each commit rewrites every index page the batch touched, so a commit per handful of rows
 /// costs far more than waiting; readers do not wait, they read the pending rows.
 const LINGER: Duration = Duration::from_millis(20);
 /// The longest a row waits for its commit when rows keep trickling in.
 const MAX_BATCH_AGE: Duration = Duration::from_millis(500);
+/// Memory the rollback journal of one transaction may take in fast mode. With
+/// `journal_mode=MEMORY` SQLite keeps the original of every page a transaction changes in
+/// memory, and random keys spread a batch over the whole key index: left unbounded, a batch
+/// of 100,000 rows into a 10-million-object stash would journal ~500 MB.
+const JOURNAL_BUDGET: f64 = 32.0 * 1024.0 * 1024.0;
+/// Bytes one entry of the key index takes (32-byte key, rowid, cell overhead).
+const INDEX_ENTRY_BYTES: f64 = 48.0;
+/// How full index pages are after random inserts (B-trees settle near ln 2).
+const INDEX_PAGE_FILL: f64 = 0.7;
 
 /// What producers send to the writer.
 pub(crate) enum Message {
@@ -128,10 +138,19 @@ pub(crate) fn spawn(
     shared: Arc<Shared>,
     rx: Receiver<Message>,
     batch_size: usize,
+    durability: Durability,
 ) -> Result<JoinHandle<()>> {
+    let objects = schema::read_totals(&conn)?.objects;
+    let page_size: i64 = conn
+        .pragma_query_value(None, "page_size", |r| r.get(0))
+        .map_err(|e| Error::db("reading the page size", e))?;
+    let page_size = page_size.max(512) as u64;
+    let journal_in_memory = durability == Durability::Fast;
     std::thread::Builder::new()
         .name("objstash-writer".to_string())
-        .spawn(move || Writer { conn, shared, batch_size }.run(rx))
+        .spawn(move || {
+            Writer { conn, shared, batch_size, objects, page_size, journal_in_memory }.run(rx)
+        })
         .map_err(|e| Error::io("starting the writer thread", e))
 }
 
@@ -139,6 +158,26 @@ struct Writer {
     conn: Connection,
     shared: Arc<Shared>,
     batch_size: usize,
+    /// Objects stored, kept current by each commit.
+    objects: u64,
+    page_size: u64,
+    journal_in_memory: bool,
+}
+
+/// The most rows a batch may hold so that the pages it is expected to change in a key
+/// index of `objects` entries fit [`JOURNAL_BUDGET`].
+///
+/// `b` random keys touch `P(1 - e^(-b/P))` of `P` index pages; solving for the budget gives
+/// the row count. Small stashes fit the budget whatever the batch.
+fn journal_bounded_rows(batch_size: usize, objects: u64, page_size: u64) -> usize {
+    let page = page_size as f64;
+    let pages = objects as f64 * INDEX_ENTRY_BYTES / (page * INDEX_PAGE_FILL) + 1.0;
+    let budget = JOURNAL_BUDGET / page;
+    if pages <= budget {
+        return batch_size;
+    }
+    let rows = -pages * (1.0 - budget / pages).ln();
+    (rows as usize).clamp(1, batch_size)
 }
 
 impl Writer {
@@ -146,8 +185,13 @@ impl Writer {
         let shared = Arc::clone(&self.shared);
         let _guard = PanicGuard(&shared);
         while let Ok(first) = rx.recv() {
+            let limit = if self.journal_in_memory {
+                journal_bounded_rows(self.batch_size, self.objects, self.page_size)
+            } else {
+                self.batch_size
+            };
             let mut batch = Batch::default();
-            let mut now = batch.push(first, self.batch_size);
+            let mut now = batch.push(first, limit);
             let deadline = Instant::now() + MAX_BATCH_AGE;
             while !now {
                 let message = match rx.try_recv() {
@@ -156,11 +200,13 @@ impl Writer {
                     Err(TryRecvError::Empty) => {
                         match rx.recv_deadline(deadline.min(Instant::now() + LINGER)) {
                             Ok(message) => message,
-                            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
+                            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
+                                break;
+                            }
                         }
                     }
                 };
-                now = batch.push(message, self.batch_size);
+                now = batch.push(message, limit);
             }
             if let Err(reason) = self.commit(&mut batch) {
                 self.shared.stop(reason.clone());
@@ -215,7 +261,7 @@ impl Writer {
         }
     }
 
-    fn write(&self, batch: &mut Batch) -> Result<(), String> {
+    fn write(&mut self, batch: &mut Batch) -> Result<(), String> {
         let mut totals = Delta::default();
         let mut run: Vec<&Row> = Vec::new();
         batch.removed.clear();
@@ -230,7 +276,9 @@ impl Writer {
         }
         self.insert(&mut run, &mut totals)?;
         schema::add_totals(&self.conn, totals.objects, totals.raw, totals.stored)
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        self.objects = self.objects.saturating_add_signed(totals.objects);
+        Ok(())
     }
 
     /// Inserts a run of saves in key order, which keeps the key index's page accesses local.
@@ -298,5 +346,22 @@ fn describe(what: &str, e: &rusqlite::Error) -> String {
             format!("{what} failed because the database file is damaged ({e}); reopen to recover")
         }
         _ => format!("{what} failed: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn journal_bound_shrinks_batches_only_for_large_stashes() {
+        assert_eq!(journal_bounded_rows(100_000, 0, 8192), 100_000);
+        assert_eq!(journal_bounded_rows(100_000, 200_000, 8192), 100_000);
+        let at_10m = journal_bounded_rows(100_000, 10_000_000, 8192);
+        assert!((3_000..10_000).contains(&at_10m), "{at_10m}");
+        let at_100m = journal_bounded_rows(100_000, 100_000_000, 8192);
+        assert!(at_100m < at_10m && at_100m > 3_000, "{at_100m}");
+        // The bound never exceeds the configured batch.
+        assert_eq!(journal_bounded_rows(10, 10_000_000, 8192), 10);
     }
 }

@@ -75,7 +75,9 @@ fn a_newer_format_is_refused_untouched() -> TestResult {
     let before = fs::read(&path)?;
     let err = Stash::open(&path).unwrap_err();
     match &err {
-        Error::UnsupportedFormat { found, supported, .. } => assert_eq!((*found, *supported), (99, 1)),
+        Error::UnsupportedFormat { found, supported, .. } => {
+            assert_eq!((*found, *supported), (99, 1))
+        }
         other => panic!("expected UnsupportedFormat, got {other:?}"),
     }
     assert!(err.to_string().contains("upgrade objstash"), "{err}");

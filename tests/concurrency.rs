@@ -25,7 +25,10 @@ fn threads_save_and_read_at_once() -> TestResult {
                             let key = stash.save(obj)?;
                             // Read back something this thread saved a little earlier.
                             let earlier = &part[i / 2];
-                            assert_eq!(stash.get(&Key::of(earlier))?.as_deref(), Some(&earlier[..]));
+                            assert_eq!(
+                                stash.get(&Key::of(earlier))?.as_deref(),
+                                Some(&earlier[..])
+                            );
                             assert!(stash.contains(&key)?);
                         }
                         Ok(())

@@ -38,7 +38,10 @@ fn damaged_rows_are_reported_not_returned() -> TestResult {
             let conn = Connection::open(&path)?;
             let set = |key: &Key, data: Vec<u8>, raw_len: i64| -> rusqlite::Result<usize> {
                 conn.execute(
-                    &format!("UPDATE {} SET data = ?1, raw_len = ?2 WHERE key = ?3", table_of(layout, key)),
+                    &format!(
+                        "UPDATE {} SET data = ?1, raw_len = ?2 WHERE key = ?3",
+                        table_of(layout, key)
+                    ),
                     rusqlite::params![data, raw_len, &key.as_bytes()[..]],
                 )
             };

@@ -22,7 +22,11 @@ enum Op {
 
 /// Object `i` of a small universe, so operations hit the same keys often.
 fn object(i: u8) -> Vec<u8> {
-    if i == 0 { Vec::new() } else { format!("{{\"n\":{i},\"pad\":\"{}\"}}", "x".repeat(usize::from(i) * 3)).into_bytes() }
+    if i == 0 {
+        Vec::new()
+    } else {
+        format!("{{\"n\":{i},\"pad\":\"{}\"}}", "x".repeat(usize::from(i) * 3)).into_bytes()
+    }
 }
 
 fn op() -> impl Strategy<Value = Op> {

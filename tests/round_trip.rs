@@ -86,7 +86,10 @@ fn resaving_costs_nothing_on_disk() -> TestResult {
     }
     let second = stash.stats()?;
     assert_eq!(first.objects, 1_000);
-    assert_eq!((second.objects, second.raw_bytes, second.stored_bytes), (first.objects, first.raw_bytes, first.stored_bytes));
+    assert_eq!(
+        (second.objects, second.raw_bytes, second.stored_bytes),
+        (first.objects, first.raw_bytes, first.stored_bytes)
+    );
     Ok(())
 }
 

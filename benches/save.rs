@@ -1,0 +1,119 @@
+//! Save throughput, in objects per second, beside its baselines in the same run:
+//! hashing and compressing alone, the same pipeline (rayon producers, bounded channel, one
+//! consumer thread) into an in-memory map, and the stash in each layout.
+//!
+//! `cargo bench --bench save`
+
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use objstash::{Key, Layout, Stash};
+use rayon::prelude::*;
+
+const LEVEL: u32 = 2;
+const SIZES: [usize; 5] = [10, 100, 1_000, 10_000, 100_000];
+
+/// Hash and compress in parallel, no store.
+fn hash_and_compress(objects: &[Vec<u8>]) -> usize {
+    objects
+        .par_iter()
+        .map(|o| {
+            let key = Key::of(o);
+            black_box(key);
+            objstash::bench::compress(o, LEVEL).len()
+        })
+        .sum()
+}
+
+/// The stash's pipeline with a `HashMap` in place of SQLite.
+fn pipeline_into_map(objects: &[Vec<u8>]) -> usize {
+    let (tx, rx) = crossbeam_channel::bounded::<(Key, Vec<u8>)>(4_096);
+    let consumer = std::thread::spawn(move || {
+        let mut map = HashMap::new();
+        for (key, value) in rx {
+            map.insert(key, value);
+        }
+        map.len()
+    });
+    objects.par_iter().for_each_with(tx, |tx, o| {
+        let key = Key::of(o);
+        tx.send((key, objstash::bench::compress(o, LEVEL))).expect("consumer alive");
+    });
+    consumer.join().expect("consumer does not panic")
+}
+
+fn save(c: &mut Criterion) {
+    let all = speckle_gen::objects(7, 0, *SIZES.last().expect("sizes"));
+    let mut group = c.benchmark_group("save");
+    group.sample_size(10).warm_up_time(Duration::from_secs(1));
+    for n in SIZES {
+        let objects = &all[..n];
+        group.throughput(Throughput::Elements(n as u64));
+        group.measurement_time(Duration::from_secs(if n >= 100_000 { 30 } else { 5 }));
+        group.bench_with_input(BenchmarkId::new("hash+compress", n), objects, |b, o| {
+            b.iter(|| hash_and_compress(o))
+        });
+        group.bench_with_input(BenchmarkId::new("pipeline-to-map", n), objects, |b, o| {
+            b.iter(|| pipeline_into_map(o))
+        });
+        for layout in [Layout::Single, Layout::Bucketed] {
+            let name = format!("stash-{layout}");
+            group.bench_with_input(BenchmarkId::new(name, n), objects, |b, o| {
+                // Each iteration saves into a new stash and waits for the commit; opening
+                // and closing the file are outside the timing.
+                b.iter_custom(|iters| {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        let dir = tempfile::tempdir().expect("tempdir");
+                        let stash = Stash::builder()
+                            .layout(layout)
+                            .open(dir.path().join("b.db"))
+                            .expect("open");
+                        let start = Instant::now();
+                        stash.save_all(o).expect("save_all");
+                        stash.flush().expect("flush");
+                        total += start.elapsed();
+                        stash.close().expect("close");
+                    }
+                    total
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+/// Saving objects that are all stored already, against saving them the first time.
+fn resave(c: &mut Criterion) {
+    let n = 100_000;
+    let objects = speckle_gen::objects(8, 0, n);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let stash = Stash::open(dir.path().join("r.db")).expect("open");
+    stash.save_all(&objects).expect("first save");
+    stash.flush().expect("flush");
+    let mut group = c.benchmark_group("resave");
+    group.sample_size(10).throughput(Throughput::Elements(n as u64));
+    group.bench_function("already-stored-100000", |b| {
+        b.iter(|| stash.save_all(&objects).expect("save_all"))
+    });
+    group.bench_function("first-save-100000", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let fresh = Stash::open(dir.path().join("f.db")).expect("open");
+                let start = Instant::now();
+                fresh.save_all(&objects).expect("save_all");
+                fresh.flush().expect("flush");
+                total += start.elapsed();
+            }
+            total
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, save, resave);
+criterion_main!(benches);

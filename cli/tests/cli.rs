@@ -1,0 +1,266 @@
+//! The `objstash` binary, run as a user would: every command, bad keys, missing files,
+//! an unwritable output and a pipe closed early.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+struct Env {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    db: PathBuf,
+}
+
+impl Env {
+    fn new() -> Env {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().to_path_buf();
+        Env { db: root.join("cli.db"), root, _dir: dir }
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_objstash"));
+        cmd.arg("--db").arg(&self.db).args(args).env_remove("OBJSTASH_DB");
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).stdin(Stdio::null()).output().expect("run objstash")
+    }
+
+    fn run_with_stdin(&self, args: &[&str], input: &[u8]) -> Output {
+        let mut child = self
+            .cmd(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn objstash");
+        child.stdin.take().expect("stdin").write_all(input).expect("write stdin");
+        child.wait_with_output().expect("wait")
+    }
+
+    fn file(&self, name: &str, contents: &[u8]) -> PathBuf {
+        let path = self.root.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
+        std::fs::write(&path, contents).expect("write file");
+        path
+    }
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn key_of(bytes: &[u8]) -> String {
+    objstash::Key::of(bytes).to_string()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+#[test]
+fn put_get_has_rm() -> TestResult {
+    let env = Env::new();
+    let a = env.file("a.json", br#"{"a":1}"#);
+    let b = env.file("b.json", br#"{"b":2}"#);
+    let out = env.run(&["put", s(&a), s(&b)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), format!("{}\n{}\n", key_of(br#"{"a":1}"#), key_of(br#"{"b":2}"#)));
+
+    let out = env.run_with_stdin(&["put"], b"from stdin");
+    assert_eq!(stdout(&out).trim(), key_of(b"from stdin"));
+    let out = env.run_with_stdin(&["put", "-"], b"dash");
+    assert_eq!(stdout(&out).trim(), key_of(b"dash"));
+
+    let out = env.run(&["get", &key_of(br#"{"a":1}"#)]);
+    assert!(out.status.success());
+    assert_eq!(out.stdout, br#"{"a":1}"#);
+    let target = env.root.join("out.json");
+    let out = env.run(&["get", &key_of(b"dash"), "-o", s(&target)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(std::fs::read(&target)?, b"dash");
+
+    let absent = key_of(b"absent");
+    let out = env.run(&["has", &key_of(b"dash"), &absent]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stdout(&out), format!("{} present\n{absent} missing\n", key_of(b"dash")));
+    let out = env.run(&["has", "--json", &key_of(b"dash")]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        stdout(&out).trim(),
+        format!("[{{\"key\":\"{}\",\"present\":true}}]", key_of(b"dash"))
+    );
+
+    let out = env.run(&["rm", &key_of(b"dash")]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = env.run(&["rm", &key_of(b"dash")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("no object"), "{}", stderr(&out));
+    let out = env.run(&["get", &key_of(b"dash")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("no object"));
+    Ok(())
+}
+
+#[test]
+fn missing_reads_keys_from_stdin() -> TestResult {
+    let env = Env::new();
+    env.run_with_stdin(&["put"], b"here");
+    let input = format!("{}\n{}\n\n", key_of(b"here"), key_of(b"not here"));
+    let out = env.run_with_stdin(&["missing"], input.as_bytes());
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), format!("{}\n", key_of(b"not here")));
+    Ok(())
+}
+
+#[test]
+fn import_export_ls_stats_verify() -> TestResult {
+    let env = Env::new();
+    let src = env.root.join("src");
+    for i in 0..300u64 {
+        env.file(&format!("src/d{}/o{i}.json", i % 7), &speckle_gen::object(5, i));
+    }
+    env.file("src/dup.json", &speckle_gen::object(5, 0));
+    let out = env.run(&["import", s(&src)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("imported 301 files") && stdout(&out).contains("300 new objects"),
+        "{}",
+        stdout(&out)
+    );
+
+    let out = env.run(&["ls"]);
+    let lines: Vec<String> = stdout(&out).lines().map(str::to_string).collect();
+    assert_eq!(lines.len(), 300);
+    let first: Vec<&str> = lines[0].split_whitespace().collect();
+    assert_eq!(first.len(), 3);
+    assert_eq!(first[0].len(), 64);
+
+    let out = env.run(&["ls", "--json"]);
+    let text = stdout(&out);
+    assert!(text.trim_start().starts_with('[') && text.trim_end().ends_with(']'));
+    assert_eq!(text.matches("\"key\":").count(), 300);
+
+    let out = env.run(&["stats", "--json"]);
+    let text = stdout(&out);
+    assert!(text.contains("\"objects\":300"), "{text}");
+    let raw: u64 = (0..300).map(|i| speckle_gen::object(5, i).len() as u64).sum();
+    assert!(text.contains(&format!("\"raw_bytes\":{raw}")), "{text}");
+    let out = env.run(&["stats"]);
+    assert!(stdout(&out).contains("compression ratio"));
+
+    let out = env.run(&["verify"]);
+    assert!(out.status.success());
+    assert!(stdout(&out).contains("300 objects checked, 0 corrupt"));
+    let out = env.run(&["verify", "--json"]);
+    assert_eq!(stdout(&out).trim(), "{\"checked\":300,\"corrupt\":[]}");
+
+    let dump = env.root.join("dump");
+    let out = env.run(&["export", s(&dump)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for i in [0u64, 150, 299] {
+        let obj = speckle_gen::object(5, i);
+        let hex = key_of(&obj);
+        assert_eq!(std::fs::read(dump.join(&hex[..2]).join(&hex[2..]))?, obj);
+    }
+    Ok(())
+}
+
+#[test]
+fn verify_exits_1_on_corruption() -> TestResult {
+    let env = Env::new();
+    let key = stdout(&env.run_with_stdin(&["put"], b"to be damaged")).trim().to_string();
+    let conn = rusqlite::Connection::open(&env.db)?;
+    conn.execute("UPDATE objects SET data = x'1f8b0800000000000000ff'", [])?;
+    drop(conn);
+    let out = env.run(&["verify"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).contains(&format!("corrupt {key}")), "{}", stdout(&out));
+    let out = env.run(&["get", &key]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty(), "corrupt bytes were written");
+    assert!(stderr(&out).contains("corrupt"), "{}", stderr(&out));
+    Ok(())
+}
+
+#[test]
+fn bad_input_gets_clear_errors_and_exit_codes() -> TestResult {
+    let env = Env::new();
+    let out = env.run(&["get", "nothex"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("64 hex digits"), "{}", stderr(&out));
+    let out = env.run(&["has", "abc"]);
+    assert_eq!(out.status.code(), Some(2));
+
+    let out = env.run(&["put", s(&env.root.join("no-such-file"))]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("no-such-file"), "{}", stderr(&out));
+
+    env.run_with_stdin(&["put"], b"x");
+    let out = env.run(&["get", &key_of(b"x"), "-o", "/proc/version/nope"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("writing /proc/version/nope"), "{}", stderr(&out));
+
+    let out = Command::new(env!("CARGO_BIN_EXE_objstash"))
+        .arg("stats")
+        .env_remove("OBJSTASH_DB")
+        .output()?;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--db"), "{}", stderr(&out));
+
+    let out = Command::new(env!("CARGO_BIN_EXE_objstash"))
+        .arg("stats")
+        .env("OBJSTASH_DB", &env.db)
+        .output()?;
+    assert!(out.status.success(), "OBJSTASH_DB is honoured: {}", stderr(&out));
+
+    let text =
+        env.file("notes.txt", b"plain text, not a database, long enough to matter............");
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_objstash")).args(["--db", s(&text), "stats"]).output()?;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("not a SQLite database"), "{}", stderr(&out));
+
+    let out = env.run(&["frobnicate"]);
+    assert_eq!(out.status.code(), Some(2));
+    Ok(())
+}
+
+#[test]
+fn a_pipe_closed_early_is_not_a_panic() -> TestResult {
+    let env = Env::new();
+    let src = env.root.join("many");
+    for i in 0..3_000u64 {
+        env.file(&format!("many/{i}.json"), &speckle_gen::object(6, i));
+    }
+    assert!(env.run(&["import", s(&src)]).status.success());
+    let mut child = env.cmd(&["ls"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut first = [0u8; 65];
+    std::io::Read::read_exact(&mut stdout, &mut first)?;
+    drop(stdout);
+    let out = child.wait_with_output()?;
+    assert!(out.status.success(), "exit {:?}: {}", out.status, stderr(&out));
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+    Ok(())
+}
+
+#[test]
+fn help_has_examples_on_every_command() -> TestResult {
+    for cmd in ["put", "get", "has", "missing", "import", "export", "ls", "stats", "verify", "rm"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_objstash")).args([cmd, "--help"]).output()?;
+        assert!(out.status.success());
+        assert!(stdout(&out).contains("Example"), "{cmd} --help has no example");
+    }
+    Ok(())
+}
