@@ -111,6 +111,19 @@ impl std::ops::Deref for Reader<'_> {
     }
 }
 
+impl Reader<'_> {
+    /// Runs `f` inside one read transaction: SQLite takes its file lock once for all of
+    /// `f`'s statements instead of once per statement.
+    pub(crate) fn in_transaction<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        self.execute_batch("BEGIN").context(|| "starting a read transaction".to_string())?;
+        let result = f(self);
+        let end = self.execute_batch(if result.is_ok() { "COMMIT" } else { "ROLLBACK" });
+        let value = result?;
+        end.context(|| "ending a read transaction".to_string())?;
+        Ok(value)
+    }
+}
+
 impl Drop for Reader<'_> {
     fn drop(&mut self) {
         let Some(conn) = self.conn.take() else { return };

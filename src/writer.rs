@@ -23,6 +23,8 @@ use crate::schema::{self, Schema, State};
 
 /// A batch is committed once its rows hold this many compressed bytes, whatever its count.
 const MAX_BATCH_BYTES: usize = 32 << 20;
+/// Saves written into the open transaction at a time, each run sorted by key.
+const RUN_ROWS: usize = 2_048;
 /// How long the writer waits for more rows before committing a batch that is not full.
 /// Each commit rewrites every index page the batch touched, so a commit per handful of rows
 /// costs far more than waiting; readers do not wait, they read the pending rows.
@@ -106,6 +108,11 @@ struct Batch {
     flushes: Vec<Sender<Result<(), String>>>,
     /// Whether each remove found its key, in the order of the removes in `ops`.
     removed: Vec<bool>,
+    /// How many of `ops` are written into the open transaction.
+    written: usize,
+    /// Whether the batch's transaction is open.
+    open: bool,
+    totals: Delta,
     rows: usize,
     bytes: usize,
 }
@@ -185,30 +192,11 @@ impl Writer {
         let shared = Arc::clone(&self.shared);
         let _guard = PanicGuard(&shared);
         while let Ok(first) = rx.recv() {
-            let limit = if self.journal_in_memory {
-                journal_bounded_rows(self.batch_size, self.objects, self.page_size)
-            } else {
-                self.batch_size
-            };
             let mut batch = Batch::default();
-            let mut now = batch.push(first, limit);
-            let deadline = Instant::now() + MAX_BATCH_AGE;
-            while !now {
-                let message = match rx.try_recv() {
-                    Ok(message) => message,
-                    Err(TryRecvError::Disconnected) => break,
-                    Err(TryRecvError::Empty) => {
-                        match rx.recv_deadline(deadline.min(Instant::now() + LINGER)) {
-                            Ok(message) => message,
-                            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
-                                break;
-                            }
-                        }
-                    }
-                };
-                now = batch.push(message, limit);
-            }
-            if let Err(reason) = self.commit(&mut batch) {
+            if let Err(reason) = self.batch(&rx, first, &mut batch) {
+                if batch.open {
+                    let _ = self.conn.execute_batch("ROLLBACK");
+                }
                 self.shared.stop(reason.clone());
                 for op in batch.ops {
                     if let Op::Remove(_, ack) = op {
@@ -241,43 +229,75 @@ impl Writer {
         }
     }
 
-    fn commit(&mut self, batch: &mut Batch) -> Result<(), String> {
-        if batch.ops.is_empty() {
-            return Ok(());
-        }
-        self.conn
-            .execute_batch("BEGIN IMMEDIATE")
-            .map_err(|e| describe("starting a transaction", &e))?;
-        match self.write(batch) {
-            Ok(()) => self.conn.execute_batch("COMMIT").map_err(|e| {
-                let reason = describe("committing a batch", &e);
-                let _ = self.conn.execute_batch("ROLLBACK");
-                reason
-            }),
-            Err(reason) => {
-                let _ = self.conn.execute_batch("ROLLBACK");
-                Err(reason)
+    /// Gathers one batch starting with `first` and commits it. Rows are written into the
+    /// open transaction in sorted runs as they arrive, so SQLite works while producers are
+    /// still compressing; only the commit waits for the end of the batch.
+    fn batch(
+        &mut self,
+        rx: &Receiver<Message>,
+        first: Message,
+        batch: &mut Batch,
+    ) -> Result<(), String> {
+        let limit = if self.journal_in_memory {
+            journal_bounded_rows(self.batch_size, self.objects, self.page_size)
+        } else {
+            self.batch_size
+        };
+        let mut now = batch.push(first, limit);
+        let deadline = Instant::now() + MAX_BATCH_AGE;
+        while !now {
+            let message = match rx.try_recv() {
+                Ok(message) => message,
+                Err(TryRecvError::Disconnected) => break,
+                Err(TryRecvError::Empty) => {
+                    match rx.recv_deadline(deadline.min(Instant::now() + LINGER)) {
+                        Ok(message) => message,
+                        Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
+                    }
+                }
+            };
+            now = batch.push(message, limit);
+            if batch.ops.len() - batch.written >= RUN_ROWS {
+                self.write(batch)?;
             }
         }
+        self.write(batch)?;
+        if !batch.open {
+            return Ok(());
+        }
+        let totals = &batch.totals;
+        schema::add_totals(&self.conn, totals.objects, totals.raw, totals.stored)
+            .map_err(|e| e.to_string())?;
+        self.conn.execute_batch("COMMIT").map_err(|e| describe("committing a batch", &e))?;
+        batch.open = false;
+        self.objects = self.objects.saturating_add_signed(totals.objects);
+        Ok(())
     }
 
+    /// Writes the operations not yet written into the batch's transaction, opening it first.
     fn write(&mut self, batch: &mut Batch) -> Result<(), String> {
-        let mut totals = Delta::default();
+        if batch.written == batch.ops.len() {
+            return Ok(());
+        }
+        if !batch.open {
+            self.conn
+                .execute_batch("BEGIN IMMEDIATE")
+                .map_err(|e| describe("starting a transaction", &e))?;
+            batch.open = true;
+        }
+        let Batch { ops, removed, totals, written, .. } = batch;
         let mut run: Vec<&Row> = Vec::new();
-        batch.removed.clear();
-        for op in &batch.ops {
+        for op in &ops[*written..] {
             match op {
                 Op::Save(row) => run.push(row),
                 Op::Remove(key, _) => {
-                    self.insert(&mut run, &mut totals)?;
-                    batch.removed.push(self.delete(key, &mut totals)?);
+                    self.insert(&mut run, totals)?;
+                    removed.push(self.delete(key, totals)?);
                 }
             }
         }
-        self.insert(&mut run, &mut totals)?;
-        schema::add_totals(&self.conn, totals.objects, totals.raw, totals.stored)
-            .map_err(|e| e.to_string())?;
-        self.objects = self.objects.saturating_add_signed(totals.objects);
+        self.insert(&mut run, totals)?;
+        *written = ops.len();
         Ok(())
     }
 
