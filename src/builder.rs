@@ -11,7 +11,7 @@ use rusqlite::Connection;
 
 use crate::codec;
 use crate::durability::Durability;
-use crate::error::{DbContext, Error, Result};
+use crate::error::{DbContext, Error, Result, sqlite_code};
 use crate::layout::Layout;
 use crate::lock;
 use crate::readers::{open_connection, open_error};
@@ -169,33 +169,45 @@ impl StashBuilder {
     /// Opens the writer connection on a recognised, recovered, configured stash.
     fn prepare(&self, path: &Path) -> Result<(Connection, Schema, Option<RecoveryReport>)> {
         let statements = Schema::new(Layout::Bucketed).statement_count();
+        let header = schema::read_header(path)?;
         let conn = open_connection(path, false, statements)?;
-        let app_id: i32 = conn
-            .pragma_query_value(None, "application_id", |r| r.get(0))
-            .map_err(|e| open_error(path, e))?;
-        let objects = schema::schema_object_count(&conn).map_err(|e| open_error(path, e))?;
-        if app_id == 0 && objects == 0 {
-            let layout = self.layout.unwrap_or_default();
-            let schema = Schema::new(layout);
-            conn.pragma_update(None, "page_size", schema::PAGE_SIZE)
-                .context(|| format!("setting the page size of {}", path.display()))?;
-            schema.create(&conn)?;
-            return Ok((self.configure(conn, path)?, schema, None));
-        }
-        if app_id != APPLICATION_ID {
-            return Err(Error::ForeignDatabase { path: path.to_path_buf() });
-        }
-        let version: i64 = conn
-            .pragma_query_value(None, "user_version", |r| r.get(0))
-            .map_err(|e| open_error(path, e))?;
-        if version > FORMAT_VERSION {
+        let header = match header {
+            Some(header) if header.application_id == APPLICATION_ID => header,
+            Some(header) if header.application_id != 0 => {
+                return Err(Error::ForeignDatabase { path: path.to_path_buf() });
+            }
+            // An empty file, or a SQLite database without an application id: a new stash
+            // if it holds nothing, someone else's database if it holds anything.
+            _ => {
+                let objects = schema::schema_object_count(&conn)
+                    .map_err(|e| open_error(path, "reading its schema", e))?;
+                if objects > 0 {
+                    return Err(Error::ForeignDatabase { path: path.to_path_buf() });
+                }
+                let layout = self.layout.unwrap_or_default();
+                let schema = Schema::new(layout);
+                conn.pragma_update(None, "page_size", schema::PAGE_SIZE)
+                    .context(|| format!("setting the page size of {}", path.display()))?;
+                schema.create(&conn)?;
+                return Ok((self.configure(conn, path)?, schema, None));
+            }
+        };
+        if header.user_version > FORMAT_VERSION {
             return Err(Error::UnsupportedFormat {
                 path: path.to_path_buf(),
-                found: version,
+                found: header.user_version,
                 supported: FORMAT_VERSION,
             });
         }
+        // A stash damaged by a crash in mid-commit may not even list its schema; that is a
+        // case for recovery, not an error, once the header says the file is ours.
+        let damage = match schema::schema_object_count(&conn) {
+            Ok(_) => None,
+            Err(e) if is_corruption(&e) => Some(format!("its schema cannot be read: {e}")),
+            Err(e) => return Err(open_error(path, "reading its schema", e)),
+        };
         let recorded = match (schema::read_state(&conn), schema::read_layout(&conn)) {
+            _ if damage.is_some() => None,
             (Ok(state), Ok(Some(layout))) => Some((state, layout)),
             (Err(Error::Database { .. }), _) | (_, Err(Error::Database { .. })) | (_, Ok(None)) => {
                 None
@@ -209,7 +221,7 @@ impl StashBuilder {
             return Err(Error::LayoutMismatch { path: path.to_path_buf(), stored, requested });
         }
         let problem = match recorded {
-            None => Some("its meta table cannot be read".to_string()),
+            None => Some(damage.unwrap_or_else(|| "its meta table cannot be read".to_string())),
             Some((State::OpenFast, _)) => recovery::check(&conn),
             Some(_) => None,
         };
@@ -241,7 +253,7 @@ impl StashBuilder {
         let (journal, synchronous) = self.durability.pragmas();
         let mode: String = conn
             .pragma_update_and_check(None, "journal_mode", journal, |r| r.get(0))
-            .map_err(|e| open_error(path, e))?;
+            .map_err(|e| open_error(path, "setting the journal mode", e))?;
         if !mode.eq_ignore_ascii_case(journal) {
             return Err(Error::InvalidPath {
                 path: path.to_path_buf(),
@@ -283,4 +295,9 @@ fn check_path(path: &Path) -> Result<()> {
             .map_err(|e| Error::io(format!("creating directory {}", parent.display()), e))?;
     }
     Ok(())
+}
+
+/// Whether SQLite found the file damaged.
+fn is_corruption(e: &rusqlite::Error) -> bool {
+    matches!(sqlite_code(e), Some(rusqlite::ErrorCode::DatabaseCorrupt))
 }

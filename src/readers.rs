@@ -39,17 +39,22 @@ pub(crate) fn open_connection(
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX
     };
-    let conn = Connection::open_with_flags(path, flags).map_err(|e| open_error(path, e))?;
+    let conn =
+        Connection::open_with_flags(path, flags).map_err(|e| open_error(path, "connecting", e))?;
     conn.busy_timeout(BUSY_TIMEOUT)
         .context(|| format!("setting the busy timeout on {}", path.display()))?;
     conn.set_prepared_statement_cache_capacity(statements);
     let cache = if read_only { READER_CACHE_KIB } else { WRITER_CACHE_KIB };
-    conn.pragma_update(None, "cache_size", -cache).map_err(|e| open_error(path, e))?;
+    // This pragma reads the schema: on a file damaged by a crash it fails, and the open
+    // sequence then finds the damage itself and recovers, so the failure is not an error here.
+    if let Err(e) = conn.pragma_update(None, "cache_size", -cache) {
+        log::debug!("objstash: cache_size on {} failed: {e}", path.display());
+    }
     Ok(conn)
 }
 
 /// Maps an error met while opening or first reading a database to the user's terms.
-pub(crate) fn open_error(path: &Path, e: rusqlite::Error) -> Error {
+pub(crate) fn open_error(path: &Path, what: &str, e: rusqlite::Error) -> Error {
     match sqlite_code(&e) {
         Some(rusqlite::ErrorCode::NotADatabase) => Error::NotADatabase { path: path.to_path_buf() },
         Some(rusqlite::ErrorCode::CannotOpen) | Some(rusqlite::ErrorCode::ReadOnly) => Error::db(
@@ -59,7 +64,7 @@ pub(crate) fn open_error(path: &Path, e: rusqlite::Error) -> Error {
             ),
             e,
         ),
-        _ => Error::db(format!("opening {}", path.display()), e),
+        _ => Error::db(format!("opening {} ({what})", path.display()), e),
     }
 }
 

@@ -10,9 +10,12 @@
 //! rowid order and only the 32-byte keys go into a randomly ordered B-tree. Measured against
 //! WITHOUT ROWID in notes/schema.md.
 
+use std::io::Read;
+use std::path::Path;
+
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::error::{DbContext, Result};
+use crate::error::{DbContext, Error, Result};
 use crate::layout::Layout;
 
 /// `PRAGMA application_id` of every stash: "obst" in ASCII.
@@ -215,4 +218,35 @@ fn read_meta<T: rusqlite::types::FromSql>(conn: &Connection, name: &str) -> Resu
 /// How many objects of any kind (tables, indexes, views) the database defines.
 pub(crate) fn schema_object_count(conn: &Connection) -> rusqlite::Result<i64> {
     conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))
+}
+
+/// What the first 100 bytes of a database file say, read without SQLite so that a file
+/// whose schema is damaged can still be recognised as a stash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Header {
+    pub application_id: i32,
+    pub user_version: i64,
+}
+
+/// Reads the header of the database at `path`: `Ok(None)` when the file does not exist or
+/// is empty, `Err(NotADatabase)` when it is not a SQLite file.
+pub(crate) fn read_header(path: &Path) -> Result<Option<Header>> {
+    let mut file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
+    };
+    let mut header = Vec::with_capacity(100);
+    (&mut file)
+        .take(100)
+        .read_to_end(&mut header)
+        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+    if header.is_empty() {
+        return Ok(None);
+    }
+    if header.len() < 100 || !header.starts_with(b"SQLite format 3\0") {
+        return Err(Error::NotADatabase { path: path.to_path_buf() });
+    }
+    let be32 = |at: usize| i32::from_be_bytes(header[at..at + 4].try_into().expect("4 bytes"));
+    Ok(Some(Header { application_id: be32(68), user_version: i64::from(be32(60)) }))
 }

@@ -1,0 +1,90 @@
+//! The scale curve: write 10,000,000 objects in steps of 1,000,000 and print, per step, the
+//! save rate of that step, the file size and the process's peak memory, for both layouts.
+//!
+//! `cargo run --release --example scale -- [--steps 10] [--step 1000000] [--csv FILE]`
+//!
+//! Generation is done before each chunk is saved and left out of the step's time, so the
+//! rate is what `save_all` plus the final commit of the step cost.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use clap::Parser;
+use objstash::{Layout, Stash};
+use rayon::prelude::*;
+
+const CHUNK: u64 = 10_000;
+
+#[derive(Parser, Debug)]
+struct Args {
+    /// Steps per layout.
+    #[arg(long, default_value_t = 10)]
+    steps: u64,
+    /// Objects per step.
+    #[arg(long, default_value_t = 1_000_000)]
+    step: u64,
+    /// Append rows `layout,step,objects,rate,file_bytes,peak_bytes` to this CSV file.
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// Only this layout (default: both).
+    #[arg(long)]
+    layout: Option<Layout>,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let layouts = match args.layout {
+        Some(layout) => vec![layout],
+        None => vec![Layout::Single, Layout::Bucketed],
+    };
+    let mut csv = match &args.csv {
+        Some(path) => Some(std::fs::OpenOptions::new().create(true).append(true).open(path)?),
+        None => None,
+    };
+    println!("| layout | step | objects | step rate (objects/s) | file (MB) | peak memory (MB) |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for layout in layouts {
+        let dir = tempfile::tempdir()?;
+        let stash = Stash::builder().layout(layout).open(dir.path().join("scale.db"))?;
+        let mut next = 0u64;
+        for step in 1..=args.steps {
+            let end = next + args.step;
+            let mut saving = Duration::ZERO;
+            while next < end {
+                let n = CHUNK.min(end - next);
+                let chunk: Vec<Vec<u8>> =
+                    (next..next + n).into_par_iter().map(|i| speckle_gen::object(3, i)).collect();
+                let start = Instant::now();
+                stash.save_all(&chunk)?;
+                saving += start.elapsed();
+                next += n;
+            }
+            let start = Instant::now();
+            stash.flush()?;
+            saving += start.elapsed();
+            let rate = args.step as f64 / saving.as_secs_f64();
+            let file = stash.stats()?.file_bytes;
+            let peak = peak_memory().unwrap_or(0);
+            println!(
+                "| {layout} | {step} | {next} | {rate:.0} | {:.0} | {:.0} |",
+                file as f64 / 1e6,
+                peak as f64 / 1e6
+            );
+            if let Some(csv) = &mut csv {
+                writeln!(csv, "{layout},{step},{next},{rate:.0},{file},{peak}")?;
+            }
+        }
+        stash.close()?;
+    }
+    Ok(())
+}
+
+/// The process's peak resident memory (VmHWM), where /proc tells it.
+fn peak_memory() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}

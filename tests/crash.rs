@@ -1,0 +1,281 @@
+//! Crash tests with real processes killed by SIGKILL.
+//!
+//! The child is this test binary run again with `OBJSTASH_CRASH_CHILD` set: it saves
+//! objects in a loop, flushes every few hundred, and after each `flush` returns appends the
+//! acknowledged indexes to a side file. The parent kills it at a random moment, reopens the
+//! stash and checks what each durability mode promises. The ignored `*_long` variants run
+//! hundreds of kills: `cargo test --release --test crash -- --ignored`.
+
+mod common;
+
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::TestResult;
+use objstash::{Durability, Key, Layout, Stash};
+
+const CHILD_ENV: &str = "OBJSTASH_CRASH_CHILD";
+/// Objects saved between flushes by the child.
+const FLUSH_EVERY: u64 = 300;
+
+fn object(index: u64) -> Vec<u8> {
+    speckle_gen::object(77, index)
+}
+
+/// The child's loop; does nothing unless started by a crash test.
+#[test]
+#[ignore = "run as a child process by the crash tests"]
+fn crash_child() -> TestResult {
+    let Some(spec) = std::env::var_os(CHILD_ENV) else { return Ok(()) };
+    let spec = spec.into_string().map_err(|_| anyhow::anyhow!("spec is not UTF-8"))?;
+    let mut parts = spec.split('|');
+    let db = PathBuf::from(parts.next().unwrap_or_default());
+    let durability: Durability =
+        parts.next().unwrap_or("fast").parse().map_err(anyhow::Error::msg)?;
+    let layout: Layout = parts.next().unwrap_or("single").parse().map_err(anyhow::Error::msg)?;
+    let start: u64 = parts.next().unwrap_or("0").parse()?;
+    let acked_path = sibling(&db, ".acked");
+    let stash = Stash::builder().durability(durability).layout(layout).open(&db)?;
+    let mut acked = OpenOptions::new().create(true).append(true).open(&acked_path)?;
+    writeln!(acked, "open")?;
+    let mut i = start;
+    loop {
+        let batch: Vec<Vec<u8>> = (i..i + FLUSH_EVERY).map(object).collect();
+        if i % 2 == 0 {
+            stash.save_all(&batch)?;
+        } else {
+            for o in &batch {
+                stash.save(o)?;
+            }
+        }
+        stash.flush()?;
+        // Written after flush returned: every index listed here was acknowledged.
+        writeln!(acked, "{i} {}", i + FLUSH_EVERY)?;
+        i += FLUSH_EVERY;
+    }
+}
+
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+fn spawn_child(
+    db: &Path,
+    durability: Durability,
+    layout: Layout,
+    start: u64,
+) -> std::io::Result<Child> {
+    Command::new(std::env::current_exe()?)
+        .args(["crash_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, format!("{}|{durability}|{layout}|{start}", db.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+}
+
+/// Indexes of the objects the child saw acknowledged, in ranges `[a, b)`.
+fn acknowledged(db: &Path) -> Vec<(u64, u64)> {
+    let text = fs::read_to_string(sibling(db, ".acked")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let mut it = l.split(' ');
+            Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn seeded() -> Rng {
+        let seed =
+            std::env::var("CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+                SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64) | 1
+            });
+        eprintln!("crash test seed {seed} (rerun with CRASH_SEED={seed})");
+        Rng(seed)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// Waits until the child has opened the stash (so a kill lands in the write loop).
+fn wait_until_open(db: &Path, child: &mut Child) -> TestResult {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !fs::read_to_string(sibling(db, ".acked")).unwrap_or_default().contains("open") {
+        if let Some(status) = child.try_wait()? {
+            anyhow::bail!("the child exited early with {status}");
+        }
+        anyhow::ensure!(Instant::now() < deadline, "the child did not open the stash");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    Ok(())
+}
+
+#[derive(Debug, Default)]
+struct Tally {
+    kills: u64,
+    acked: u64,
+    acked_lost: u64,
+    salvaged: u64,
+    unclean_sound: u64,
+}
+
+/// Kills a writing child `kills` times on one stash and checks every reopen.
+fn kill_loop(durability: Durability, layout: Layout, kills: u64) -> anyhow::Result<Tally> {
+    let dir = tempfile::tempdir()?;
+    let db = dir.path().join("crash.db");
+    let mut rng = Rng::seeded();
+    let mut tally = Tally::default();
+    for round in 0..kills {
+        let _ = fs::remove_file(sibling(&db, ".acked"));
+        let start = round * 10_000_000;
+        let mut child = spawn_child(&db, durability, layout, start)?;
+        wait_until_open(&db, &mut child)?;
+        std::thread::sleep(Duration::from_millis(rng.below(400)));
+        child.kill()?;
+        child.wait()?;
+        tally.kills += 1;
+
+        let stash = Stash::builder().durability(durability).layout(layout).open(&db)?;
+        if let Some(report) = stash.recovery() {
+            assert_eq!(durability, Durability::Fast, "safe mode never needs recovery: {report}");
+            if report.problem.is_some() {
+                tally.salvaged += 1;
+            } else {
+                tally.unclean_sound += 1;
+            }
+        }
+        let ranges = acknowledged(&db);
+        let keys: Vec<Key> =
+            ranges.iter().flat_map(|&(a, b)| a..b).map(|i| Key::of(&object(i))).collect();
+        let missing = stash.missing(&keys)?;
+        tally.acked += keys.len() as u64;
+        tally.acked_lost += missing.len() as u64;
+        if durability == Durability::Safe {
+            assert!(
+                missing.is_empty(),
+                "round {round}: {} acknowledged objects lost",
+                missing.len()
+            );
+        }
+        // Whatever survived reads back right: never a wrong byte.
+        for (i, value) in stash.get_many(&keys)?.into_iter().enumerate() {
+            if let Some(value) = value {
+                assert_eq!(Key::of(&value), keys[i]);
+            }
+        }
+        let report = stash.verify()?;
+        assert!(report.is_ok(), "round {round}: corrupt after reopen: {report}");
+        stash.close()?;
+    }
+    Ok(tally)
+}
+
+#[test]
+fn safe_mode_keeps_every_flushed_object_across_kills() -> TestResult {
+    let tally = kill_loop(Durability::Safe, Layout::Single, 20)?;
+    eprintln!("safe: {tally:?}");
+    assert_eq!(tally.acked_lost, 0);
+    assert!(tally.acked > 0, "the child never acknowledged anything: {tally:?}");
+    Ok(())
+}
+
+#[test]
+fn fast_mode_reopens_after_every_kill_and_serves_no_bad_bytes() -> TestResult {
+    let tally = kill_loop(Durability::Fast, Layout::Bucketed, 20)?;
+    eprintln!("fast: {tally:?}");
+    assert!(tally.acked > 0, "the child never acknowledged anything: {tally:?}");
+    assert_eq!(
+        tally.salvaged + tally.unclean_sound,
+        tally.kills,
+        "every kill is noticed: {tally:?}"
+    );
+    Ok(())
+}
+
+#[test]
+#[ignore = "long: hundreds of kills; run with --release"]
+fn safe_mode_long() -> TestResult {
+    let tally = kill_loop(Durability::Safe, Layout::Bucketed, 200)?;
+    eprintln!("safe long: {tally:?}");
+    assert_eq!(tally.acked_lost, 0);
+    Ok(())
+}
+
+#[test]
+#[ignore = "long: hundreds of kills; run with --release"]
+fn fast_mode_long() -> TestResult {
+    for layout in [Layout::Single, Layout::Bucketed] {
+        let tally = kill_loop(Durability::Fast, layout, 200)?;
+        eprintln!("fast long {layout}: {tally:?}");
+    }
+    Ok(())
+}
+
+/// A child that only opens the stash (and so runs recovery), to be killed mid-recovery.
+#[test]
+#[ignore = "run as a child process by the crash tests"]
+fn recovery_child() -> TestResult {
+    let Some(db) = std::env::var_os("OBJSTASH_RECOVERY_CHILD") else { return Ok(()) };
+    let stash = Stash::open(PathBuf::from(db))?;
+    stash.close()?;
+    Ok(())
+}
+
+#[test]
+fn a_kill_during_recovery_still_ends_in_a_usable_stash() -> TestResult {
+    let mut rng = Rng::seeded();
+    for round in 0..6 {
+        let dir = tempfile::tempdir()?;
+        let db = dir.path().join("rec.db");
+        let objects: Vec<Vec<u8>> = (0..30_000).map(object).collect();
+        {
+            let stash = Stash::open(&db)?;
+            stash.save_all(&objects)?;
+            stash.close()?;
+        }
+        // Damage the file and mark it unclean, as a crash in mid-commit would.
+        rusqlite::Connection::open(&db)?
+            .execute("UPDATE objstash_meta SET value = 'open-fast' WHERE name = 'state'", [])?;
+        let len = fs::metadata(&db)?.len();
+        let mut f = OpenOptions::new().write(true).open(&db)?;
+        std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(len / 3 / 8192 * 8192))?;
+        f.write_all(&vec![0xA5; 8192 * 3])?;
+        drop(f);
+
+        let mut child = Command::new(std::env::current_exe()?)
+            .args(["recovery_child", "--exact", "--ignored", "--test-threads=1"])
+            .env("OBJSTASH_RECOVERY_CHILD", &db)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        std::thread::sleep(Duration::from_millis(5 + rng.below(120)));
+        child.kill()?;
+        child.wait()?;
+
+        let stash = Stash::open(&db)?;
+        let n = stash.len()?;
+        assert!(n > 25_000 && n <= 30_000, "round {round}: {n} objects after recovery");
+        let keys: Vec<Key> = objects.iter().map(|o| Key::of(o)).collect();
+        for (value, key) in stash.get_many(&keys)?.iter().zip(&keys) {
+            if let Some(value) = value {
+                assert_eq!(Key::of(value), *key);
+            }
+        }
+        assert!(stash.verify()?.is_ok());
+        stash.save(b"usable")?;
+        stash.close()?;
+    }
+    Ok(())
+}
