@@ -44,7 +44,7 @@ fn crash_child() -> TestResult {
     let mut i = start;
     loop {
         let batch: Vec<Vec<u8>> = (i..i + FLUSH_EVERY).map(object).collect();
-        if i % 2 == 0 {
+        if (i / FLUSH_EVERY).is_multiple_of(2) {
             stash.save_all(&batch)?;
         } else {
             for o in &batch {
