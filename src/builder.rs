@@ -266,6 +266,9 @@ impl StashBuilder {
         }
         conn.pragma_update(None, "synchronous", synchronous)
             .and_then(|()| conn.pragma_update(None, "temp_store", "MEMORY"))
+            // Zeroed deleted content keeps salvage's page scan from resurrecting removed
+            // objects; removes are rare in a cache, so the extra writes are too.
+            .and_then(|()| conn.pragma_update(None, "secure_delete", "ON"))
             .context(|| format!("configuring {}", path.display()))?;
         let state = match self.durability {
             Durability::Fast => State::OpenFast,

@@ -65,6 +65,7 @@ mod error;
 mod key;
 mod layout;
 mod lock;
+mod pagescan;
 mod pending;
 mod readers;
 mod recovery;

@@ -20,6 +20,7 @@ use crate::codec;
 use crate::error::{DbContext, Error, Result};
 use crate::key::Key;
 use crate::layout::Layout;
+use crate::pagescan;
 use crate::readers::open_connection;
 use crate::schema::{self, Schema};
 
@@ -129,6 +130,27 @@ pub(crate) fn salvage(
         Salvager { fresh: &fresh, target: &target, rows: Vec::new(), recovered: 0, dropped: 0 };
     for name in object_tables(&damaged, layout) {
         salvager.table(&damaged, &name)?;
+    }
+    salvager.write()?;
+    // Rows below a torn interior page are out of SQLite's reach; read the pages directly.
+    let mut scan_error = None;
+    let scanned = pagescan::scan(path, |(key, raw_len, data)| {
+        if scan_error.is_none()
+            && raw_len >= 0
+            && !salvager.has(&key)
+            && verifies(&key, raw_len as u64, &data)
+        {
+            salvager.rows.push((key, raw_len, data));
+            if let Err(e) = salvager.write_if_full() {
+                scan_error = Some(e);
+            }
+        }
+    });
+    if let Err(e) = scanned {
+        log::warn!("objstash salvage: scanning the pages of {} stopped: {e}", path.display());
+    }
+    if let Some(e) = scan_error {
+        return Err(e);
     }
     salvager.write()?;
     let (recovered, dropped) = (salvager.recovered, salvager.dropped);
@@ -252,6 +274,16 @@ impl Salvager<'_> {
             }
         }
         Ok(span)
+    }
+
+    /// Whether `key` is already in the new file (rows not yet written may repeat; they are
+    /// verified again and inserted once).
+    fn has(&self, key: &Key) -> bool {
+        let table = &self.target.tables[self.target.layout.table_of(key)];
+        self.fresh
+            .prepare_cached(&table.exists)
+            .and_then(|mut s| s.exists([&key.as_bytes()[..]]))
+            .unwrap_or(false)
     }
 
     fn write_if_full(&mut self) -> Result<()> {

@@ -1,10 +1,11 @@
 //! The single writer: one named thread that owns the only write connection.
 //!
 //! Producers send [`Message`]s through a bounded channel, which is what bounds memory when
-//! they outrun the disk. The writer takes what is queued (up to a batch), writes it in one
-//! transaction with each run of saves sorted by key, updates the running totals in the same
-//! transaction, commits, and only then forgets the rows from [`Pending`] and acknowledges
-//! removes and flushes. If a commit fails or the thread panics, the writer records why and
+//! they outrun the disk. The writer gathers a batch (until it is full, a flush asks for a
+//! commit, or no row has come for a few milliseconds), writing each run of saves sorted by
+//! key into the batch's open transaction as it arrives. It updates the running totals in
+//! the same transaction, commits, and only then forgets the rows from [`Pending`] and
+//! acknowledges removes and flushes. If a commit fails or the thread panics, the writer records why and
 //! stops: every later write and every waiting flush gets [`Error::WriterStopped`] with that
 //! reason instead of hanging or losing rows silently.
 
