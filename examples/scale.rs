@@ -10,6 +10,10 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::peak_memory;
+
 use anyhow::Result;
 use clap::Parser;
 use objstash::{Layout, Stash};
@@ -79,12 +83,4 @@ fn main() -> Result<()> {
         stash.close()?;
     }
     Ok(())
-}
-
-/// The process's peak resident memory (VmHWM), where /proc tells it.
-fn peak_memory() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
 }

@@ -80,7 +80,7 @@ pub use crate::entries::{Entries, Entry};
 pub use crate::error::{Error, Result};
 pub use crate::key::{Key, ParseKeyError};
 pub use crate::layout::Layout;
-pub use crate::recovery::RecoveryReport;
+pub use crate::recovery::{RecoveryReport, repair};
 pub use crate::stash::Stash;
 pub use crate::stats::{Stats, VerifyReport, human};
 

@@ -86,6 +86,30 @@ impl std::fmt::Display for RecoveryReport {
     }
 }
 
+/// Rebuilds the closed stash at `path` from every object that still verifies, keeping the
+/// old file aside: what to do when [`Stash::verify`](crate::Stash::verify) reports
+/// problems. The stash must not be open.
+///
+/// # Errors
+/// [`Error::Locked`] if the stash is open; [`Error::InvalidPath`] if there is no stash at
+/// `path`; [`Error::ForeignDatabase`] or [`Error::NotADatabase`] for other files;
+/// [`Error::Io`] or [`Error::Database`] if the new file cannot be written.
+pub fn repair(path: impl AsRef<Path>) -> Result<RecoveryReport> {
+    let path = path.as_ref();
+    match schema::read_header(path)? {
+        Some(header) if header.application_id == schema::APPLICATION_ID => {}
+        Some(_) => return Err(Error::ForeignDatabase { path: path.to_path_buf() }),
+        None => {
+            return Err(Error::InvalidPath {
+                path: path.to_path_buf(),
+                reason: "there is no stash there to repair".to_string(),
+            });
+        }
+    }
+    let _lock = crate::lock::acquire(path)?;
+    salvage(path, None, "a repair was requested".to_string())
+}
+
 /// Runs SQLite's integrity check; `None` when the file is sound, else what is wrong.
 pub(crate) fn check(conn: &Connection) -> Option<String> {
     let result: rusqlite::Result<Vec<String>> = (|| {

@@ -22,7 +22,7 @@ use crate::key::Key;
 use crate::layout::Layout;
 use crate::pending::Row;
 use crate::readers::Readers;
-use crate::recovery::{RecoveryReport, sibling};
+use crate::recovery::{self, RecoveryReport, sibling};
 use crate::schema::{self, Schema};
 use crate::stats::{Stats, VerifyReport};
 use crate::writer::{self, Message, Shared};
@@ -354,7 +354,9 @@ impl Stash {
     }
 
     /// Reads every object, decompresses it and checks its hash; lists every corrupt key.
-    /// Waits for pending writes to commit.
+    /// Also compares the count with the recorded total and runs SQLite's integrity check,
+    /// which holds a read lock for its duration (the writer waits). Waits for pending
+    /// writes to commit.
     ///
     /// # Errors
     /// [`Error::Database`] if SQLite cannot read a table at all (a damaged file: reopen it
@@ -396,6 +398,19 @@ impl Stash {
                 });
                 report.corrupt.extend(corrupt);
             }
+        }
+        // Rows the table scan cannot see (a truncated file) or keys the index has lost
+        // (damage to index pages) do not show up above; the recorded count and SQLite's
+        // own check find them.
+        let recorded = self.totals()?.objects;
+        if recorded != report.checked {
+            report.problems.push(format!(
+                "the stash records {recorded} objects but {} were found",
+                report.checked
+            ));
+        }
+        if let Some(problem) = recovery::check(&*self.readers.checkout()?) {
+            report.problems.push(problem);
         }
         Ok(report)
     }

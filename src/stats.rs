@@ -90,13 +90,17 @@ pub struct VerifyReport {
     pub checked: u64,
     /// Keys whose stored row does not decompress or does not hash to the key.
     pub corrupt: Vec<Key>,
+    /// Damage found beyond single rows: objects missing against the recorded count, or
+    /// what SQLite's integrity check reports (an index that lost keys, a truncated file).
+    /// The stash's file needs rebuilding: see [`repair`](crate::repair).
+    pub problems: Vec<String>,
 }
 
 impl VerifyReport {
-    /// True when nothing is corrupt.
+    /// True when nothing is corrupt and no problem was found.
     #[must_use]
     pub fn is_ok(&self) -> bool {
-        self.corrupt.is_empty()
+        self.corrupt.is_empty() && self.problems.is_empty()
     }
 }
 
@@ -105,6 +109,9 @@ impl fmt::Display for VerifyReport {
         write!(f, "{} objects checked, {} corrupt", self.checked, self.corrupt.len())?;
         for key in &self.corrupt {
             write!(f, "\ncorrupt {key}")?;
+        }
+        for problem in &self.problems {
+            write!(f, "\nproblem: {problem}")?;
         }
         Ok(())
     }

@@ -188,3 +188,122 @@ fn a_destroyed_root_page_loses_no_object() -> TestResult {
     assert!(stash.verify()?.is_ok());
     Ok(())
 }
+
+/// Reads every key and checks the one rule: right bytes, or an error that says why.
+fn read_all_safely(stash: &Stash, keys: &[Key], objs: &[Vec<u8>]) -> (usize, usize) {
+    let (mut good, mut errors) = (0, 0);
+    for (key, obj) in keys.iter().zip(objs) {
+        match stash.get(key) {
+            Ok(Some(bytes)) => {
+                assert_eq!(&bytes, obj, "wrong bytes served for {key}");
+                good += 1;
+            }
+            Ok(None) => {}
+            Err(Error::Corrupt { key: k, .. }) => {
+                assert_eq!(k, *key);
+                errors += 1;
+            }
+            Err(Error::Database { context, .. }) => {
+                assert!(context.contains(&key.to_string()), "{context}");
+                errors += 1;
+            }
+            Err(other) => panic!("unexpected error {other:?}"),
+        }
+    }
+    (good, errors)
+}
+
+#[test]
+fn random_byte_flips_never_serve_wrong_bytes() -> TestResult {
+    for layout in LAYOUTS {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("flip.db");
+        let objs = objects(35, 2_000);
+        let keys = {
+            let stash = Stash::builder().layout(layout).open(&path)?;
+            let keys = stash.save_all(&objs)?;
+            stash.close()?;
+            keys
+        };
+        let mut bytes = std::fs::read(&path)?;
+        let mut x = 0x1234_5678_9abc_def1u64;
+        // Flip 200 random bytes past the header page.
+        for _ in 0..200 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let at = 8192 + (x % (bytes.len() as u64 - 8192)) as usize;
+            bytes[at] ^= 1 << (x % 8);
+        }
+        std::fs::write(&path, &bytes)?;
+        let stash = Stash::builder().layout(layout).open(&path)?;
+        let (good, errors) = read_all_safely(&stash, &keys, &objs);
+        assert!(good > 1_000, "{layout}: only {good} objects read back");
+        // Whatever verify says, it says it without panicking and without wrong bytes.
+        // (Seen once: in the bucketed layout 48 keys became unfindable and verify reported
+        // nothing; see notes/reliability.md, "open questions".)
+        match stash.verify() {
+            Ok(report) if layout == Layout::Single => {
+                assert!(
+                    errors == 0 || !report.is_ok(),
+                    "{layout}: get saw {errors} errors, verify none"
+                )
+            }
+            Ok(_) | Err(Error::Database { .. }) => {}
+            Err(other) => panic!("unexpected verify error {other:?}"),
+        }
+        stash.close()?;
+        let report = objstash::repair(&path)?;
+        assert!(report.recovered >= good as u64, "{layout}: {report}");
+        let stash = Stash::open(&path)?;
+        assert!(stash.verify()?.is_ok(), "{layout}: repaired stash still damaged");
+    }
+    Ok(())
+}
+
+#[test]
+fn a_truncated_file_never_serves_wrong_bytes() -> TestResult {
+    for layout in LAYOUTS {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("cut.db");
+        let objs = objects(36, 2_000);
+        let keys = {
+            let stash = Stash::builder().layout(layout).open(&path)?;
+            let keys = stash.save_all(&objs)?;
+            stash.close()?;
+            keys
+        };
+        let len = std::fs::metadata(&path)?.len();
+        std::fs::OpenOptions::new().write(true).open(&path)?.set_len(len / 2)?;
+        match Stash::builder().layout(layout).open(&path) {
+            Ok(stash) => {
+                let (good, _) = read_all_safely(&stash, &keys, &objs);
+                assert!(good > 0, "{layout}: nothing readable in the first half");
+                // verify must not panic; that it can pass here is an open question (see
+                // notes/reliability.md).
+                let _ = stash.verify();
+            }
+            Err(e) => assert!(!e.to_string().is_empty()),
+        }
+        // Marked unclean, the same file is salvaged: the first half's objects come back.
+        mark_unclean(&path)?;
+        let stash = Stash::builder().layout(layout).open(&path)?;
+        let report = stash.recovery().expect("reported").clone();
+        assert!(report.recovered > 500 && report.recovered < 2_000, "{layout}: {report}");
+        assert!(stash.verify()?.is_ok());
+    }
+    Ok(())
+}
+
+#[test]
+fn a_destroyed_header_is_a_clear_error() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("head.db");
+    Stash::open(&path)?.save(b"x")?;
+    let mut file = std::fs::OpenOptions::new().write(true).open(&path)?;
+    file.write_all(&[0u8; 100])?;
+    drop(file);
+    let err = Stash::open(&path).unwrap_err();
+    assert!(matches!(err, Error::NotADatabase { .. }), "{err:?}");
+    Ok(())
+}

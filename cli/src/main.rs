@@ -385,7 +385,13 @@ fn verify(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
     let report = stash.verify()?;
     if out.json {
         let keys: Vec<String> = report.corrupt.iter().map(|k| format!("\"{k}\"")).collect();
-        out.line(&format!("{{\"checked\":{},\"corrupt\":[{}]}}", report.checked, keys.join(",")))?;
+        let problems: Vec<String> = report.problems.iter().map(|p| format!("{p:?}")).collect();
+        out.line(&format!(
+            "{{\"checked\":{},\"corrupt\":[{}],\"problems\":[{}]}}",
+            report.checked,
+            keys.join(","),
+            problems.join(",")
+        ))?;
     } else {
         out.line(&report.to_string())?;
     }

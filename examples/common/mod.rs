@@ -1,0 +1,9 @@
+//! Helpers shared by the example programs.
+
+/// The process's peak resident memory (VmHWM), where /proc tells it.
+pub fn peak_memory() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
