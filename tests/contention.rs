@@ -93,6 +93,16 @@ fn second_process_child() {
     }
 }
 
+/// Runs `second_process_child` on `path` and returns what it printed.
+fn second_process_open(path: &std::path::Path) -> std::io::Result<String> {
+    let out = Command::new(std::env::current_exe()?)
+        .args(["second_process_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+        .env("OBJSTASH_SECOND_PROCESS", path)
+        .stderr(Stdio::null())
+        .output()?;
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 #[test]
 fn second_process_gets_a_clear_error_not_a_hang() -> TestResult {
     for mode in MODES {
@@ -101,39 +111,15 @@ fn second_process_gets_a_clear_error_not_a_hang() -> TestResult {
         let stash = Stash::builder().durability(mode).open(&path)?;
         let keys = stash.save_all(&speckle_gen::objects(5, 0, 2_000))?;
         let start = Instant::now();
-        let out = Command::new(std::env::current_exe()?)
-            .args([
-                "second_process_child",
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("OBJSTASH_SECOND_PROCESS", &path)
-            .stderr(Stdio::null())
-            .output()?;
-        let text = String::from_utf8_lossy(&out.stdout);
+        let text = second_process_open(&path)?;
         assert!(text.contains("LOCKED"), "{mode}: the second process said {text}");
         assert!(start.elapsed() < Duration::from_secs(20), "the second open hung");
         // The first process goes on writing, and its data is intact.
         stash.save(b"still writing")?;
         assert!(stash.missing(&keys)?.is_empty());
         stash.close()?;
-        let out = Command::new(std::env::current_exe()?)
-            .args([
-                "second_process_child",
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("OBJSTASH_SECOND_PROCESS", &path)
-            .stderr(Stdio::null())
-            .output()?;
-        assert!(
-            String::from_utf8_lossy(&out.stdout).contains("OPENED"),
-            "after close the file opens"
-        );
+        let out = second_process_open(&path)?;
+        assert!(out.contains("OPENED"), "after close the file opens");
     }
     Ok(())
 }
