@@ -402,7 +402,8 @@ impl Stash {
         // Rows the table scan cannot see (a truncated file) or keys the index has lost
         // (damage to index pages) do not show up above; the recorded count and SQLite's
         // own check find them.
-        let recorded = self.totals()?.objects;
+        // Already flushed above; read the totals without a second flush.
+        let recorded = schema::read_totals(&*self.readers.checkout()?)?.objects;
         if recorded != report.checked {
             report.problems.push(format!(
                 "the stash records {recorded} objects but {} were found",
