@@ -7,7 +7,7 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use objstash::{Key, Stash};
+use objstash::{Codec, Key, Stash};
 
 const STORED: usize = 200_000;
 const BATCH: usize = 1_000;
@@ -67,5 +67,41 @@ fn read(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, read);
+/// `get` and `get_many` of the same keys from a stash written with the zstd dictionary
+/// codec, to set beside `read/get-random-1000` and `read/get_many-sorted-1000` (gzip).
+/// Select it alone with `cargo bench --bench read -- zstd-dict`.
+fn read_zstd(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let stash =
+        Stash::builder().codec(Codec::ZstdDict).open(dir.path().join("zstd.db")).expect("open");
+    let objects = speckle_gen::objects(9, 0, STORED);
+    let keys = stash.save_all(&objects).expect("save_all");
+    stash.flush().expect("flush");
+    drop(objects);
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    let mut random_keys = Vec::with_capacity(BATCH);
+    for _ in 0..BATCH {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        random_keys.push(keys[(x % STORED as u64) as usize]);
+    }
+    let mut sorted = random_keys.clone();
+    sorted.sort();
+    let mut group = c.benchmark_group("read-zstd-dict");
+    group.throughput(Throughput::Elements(BATCH as u64));
+    group.bench_function("get-random-1000", |b| {
+        b.iter(|| {
+            for key in &random_keys {
+                black_box(stash.get(key).expect("get").expect("stored"));
+            }
+        })
+    });
+    group.bench_function("get_many-sorted-1000", |b| {
+        b.iter(|| black_box(stash.get_many(&sorted).expect("get_many")))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, read, read_zstd);
 criterion_main!(benches);

@@ -1,6 +1,7 @@
 //! Save throughput, in objects per second, beside its baselines in the same run:
 //! hashing and compressing alone, the same pipeline (rayon producers, bounded channel, one
-//! consumer thread) into an in-memory map, and the stash in each layout.
+//! consumer thread) into an in-memory map, and the stash in each layout; also the single
+//! layout with the zstd dictionary codec (`-- zstd-dict` selects it).
 //!
 //! `cargo bench --bench save`
 
@@ -9,7 +10,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use objstash::{Key, Layout, Stash};
+use objstash::{Codec, Key, Layout, Stash};
 use rayon::prelude::*;
 
 const LEVEL: u32 = 2;
@@ -81,6 +82,30 @@ fn save(c: &mut Criterion) {
                 })
             });
         }
+        // The zstd dictionary codec in steady state: each new stash first trains its
+        // dictionary on 4,000 objects of another model (untimed). Select it alone with
+        // `cargo bench --bench save -- zstd-dict`.
+        let training = speckle_gen::objects(99, 0, 4_000);
+        group.bench_with_input(BenchmarkId::new("stash-single-zstd-dict", n), objects, |b, o| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let dir = tempfile::tempdir().expect("tempdir");
+                    let stash = Stash::builder()
+                        .codec(Codec::ZstdDict)
+                        .open(dir.path().join("b.db"))
+                        .expect("open");
+                    stash.save_all(&training).expect("training objects");
+                    stash.flush().expect("flush");
+                    let start = Instant::now();
+                    stash.save_all(o).expect("save_all");
+                    stash.flush().expect("flush");
+                    total += start.elapsed();
+                    stash.close().expect("close");
+                }
+                total
+            })
+        });
     }
     group.finish();
 }

@@ -1,8 +1,10 @@
 //! The main job: write a million realistic CAD/BIM objects into a fresh stash and report
-//! speed, memory and sizes, beside what gzipping the same objects as one stream gives.
+//! speed, reads, memory and sizes: per-object gzip and per-object zstd with a trained
+//! dictionary beside what gzipping the same objects as one stream gives.
 //!
 //! `cargo run --release --example million -- [--count N] [--layout single|bucketed]
-//!  [--durability fast|safe] [--path P] [--keep] [--seed S] [--level L]`
+//!  [--durability fast|safe] [--codec gzip|zstd-dict] [--path P] [--keep] [--seed S]
+//!  [--level L] [--reads N]`
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -15,7 +17,7 @@ use common::peak_memory;
 use anyhow::{Context, Result};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
-use objstash::{Durability, Layout, Stash, human};
+use objstash::{Codec, Durability, Key, Layout, Stash, bench, human};
 use rayon::prelude::*;
 
 /// Objects generated and saved per `save_all` call: bounds the example's own memory.
@@ -42,6 +44,12 @@ struct Args {
     /// Seed of the generated model.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Codec of the stored objects: gzip or zstd-dict.
+    #[arg(long, default_value = "gzip")]
+    codec: Codec,
+    /// Random objects read back with `get` to time reads (warm cache).
+    #[arg(long, default_value_t = 20_000)]
+    reads: u64,
     /// gzip level, 0 to 9.
     #[arg(long, default_value_t = 2)]
     level: u32,
@@ -62,15 +70,17 @@ fn main() -> Result<()> {
         .layout(args.layout)
         .durability(args.durability)
         .compression_level(args.level)
+        .codec(args.codec)
         .open(&path)
         .with_context(|| format!("opening {}", path.display()))?;
     let already = stash.len()?;
     println!(
-        "writing {} objects into {} (layout {}, durability {}, gzip level {}{})",
+        "writing {} objects into {} (layout {}, durability {}, codec {}, gzip level {}{})",
         args.count,
         path.display(),
         args.layout,
         args.durability,
+        args.codec,
         args.level,
         if already > 0 { format!(", {already} objects already there") } else { String::new() }
     );
@@ -106,9 +116,10 @@ fn main() -> Result<()> {
     let saving = elapsed.saturating_sub(generating);
 
     let stats = stash.stats()?;
-    let whole_start = Instant::now();
-    let whole = whole_stream_gzip(args.seed, args.count, args.level)?;
-    let whole_time = whole_start.elapsed();
+    let (get_rate, get_many_rate) = read_rates(&stash, args.seed, args.count, args.reads)?;
+    let sizes_start = Instant::now();
+    let sizes = Sizes::measure(args.seed, args.count, args.level)?;
+    let sizes_time = sizes_start.elapsed();
 
     let secs = elapsed.as_secs_f64();
     println!();
@@ -127,26 +138,35 @@ fn main() -> Result<()> {
         raw_bytes as f64 / 1e6 / secs,
         raw_bytes as f64 / 1e6 / saving.as_secs_f64()
     );
+    println!(
+        "reads              {get_rate:>10.0} get/s (one thread, {} random keys, warm), \
+         {get_many_rate:.0} objects/s by get_many",
+        args.reads.min(args.count)
+    );
     println!("peak memory        {:>10}", peak_memory().map_or("unknown".to_string(), human));
     println!();
     println!("{stats}");
     println!();
     println!(
-        "for comparison, the same {} objects gzipped as one stream at level {}:",
-        args.count, args.level
+        "size report: the same {} objects compressed four ways ({:.1} s to compute)",
+        args.count,
+        sizes_time.as_secs_f64()
     );
-    println!(
-        "whole-stream gzip  {:>16}  {:>10}  ratio {:.2}  ({:.1} s)",
-        whole,
-        human(whole),
-        raw_bytes as f64 / whole as f64,
-        whole_time.as_secs_f64()
-    );
-    println!(
-        "per-object gzip costs {:.2}x the bytes of whole-stream gzip; the database file {:.2}x",
-        stats.stored_bytes as f64 / whole as f64,
-        stats.file_bytes as f64 / whole as f64
-    );
+    println!("{:<34} {:>14} {:>10} {:>7} {:>14}", "", "bytes", "", "ratio", "x whole-stream");
+    let row = |name: &str, bytes: u64| {
+        println!(
+            "{name:<34} {bytes:>14} {:>10} {:>7.2} {:>14.2}",
+            human(bytes),
+            raw_bytes as f64 / bytes as f64,
+            bytes as f64 / sizes.whole_gzip as f64
+        );
+    };
+    row("raw", raw_bytes);
+    row(&format!("per-object gzip (level {})", args.level), sizes.gzip);
+    row(&format!("per-object zstd + {} KiB dictionary", sizes.dict_bytes >> 10), sizes.zstd_dict);
+    row(&format!("whole-stream gzip (level {})", args.level), sizes.whole_gzip);
+    row(&format!("stored by this stash ({})", args.codec), stats.stored_bytes);
+    row("database file", stats.file_bytes);
     stash.close()?;
     if args.keep && args.path.is_none() {
         let kept = temp.keep();
@@ -156,20 +176,75 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-/// Size of the objects gzipped as one stream, computed as parallel gzip members of 10,000
-/// objects (12 MB each): a deflate window is 32 KB, so the split costs nothing measurable.
-fn whole_stream_gzip(seed: u64, count: u64, level: u32) -> Result<u64> {
-    let starts: Vec<u64> = (0..count).step_by(CHUNK as usize).collect();
-    starts
-        .par_iter()
-        .map(|&start| {
-            let mut gz = flate2::write::GzEncoder::new(Counter(0), flate2::Compression::new(level));
-            for i in start..(start + CHUNK).min(count) {
-                gz.write_all(&speckle_gen::object(seed, i))?;
-            }
-            Ok(gz.finish()?.0)
+/// Single-thread `get` rate and `get_many` rate over `reads` random keys of the model.
+fn read_rates(stash: &Stash, seed: u64, count: u64, reads: u64) -> Result<(f64, f64)> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let keys: Vec<Key> = (0..reads.min(count))
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            Key::of(&speckle_gen::object(seed, x % count))
         })
-        .sum()
+        .collect();
+    if keys.is_empty() {
+        return Ok((0.0, 0.0));
+    }
+    let start = Instant::now();
+    for key in &keys {
+        anyhow::ensure!(stash.get(key)?.is_some(), "{key} was saved but is not found");
+    }
+    let get = keys.len() as f64 / start.elapsed().as_secs_f64();
+    let start = Instant::now();
+    for chunk in keys.chunks(1_000) {
+        anyhow::ensure!(stash.get_many(chunk)?.iter().all(Option::is_some), "a saved key is lost");
+    }
+    Ok((get, keys.len() as f64 / start.elapsed().as_secs_f64()))
+}
+
+/// The objects' sizes compressed each way, computed in parallel chunks of [`CHUNK`].
+struct Sizes {
+    gzip: u64,
+    zstd_dict: u64,
+    dict_bytes: usize,
+    whole_gzip: u64,
+}
+
+impl Sizes {
+    /// Per-object gzip and zstd with a dictionary trained as a stash trains it (on the
+    /// first objects, up to the default sample size), and whole-stream gzip. A deflate
+    /// window is 32 KB, so gzipping 10,000-object chunks (12 MB each) as separate members
+    /// costs nothing measurable against one stream.
+    fn measure(seed: u64, count: u64, level: u32) -> Result<Self> {
+        let mut sample = Vec::new();
+        let mut sampled = 0;
+        let mut i = 0;
+        while sampled < bench::DICTIONARY_SAMPLE_BYTES && i < count {
+            let object = speckle_gen::object(seed, i);
+            sampled += object.len();
+            sample.push(object);
+            i += 1;
+        }
+        let dict = bench::ZstdDict::train(&sample).map_err(|e| anyhow::anyhow!(e))?;
+        let starts: Vec<u64> = (0..count).step_by(CHUNK as usize).collect();
+        let (gzip, zstd_dict, whole_gzip) = starts
+            .par_iter()
+            .map(|&start| {
+                let mut gz =
+                    flate2::write::GzEncoder::new(Counter(0), flate2::Compression::new(level));
+                let (mut gzip, mut zstd) = (0u64, 0u64);
+                for i in start..(start + CHUNK).min(count) {
+                    let object = speckle_gen::object(seed, i);
+                    gz.write_all(&object)?;
+                    gzip += bench::compress(&object, level).len() as u64;
+                    zstd += dict.compress(&object).len() as u64;
+                }
+                Ok((gzip, zstd, gz.finish()?.0))
+            })
+            .try_reduce(|| (0, 0, 0), |a, b| Ok((a.0 + b.0, a.1 + b.1, a.2 + b.2)))
+            .map_err(|e: std::io::Error| anyhow::anyhow!(e))?;
+        Ok(Sizes { gzip, zstd_dict, dict_bytes: dict.len(), whole_gzip })
+    }
 }
 
 /// A sink that only counts bytes.

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::Connection;
 
 use crate::codec;
+use crate::dict::{self, Codec};
 use crate::durability::Durability;
 use crate::error::{DbContext, Error, Result, sqlite_code};
 use crate::layout::Layout;
@@ -33,6 +34,8 @@ pub struct StashBuilder {
     layout: Option<Layout>,
     durability: Durability,
     level: u32,
+    codec: Codec,
+    sample_bytes: usize,
     batch_size: usize,
     channel_capacity: usize,
     threads: usize,
@@ -44,6 +47,8 @@ impl Default for StashBuilder {
             layout: None,
             durability: Durability::default(),
             level: DEFAULT_LEVEL,
+            codec: Codec::Gzip,
+            sample_bytes: dict::SAMPLE_BYTES,
             batch_size: DEFAULT_BATCH,
             channel_capacity: DEFAULT_CAPACITY,
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
@@ -66,6 +71,25 @@ impl StashBuilder {
     /// Default: [`Durability::Fast`].
     pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
+        self
+    }
+
+    /// How new objects are compressed: [`Codec::Gzip`] (the default) or
+    /// [`Codec::ZstdDict`]. Every stash reads rows of either codec whatever this says, so a
+    /// stash can switch codecs between opens; rows already stored keep theirs.
+    pub fn codec(mut self, codec: Codec) -> Self {
+        self.codec = codec;
+        self
+    }
+
+    /// With [`Codec::ZstdDict`] and no dictionary yet: how many bytes of the first objects
+    /// saved are sampled to train one (they are gzipped meanwhile). Training runs on its
+    /// own thread once the sample is full. Ignored once a dictionary exists; call
+    /// [`Stash::train`](crate::Stash::train) to retrain.
+    ///
+    /// Default: 4 MiB (notes/compression.md).
+    pub fn dictionary_sample(mut self, bytes: usize) -> Self {
+        self.sample_bytes = bytes;
         self
     }
 
@@ -132,6 +156,8 @@ impl StashBuilder {
             schema,
             durability: self.durability,
             level: self.level,
+            codec: self.codec,
+            sample_bytes: self.sample_bytes,
             batch_size: self.batch_size,
             capacity: self.channel_capacity,
             pool,
@@ -149,6 +175,7 @@ impl StashBuilder {
             )));
         }
         for (name, value) in [
+            ("dictionary sample", self.sample_bytes),
             ("batch size", self.batch_size),
             ("channel capacity", self.channel_capacity),
             ("thread count", self.threads),

@@ -1,4 +1,5 @@
-//! Gzip encoding of stored values, with one deflate state per thread.
+//! Gzip encoding of stored values, with one deflate state per thread, and the dispatch
+//! between gzip and zstd rows (`dict.rs`).
 //!
 //! A fresh deflate encoder allocates a few hundred KB of tables; per object that costs more
 //! than compressing a 1 KB object, so each thread keeps one compressor and one
@@ -8,6 +9,7 @@
 
 use std::cell::RefCell;
 
+use crate::dict::{self, Dictionaries, Dictionary};
 use flate2::{Compress, Compression, Crc, Decompress, FlushCompress, FlushDecompress, Status};
 
 /// The largest compression level gzip knows.
@@ -66,6 +68,24 @@ pub fn compress(raw: &[u8], level: u32) -> Vec<u8> {
     out.extend_from_slice(&crc.sum().to_le_bytes());
     out.extend_from_slice(&(raw.len() as u32).to_le_bytes());
     out
+}
+
+/// Decodes a stored value of either codec, which must hold exactly `raw_len` bytes: a
+/// gzip member, or a zstd frame of one of `dicts`.
+pub(crate) fn decode(stored: &[u8], raw_len: u64, dicts: &Dictionaries) -> Result<Vec<u8>, String> {
+    if stored.starts_with(&dict::MAGIC) {
+        dicts.decompress(stored, raw_len)
+    } else {
+        decompress(stored, raw_len)
+    }
+}
+
+/// Compresses `raw` with `dict` if there is one, else gzips it at `level`.
+pub(crate) fn encode(raw: &[u8], level: u32, dict: Option<&Dictionary>) -> Vec<u8> {
+    match dict {
+        Some(dict) => dict.compress(raw),
+        None => compress(raw, level),
+    }
 }
 
 /// Ungzips `stored`, which must hold exactly `raw_len` bytes once decoded.

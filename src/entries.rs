@@ -62,6 +62,19 @@ impl<'a> Entries<'a> {
             for row in rows {
                 let (rowid, key, raw, stored) =
                     row.context(|| format!("listing {}", table.name))?;
+                if rowid <= self.after {
+                    // A damaged b-tree led the cursor back; going on would loop forever.
+                    return Err(Error::db(
+                        format!(
+                            "listing {}: row {rowid} came after row {}",
+                            table.name, self.after
+                        ),
+                        rusqlite::Error::SqliteFailure(
+                            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
+                            None,
+                        ),
+                    ));
+                }
                 self.after = rowid;
                 let key = Key::from_slice(&key).ok_or_else(|| {
                     Error::corrupt(

@@ -59,6 +59,7 @@
 
 mod builder;
 mod codec;
+mod dict;
 mod durability;
 mod entries;
 mod error;
@@ -75,6 +76,7 @@ mod stats;
 mod writer;
 
 pub use crate::builder::StashBuilder;
+pub use crate::dict::Codec;
 pub use crate::durability::Durability;
 pub use crate::entries::{Entries, Entry};
 pub use crate::error::{Error, Result};
@@ -89,4 +91,39 @@ pub use crate::stats::{Stats, VerifyReport, human};
 #[doc(hidden)]
 pub mod bench {
     pub use crate::codec::{compress, decompress};
+
+    /// A zstd dictionary trained on samples, to size and time the `ZstdDict` codec
+    /// outside a stash (the size reports of the examples).
+    pub struct ZstdDict(crate::dict::Dictionary);
+
+    impl ZstdDict {
+        /// Trains a dictionary as a stash does on its first objects.
+        ///
+        /// # Errors
+        /// When the samples are too few or zstd's trainer fails.
+        pub fn train<S: AsRef<[u8]>>(samples: &[S]) -> Result<Self, String> {
+            crate::dict::Dictionary::train(samples).map(ZstdDict)
+        }
+
+        /// The stored form of `raw`, as a stash with this dictionary writes it.
+        #[must_use]
+        pub fn compress(&self, raw: &[u8]) -> Vec<u8> {
+            self.0.compress(raw)
+        }
+
+        /// The dictionary's size in bytes.
+        #[must_use]
+        pub fn len(&self) -> usize {
+            self.0.bytes.len()
+        }
+
+        /// Whether the dictionary is empty (never, for a trained one).
+        #[must_use]
+        pub fn is_empty(&self) -> bool {
+            self.0.bytes.is_empty()
+        }
+    }
+
+    /// Bytes of objects a stash samples to train its dictionary, by default.
+    pub const DICTIONARY_SAMPLE_BYTES: usize = crate::dict::SAMPLE_BYTES;
 }

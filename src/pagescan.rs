@@ -7,7 +7,8 @@
 //! decodes its cells as `(rowid, key, raw_len, data)` records. What it finds is only
 //! trusted after the caller decompresses it and checks its hash, so a page of garbage can
 //! at worst cost time. Deleted rows are not resurrected because the writer runs with
-//! `secure_delete`, which zeroes deleted content.
+//! `secure_delete`, which zeroes deleted content. `verify` also reads the keys of index
+//! pages, to name rows whose own cells are unreadable.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -16,6 +17,8 @@ use std::path::Path;
 use crate::key::Key;
 
 const LEAF_TABLE: u8 = 0x0d;
+const LEAF_INDEX: u8 = 0x0a;
+const INTERIOR_INDEX: u8 = 0x02;
 
 /// An object row found on a page: key, recorded raw length, stored bytes.
 pub(crate) type FoundRow = (Key, i64, Vec<u8>);
@@ -23,14 +26,7 @@ pub(crate) type FoundRow = (Key, i64, Vec<u8>);
 /// Calls `found` for every object row on every table leaf page of the file at `path`.
 pub(crate) fn scan(path: &Path, mut found: impl FnMut(FoundRow)) -> std::io::Result<()> {
     let file = File::open(path)?;
-    let mut header = [0u8; 100];
-    file.read_exact_at(&mut header, 0)?;
-    let page_size = match u16::from_be_bytes([header[16], header[17]]) {
-        1 => 65_536,
-        n if n >= 512 && n.is_power_of_two() => usize::from(n),
-        _ => return Ok(()),
-    };
-    let usable = page_size - usize::from(header[20]);
+    let Some((page_size, usable)) = geometry(&file)? else { return Ok(()) };
     let pages = file.metadata()?.len() / page_size as u64;
     let mut page = vec![0u8; page_size];
     for number in 1..=pages {
@@ -54,6 +50,65 @@ pub(crate) fn scan(path: &Path, mut found: impl FnMut(FoundRow)) -> std::io::Res
         }
     }
     Ok(())
+}
+
+/// Calls `found` for every object key held by an index page of the file at `path`: the
+/// keys of the tables' key indexes, which name rows whose own cells are unreadable.
+pub(crate) fn scan_index_keys(path: &Path, mut found: impl FnMut(Key)) -> std::io::Result<()> {
+    let file = File::open(path)?;
+    let Some((page_size, usable)) = geometry(&file)? else { return Ok(()) };
+    // Index cells hold at most this much on their page (file format 1.6).
+    let max_local = (usable - 12) * 64 / 255 - 23;
+    let pages = file.metadata()?.len() / page_size as u64;
+    let mut page = vec![0u8; page_size];
+    for number in 2..=pages {
+        if file.read_exact_at(&mut page, (number - 1) * page_size as u64).is_err() {
+            continue;
+        }
+        let (header, child) = match page[0] {
+            LEAF_INDEX => (8, 0),
+            INTERIOR_INDEX => (12, 4),
+            _ => continue,
+        };
+        let cells = usize::from(u16::from_be_bytes([page[3], page[4]]));
+        for i in 0..cells {
+            let at = header + 2 * i;
+            let Some(ptr) = page.get(at..at + 2) else { break };
+            let offset = usize::from(u16::from_be_bytes([ptr[0], ptr[1]])) + child;
+            let Some((total, n)) = page.get(offset..).and_then(varint) else { continue };
+            let Ok(total) = usize::try_from(total) else { continue };
+            if total > max_local {
+                continue;
+            }
+            if let Some(key) = page.get(offset + n..offset + n + total).and_then(index_record) {
+                found(key);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Page size and usable bytes per page from the file header; `None` if it is damaged.
+fn geometry(file: &File) -> std::io::Result<Option<(usize, usize)>> {
+    let mut header = [0u8; 100];
+    file.read_exact_at(&mut header, 0)?;
+    let page_size = match u16::from_be_bytes([header[16], header[17]]) {
+        1 => 65_536,
+        n if n >= 512 && n.is_power_of_two() => usize::from(n),
+        _ => return Ok(None),
+    };
+    Ok(Some((page_size, page_size - usize::from(header[20]))))
+}
+
+/// Decodes a record of the key indexes: `(32-byte key, rowid)`.
+fn index_record(payload: &[u8]) -> Option<Key> {
+    let (header_len, at) = varint(payload)?;
+    let (key, _) = varint(payload.get(at..)?)?;
+    if key != 12 + 2 * 32 {
+        return None;
+    }
+    let body = usize::try_from(header_len).ok()?;
+    Key::from_slice(payload.get(body..body + 32)?)
 }
 
 /// The whole payload of the table leaf cell at `offset`, following overflow pages.

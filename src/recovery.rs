@@ -17,6 +17,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use rusqlite::{Connection, OpenFlags, params};
 
 use crate::codec;
+use crate::dict::Dictionaries;
 use crate::error::{DbContext, Error, Result};
 use crate::key::Key;
 use crate::layout::Layout;
@@ -41,6 +42,8 @@ pub struct RecoveryReport {
     /// Objects that verified and were carried into the new file.
     pub recovered: u64,
     /// Rows that were read but failed to decompress or to match their key; they are gone.
+    /// A row whose key bytes are damaged can be read twice under different keys (once
+    /// through SQLite, once from its page), so this can exceed the rows really lost.
     pub dropped: u64,
     /// Objects the damaged file's totals claimed, when they could be read: comparing with
     /// `recovered` bounds what was lost.
@@ -149,9 +152,22 @@ pub(crate) fn salvage(
         ))
         .context(|| format!("preparing {}", fresh_path.display()))?;
     target.create(&fresh)?;
+    // Zstd rows need their dictionaries to be checked; every readable one is carried over.
+    let dicts = Dictionaries::load(&damaged).unwrap_or_else(|e| {
+        log::warn!("objstash salvage: the dictionaries cannot be read ({e}); zstd rows are lost");
+        Dictionaries::default()
+    });
+    dicts.store_all(&fresh)?;
 
-    let mut salvager =
-        Salvager { fresh: &fresh, target: &target, rows: Vec::new(), recovered: 0, dropped: 0 };
+    let mut salvager = Salvager {
+        dicts: &dicts,
+        fresh: &fresh,
+        target: &target,
+        rows: Vec::new(),
+        recovered: 0,
+        dropped: 0,
+        dropped_keys: HashSet::new(),
+    };
     for name in object_tables(&damaged, layout) {
         salvager.table(&damaged, &name)?;
     }
@@ -162,8 +178,13 @@ pub(crate) fn salvage(
         if scan_error.is_none()
             && raw_len >= 0
             && !salvager.has(&key)
-            && verifies(&key, raw_len as u64, &data)
+            && !salvager.dropped_keys.contains(&key)
         {
+            if !verifies(&key, raw_len as u64, &data, &dicts) {
+                salvager.dropped_keys.insert(key);
+                salvager.dropped += 1;
+                return;
+            }
             salvager.rows.push((key, raw_len, data));
             if let Err(e) = salvager.write_if_full() {
                 scan_error = Some(e);
@@ -174,6 +195,36 @@ pub(crate) fn salvage(
         log::warn!("objstash salvage: scanning the pages of {} stopped: {e}", path.display());
     }
     if let Some(e) = scan_error {
+        return Err(e);
+    }
+    salvager.write()?;
+    // A lookup through the index (what `get` does) can reach a row that every scan missed;
+    // the index pages name the keys to look up.
+    let mut lookup_error = None;
+    let looked_up = pagescan::scan_index_keys(path, |key| {
+        if lookup_error.is_some() || salvager.dropped_keys.contains(&key) || salvager.has(&key) {
+            return;
+        }
+        let table = &target.tables[layout.table_of(&key)];
+        let row = damaged.prepare_cached(&table.select).and_then(|mut stmt| {
+            stmt.query_row([&key.as_bytes()[..]], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?))
+            })
+        });
+        if let Ok((raw_len, data)) = row
+            && raw_len >= 0
+            && verifies(&key, raw_len as u64, &data, &dicts)
+        {
+            salvager.rows.push((key, raw_len, data));
+            if let Err(e) = salvager.write_if_full() {
+                lookup_error = Some(e);
+            }
+        }
+    });
+    if let Err(e) = looked_up {
+        log::warn!("objstash salvage: reading the index pages of {} stopped: {e}", path.display());
+    }
+    if let Some(e) = lookup_error {
         return Err(e);
     }
     salvager.write()?;
@@ -201,11 +252,14 @@ pub(crate) fn salvage(
 }
 
 struct Salvager<'a> {
+    dicts: &'a Dictionaries,
     fresh: &'a Connection,
     target: &'a Schema,
     rows: Vec<(Key, i64, Vec<u8>)>,
     recovered: u64,
     dropped: u64,
+    /// Keys of dropped rows, so a row both SQLite and the page scan find counts once.
+    dropped_keys: HashSet<Key>,
 }
 
 impl Salvager<'_> {
@@ -291,10 +345,13 @@ impl Salvager<'_> {
             let raw_len = row.get::<_, i64>(2).unwrap_or(-1);
             let data = row.get_ref(3)?.as_blob().unwrap_or_default();
             match key {
-                Some(key) if raw_len >= 0 && verifies(&key, raw_len as u64, data) => {
+                Some(key) if raw_len >= 0 && verifies(&key, raw_len as u64, data, self.dicts) => {
                     self.rows.push((key, raw_len, data.to_vec()));
                 }
-                _ => self.dropped += 1,
+                _ => {
+                    self.dropped += 1;
+                    self.dropped_keys.extend(key);
+                }
             }
         }
         Ok(span)
@@ -331,8 +388,8 @@ impl Salvager<'_> {
     }
 }
 
-fn verifies(key: &Key, raw_len: u64, data: &[u8]) -> bool {
-    codec::decompress(data, raw_len).is_ok_and(|raw| Key::of(&raw) == *key)
+fn verifies(key: &Key, raw_len: u64, data: &[u8], dicts: &Dictionaries) -> bool {
+    codec::decode(data, raw_len, dicts).is_ok_and(|raw| Key::of(&raw) == *key)
 }
 
 /// The object tables of a damaged file: the layout's, or whatever its schema still names.

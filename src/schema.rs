@@ -4,7 +4,8 @@
 //! `user_version` is its format version. The `objstash_meta` table records the layout,
 //! whether the last writer closed cleanly, and running totals (objects, raw and stored
 //! bytes) that the writer updates in the same transaction as the rows they count, so the
-//! size report costs one read instead of a scan.
+//! size report costs one read instead of a scan. A stash that uses the zstd codec also has
+//! an `objstash_dicts` table (see `dict.rs`) and format version 2.
 //!
 //! Each object table is a rowid table with a unique index on the key: rows are appended in
 //! rowid order and only the 32-byte keys go into a randomly ordered B-tree. Measured against
@@ -20,8 +21,11 @@ use crate::layout::Layout;
 
 /// `PRAGMA application_id` of every stash: "obst" in ASCII.
 pub(crate) const APPLICATION_ID: i32 = 0x6f62_7374;
-/// The format this version writes, and the newest it reads.
-pub(crate) const FORMAT_VERSION: i64 = 1;
+/// The newest format this version reads, and the one a stash is marked with once it stores
+/// a zstd dictionary (rows older versions cannot decode).
+pub(crate) const FORMAT_VERSION: i64 = 2;
+/// The format of a stash without dictionaries, which every version reads.
+pub(crate) const BASE_FORMAT_VERSION: i64 = 1;
 /// Page size of new stashes; see notes/schema.md.
 pub(crate) const PAGE_SIZE: u32 = 8192;
 
@@ -136,7 +140,7 @@ impl Schema {
             self.layout.as_str()
         );
         sql += &format!("PRAGMA application_id = {APPLICATION_ID};\n");
-        sql += &format!("PRAGMA user_version = {FORMAT_VERSION};\n");
+        sql += &format!("PRAGMA user_version = {BASE_FORMAT_VERSION};\n");
         sql += "COMMIT;";
         conn.execute_batch(&sql).context(|| "creating the stash's tables".to_string())
     }

@@ -4,26 +4,30 @@
 //! returns, so every thread reads its writes; no byte reaches a caller before its blake3
 //! hash has been checked against the key it was asked for.
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Sender, bounded};
 use rayon::prelude::*;
+use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::builder::StashBuilder;
 use crate::codec;
+use crate::dict::{self, Codec, Dictionaries, Dictionary};
 use crate::durability::Durability;
 use crate::entries::Entries;
 use crate::error::{DbContext, Error, Result};
 use crate::key::Key;
 use crate::layout::Layout;
+use crate::pagescan;
 use crate::pending::Row;
 use crate::readers::Readers;
 use crate::recovery::{self, RecoveryReport, sibling};
-use crate::schema::{self, Schema};
+use crate::schema::{self, Schema, TableSql};
 use crate::stats::{Stats, VerifyReport};
 use crate::writer::{self, Message, Shared};
 
@@ -46,6 +50,10 @@ pub struct Stash {
     pool: rayon::ThreadPool,
     path: PathBuf,
     level: u32,
+    codec: Codec,
+    dicts: Arc<Dictionaries>,
+    sample_bytes: usize,
+    trainer: Mutex<Trainer>,
     durability: Durability,
     recovery: Option<RecoveryReport>,
     _lock: File,
@@ -58,6 +66,8 @@ pub(crate) struct Parts {
     pub schema: Schema,
     pub durability: Durability,
     pub level: u32,
+    pub codec: Codec,
+    pub sample_bytes: usize,
     pub batch_size: usize,
     pub capacity: usize,
     pub pool: rayon::ThreadPool,
@@ -91,6 +101,12 @@ impl Stash {
 
     pub(crate) fn start(parts: Parts) -> Result<Stash> {
         let statements = parts.schema.statement_count();
+        let dicts = Arc::new(Dictionaries::load(&parts.conn)?);
+        let trainer = if parts.codec == Codec::ZstdDict && dicts.current().is_none() {
+            Trainer::Sampling { samples: Vec::new(), bytes: 0 }
+        } else {
+            Trainer::Off
+        };
         let shared = Arc::new(Shared::new(parts.schema));
         let (sender, receiver) = bounded(parts.capacity);
         let writer = writer::spawn(
@@ -108,6 +124,10 @@ impl Stash {
             pool: parts.pool,
             path: parts.path,
             level: parts.level,
+            codec: parts.codec,
+            dicts,
+            sample_bytes: parts.sample_bytes,
+            trainer: Mutex::new(trainer),
             durability: parts.durability,
             recovery: parts.recovery,
             _lock: parts.lock,
@@ -173,16 +193,105 @@ impl Stash {
         if self.shared.pending.contains(&key) {
             return Ok(());
         }
+        let dict = self.dictionary_for(object);
         let row = Row {
             key,
             raw_len: object.len() as u64,
-            data: Arc::new(codec::compress(object, self.level)),
+            data: Arc::new(codec::encode(object, self.level, dict.as_deref())),
         };
         self.shared.pending.insert(row.clone());
         if sender.send(Message::Save(row)).is_err() {
             return Err(self.shared.stopped_error());
         }
         Ok(())
+    }
+
+    /// The dictionary a new object is compressed with. While the codec wants one and none
+    /// exists, the object joins the training sample (and is gzipped).
+    fn dictionary_for(&self, object: &[u8]) -> Option<Arc<Dictionary>> {
+        if self.codec != Codec::ZstdDict {
+            return None;
+        }
+        let current = self.dicts.current();
+        if current.is_none() {
+            self.sample(object);
+        }
+        current
+    }
+
+    /// Adds `object` to the training sample; the call that fills the sample trains the
+    /// dictionary (a few hundred milliseconds, notes/compression.md) while other threads
+    /// keep saving with gzip.
+    fn sample(&self, object: &[u8]) {
+        let mut trainer = self.trainer.lock().unwrap_or_else(|p| p.into_inner());
+        let Trainer::Sampling { samples, bytes } = &mut *trainer else { return };
+        samples.push(object.to_vec());
+        *bytes += object.len();
+        if *bytes < self.sample_bytes {
+            return;
+        }
+        let samples = std::mem::take(samples);
+        *trainer = Trainer::Off;
+        drop(trainer);
+        let trained =
+            self.sender().and_then(|sender| train_and_send(&samples, sender, &self.dicts));
+        if let Err(e) = trained {
+            log::warn!("objstash: no dictionary ({e}); objects stay gzipped");
+        }
+    }
+
+    /// Trains a new dictionary on the objects stored so far (up to the sample size, see
+    /// [`StashBuilder::dictionary_sample`]) and compresses new objects with it; returns its
+    /// id. Objects already stored keep the codec they were written with and stay readable.
+    /// Waits for pending writes to commit.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] unless the stash was opened with [`Codec::ZstdDict`], or
+    /// when it holds too few objects to train on; as [`Stash::flush`] otherwise.
+    pub fn train(&self) -> Result<u32> {
+        if self.codec != Codec::ZstdDict {
+            return Err(Error::config("training a dictionary needs Codec::ZstdDict"));
+        }
+        let totals = self.totals()?;
+        // A uniform sample of the stored objects (reservoir sampling), sized to the sample
+        // bytes by the mean object size: retraining sees what the stash holds now.
+        let mean = (totals.raw_bytes / totals.objects.max(1)).max(1) as usize;
+        let wanted = (self.sample_bytes / mean).max(dict::MIN_SAMPLES);
+        let mut rng = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0x9E37_79B9, |d| d.as_nanos() as u64)
+            | 1;
+        let mut keys = Vec::with_capacity(wanted);
+        for (seen, entry) in self.entries()?.enumerate() {
+            let key = entry?.key;
+            if keys.len() < wanted {
+                keys.push(key);
+                continue;
+            }
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let slot = (rng % (seen as u64 + 1)) as usize;
+            if slot < wanted {
+                keys[slot] = key;
+            }
+        }
+        let mut samples = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(SAVE_CHUNK) {
+            samples.extend(self.get_many(chunk)?.into_iter().flatten());
+        }
+        let mut trainer = self.trainer.lock().unwrap_or_else(|p| p.into_inner());
+        *trainer = Trainer::Off;
+        drop(trainer);
+        let id = train_and_send(&samples, self.sender()?, &self.dicts)?;
+        self.flush()?;
+        Ok(id)
+    }
+
+    /// The codec new objects are written with.
+    #[must_use]
+    pub fn codec(&self) -> Codec {
+        self.codec
     }
 
     /// Returns once every object saved and removed before the call is committed. In
@@ -208,7 +317,7 @@ impl Stash {
     /// the damaged bytes are never returned. [`Error::Database`] if the read fails.
     pub fn get(&self, key: &Key) -> Result<Option<Vec<u8>>> {
         if let Some(row) = self.shared.pending.get(key) {
-            return decode(key, row.raw_len, &row.data).map(Some);
+            return decode(key, row.raw_len, &row.data, &self.dicts).map(Some);
         }
         let reader = self.readers.checkout()?;
         let table = self.table(key);
@@ -217,7 +326,7 @@ impl Stash {
         stmt.query_row([&key.as_bytes()[..]], |r| {
             let raw_len = r.get::<_, i64>(0)?;
             let data = r.get_ref(1)?.as_blob()?;
-            Ok(decode(key, raw_len.max(0) as u64, data))
+            Ok(decode(key, raw_len.max(0) as u64, data, &self.dicts))
         })
         .optional()
         .context(|| format!("reading {key} from {}", table.name))?
@@ -259,7 +368,7 @@ impl Stash {
             rows.into_par_iter()
                 .zip(keys.par_iter())
                 .map(|(row, key)| {
-                    row.map(|(raw_len, data)| decode(key, raw_len, &data)).transpose()
+                    row.map(|(raw_len, data)| decode(key, raw_len, &data, &self.dicts)).transpose()
                 })
                 .collect()
         })
@@ -350,70 +459,183 @@ impl Stash {
             file_bytes,
             layout: self.layout(),
             durability: self.durability,
+            dictionaries: self.dicts.len(),
         })
     }
 
-    /// Reads every object, decompresses it and checks its hash; lists every corrupt key.
-    /// Also compares the count with the recorded total and runs SQLite's integrity check,
-    /// which holds a read lock for its duration (the writer waits). Waits for pending
-    /// writes to commit.
+    /// Reads every object, decompresses it and checks its hash, and looks every intact
+    /// key up through the key index: lists every corrupt key and every key `get` cannot
+    /// find. Also compares the count with the recorded total and runs SQLite's integrity
+    /// check, which holds a read lock for its duration (the writer waits). Damage that
+    /// stops a table's scan is reported as a problem and the other tables are still
+    /// checked. Waits for pending writes to commit.
     ///
     /// # Errors
-    /// [`Error::Database`] if SQLite cannot read a table at all (a damaged file: reopen it
-    /// after a crash to recover).
+    /// As [`Stash::flush`], or [`Error::Database`] if no read connection can be opened.
     pub fn verify(&self) -> Result<VerifyReport> {
         self.flush()?;
         let mut report = VerifyReport::default();
         for table in &self.shared.schema.tables {
-            let mut after = 0i64;
-            loop {
-                let chunk: Vec<(i64, Vec<u8>, i64, Vec<u8>)> = {
-                    let reader = self.readers.checkout()?;
-                    let mut stmt = reader
-                        .prepare_cached(&table.scan)
-                        .context(|| format!("scanning {}", table.name))?;
-                    let rows = stmt
-                        .query_map(params![after, SCAN_CHUNK], |r| {
-                            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-                        })
-                        .context(|| format!("scanning {}", table.name))?;
-                    rows.collect::<rusqlite::Result<_>>()
-                        .context(|| format!("scanning {}", table.name))?
-                };
-                let Some(last) = chunk.last() else { break };
-                after = last.0;
-                report.checked += chunk.len() as u64;
-                let corrupt: Vec<Key> = self.pool.install(|| {
-                    chunk
-                        .par_iter()
-                        .filter_map(|(_, key, raw_len, data)| {
-                            let Some(key) = Key::from_slice(key) else {
-                                // A key blob of the wrong length cannot address anything; it
-                                // is reported under the hash of what it holds.
-                                return Some(Key::of(key));
-                            };
-                            decode(&key, (*raw_len).max(0) as u64, data).err().map(|_| key)
-                        })
-                        .collect()
-                });
-                report.corrupt.extend(corrupt);
+            if let Err(problem) = self.verify_table(table, &mut report) {
+                report.problems.push(problem);
             }
         }
         // Rows the table scan cannot see (a truncated file) or keys the index has lost
         // (damage to index pages) do not show up above; the recorded count and SQLite's
-        // own check find them.
-        // Already flushed above; read the totals without a second flush.
-        let recorded = schema::read_totals(&*self.readers.checkout()?)?.objects;
-        if recorded != report.checked {
-            report.problems.push(format!(
-                "the stash records {recorded} objects but {} were found",
-                report.checked
-            ));
+        // own check find them. Already flushed above: read the totals without a flush.
+        match schema::read_totals(&*self.readers.checkout()?) {
+            Ok(totals) if totals.objects == report.checked => {}
+            Ok(totals) => report.problems.push(format!(
+                "the stash records {} objects but {} were found",
+                totals.objects, report.checked
+            )),
+            Err(e) => report.problems.push(format!("the recorded totals cannot be read: {e}")),
         }
         if let Some(problem) = recovery::check(&*self.readers.checkout()?) {
             report.problems.push(problem);
         }
+        if !report.problems.is_empty() {
+            self.verify_pages(&mut report);
+        }
         Ok(report)
+    }
+
+    /// The file is damaged: SQLite may not reach every row, so read the table leaf pages
+    /// directly (as salvage does) and look every key found there up as `get` would, to
+    /// name the keys `get` cannot serve.
+    fn verify_pages(&self, report: &mut VerifyReport) {
+        if self.durability == Durability::Safe {
+            // Bring committed pages from the write-ahead log into the file the scanner
+            // reads; PASSIVE never waits for the writer. Whatever it leaves in the log is
+            // only newer than what the scan sees, and every key is checked through SQLite.
+            if let Ok(reader) = self.readers.checkout() {
+                let _ = reader.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+            }
+        }
+        let mut listed: HashSet<Key> =
+            report.corrupt.iter().chain(&report.unreachable).copied().collect();
+        let mut untrusted = HashSet::new();
+        let scanned = pagescan::scan(&self.path, |(key, raw_len, data)| {
+            if listed.contains(&key) {
+                return;
+            }
+            let intact = raw_len >= 0 && decode(&key, raw_len as u64, &data, &self.dicts).is_ok();
+            match self.get(&key) {
+                Ok(Some(_)) => {}
+                Ok(None) if intact => {
+                    report.unreachable.push(key);
+                    listed.insert(key);
+                }
+                // A damaged row the index does not know: its key may itself be damaged,
+                // so it is counted, not named.
+                Ok(None) => {
+                    untrusted.insert(key);
+                }
+                Err(_) => {
+                    report.corrupt.push(key);
+                    listed.insert(key);
+                }
+            }
+        });
+        // The key indexes name rows whose cells are too damaged to be read at all.
+        let indexed = pagescan::scan_index_keys(&self.path, |key| {
+            if !listed.contains(&key) && !untrusted.contains(&key) && self.get(&key).is_err() {
+                report.corrupt.push(key);
+                listed.insert(key);
+            }
+        });
+        if let Err(e) = scanned.and(indexed) {
+            report.problems.push(format!("reading the pages of the file stopped: {e}"));
+        }
+        report.unnamed = untrusted.len() as u64;
+    }
+
+    /// Checks one table chunk by chunk; `Err` describes damage that stopped the scan.
+    fn verify_table(&self, table: &TableSql, report: &mut VerifyReport) -> Result<(), String> {
+        let mut after = 0i64;
+        loop {
+            let chunk = self
+                .scan_chunk(table, after)
+                .map_err(|e| format!("{}: the scan stopped after row {after}: {e}", table.name))?;
+            let Some(last) = chunk.last().map(|row| row.rowid) else { return Ok(()) };
+            // A damaged b-tree can lead a cursor back to rows it has passed; without this
+            // check the scan would go round forever.
+            let mut previous = after;
+            for row in &chunk {
+                if row.rowid <= previous {
+                    return Err(format!(
+                        "{}: the table's b-tree is damaged (row {} came after row {previous})",
+                        table.name, row.rowid
+                    ));
+                }
+                previous = row.rowid;
+            }
+            report.checked += chunk.len() as u64;
+            let checked: Vec<(Key, bool)> = self.pool.install(|| {
+                chunk
+                    .par_iter()
+                    .map(|row| match Key::from_slice(&row.key) {
+                        Some(key) => (
+                            key,
+                            decode(&key, row.raw_len.max(0) as u64, &row.data, &self.dicts).is_ok(),
+                        ),
+                        // A key blob of the wrong length cannot address anything; it is
+                        // reported under the hash of what it holds.
+                        None => (Key::of(&row.key), false),
+                    })
+                    .collect()
+            });
+            let mut intact = Vec::with_capacity(checked.len());
+            for (key, ok) in checked {
+                if ok { intact.push(key) } else { report.corrupt.push(key) }
+            }
+            report.unreachable.extend(self.unreachable(table, &intact));
+            after = last;
+        }
+    }
+
+    /// Up to [`SCAN_CHUNK`] rows of `table` after rowid `after`. Values of the wrong type
+    /// (damage) are read as empty, so the row fails its check instead of the scan.
+    fn scan_chunk(&self, table: &TableSql, after: i64) -> Result<Vec<ScannedRow>> {
+        fn blob(value: ValueRef<'_>) -> Vec<u8> {
+            match value {
+                ValueRef::Blob(b) | ValueRef::Text(b) => b.to_vec(),
+                _ => Vec::new(),
+            }
+        }
+        let reader = self.readers.checkout()?;
+        let context = || format!("scanning {}", table.name);
+        let mut stmt = reader.prepare_cached(&table.scan).context(context)?;
+        let rows = stmt
+            .query_map(params![after, SCAN_CHUNK], |r| {
+                Ok(ScannedRow {
+                    rowid: r.get(0)?,
+                    key: blob(r.get_ref(1)?),
+                    raw_len: r.get_ref(2)?.as_i64().unwrap_or(-1),
+                    data: blob(r.get_ref(3)?),
+                })
+            })
+            .context(context)?;
+        rows.collect::<rusqlite::Result<_>>().context(context)
+    }
+
+    /// Those of `keys` (read from `table`'s rows) that the key index does not find.
+    fn unreachable(&self, table: &TableSql, keys: &[Key]) -> Vec<Key> {
+        let lookup = |conn: &Connection| -> Result<Vec<Key>> {
+            let mut stmt = conn.prepare_cached(&table.exists).context(|| table.name.clone())?;
+            Ok(keys
+                .iter()
+                .filter(|key| !matches!(stmt.exists([key.as_bytes()]), Ok(true)))
+                .copied()
+                .collect())
+        };
+        let candidates = match self.readers.checkout().and_then(|r| r.in_transaction(lookup)) {
+            Ok(lost) => lost,
+            Err(_) => keys.to_vec(),
+        };
+        // On a damaged file a lookup that failed once can succeed on another connection
+        // (seen with flipped bytes): a key is only listed if `get` cannot find it either.
+        candidates.into_iter().filter(|key| !matches!(self.get(key), Ok(Some(_)))).collect()
     }
 
     /// Every stored object's key and sizes, table by table. Waits for pending writes to
@@ -511,9 +733,52 @@ impl Drop for Stash {
     }
 }
 
+/// One row as `verify` reads it.
+struct ScannedRow {
+    rowid: i64,
+    key: Vec<u8>,
+    raw_len: i64,
+    data: Vec<u8>,
+}
+
+/// What gathers the sample a dictionary is trained on ([`Codec::ZstdDict`] only).
+enum Trainer {
+    /// No dictionary is wanted, one exists, or one is being trained.
+    Off,
+    /// The first objects saved, until their bytes reach the sample size.
+    Sampling { samples: Vec<Vec<u8>>, bytes: usize },
+}
+
+/// Trains a dictionary on `samples`, queues it for the writer, then makes it current: a
+/// row compressed with it can only be queued after the dictionary itself.
+fn train_and_send(
+    samples: &[Vec<u8>],
+    sender: &Sender<Message>,
+    dicts: &Dictionaries,
+) -> Result<u32> {
+    let dict = Arc::new(Dictionary::train(samples).map_err(Error::config)?);
+    if let Some(known) = dicts.get(dict.id) {
+        if known.bytes != dict.bytes {
+            return Err(Error::config(format!(
+                "the new dictionary's id {} is already taken; train again on another sample",
+                dict.id
+            )));
+        }
+        // The same sample trained the same dictionary: it is stored already.
+        dicts.add(known);
+        return Ok(dict.id);
+    }
+    sender
+        .send(Message::Dictionary(Arc::clone(&dict), samples.len()))
+        .map_err(|_| Error::WriterStopped { reason: "the stash is closing".to_string() })?;
+    let id = dict.id;
+    dicts.add(dict);
+    Ok(id)
+}
+
 /// Decompresses a stored row and checks it hashes to `key`.
-fn decode(key: &Key, raw_len: u64, data: &[u8]) -> Result<Vec<u8>> {
-    let raw = codec::decompress(data, raw_len).map_err(|reason| Error::corrupt(*key, reason))?;
+fn decode(key: &Key, raw_len: u64, data: &[u8], dicts: &Dictionaries) -> Result<Vec<u8>> {
+    let raw = codec::decode(data, raw_len, dicts).map_err(|reason| Error::corrupt(*key, reason))?;
     let actual = Key::of(&raw);
     if actual != *key {
         return Err(Error::corrupt(*key, format!("its bytes hash to {actual}")));

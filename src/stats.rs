@@ -17,7 +17,7 @@ pub struct Stats {
     pub objects: u64,
     /// Their bytes before compression.
     pub raw_bytes: u64,
-    /// Their gzipped bytes, as stored.
+    /// Their compressed bytes, as stored (gzip, or zstd with a dictionary).
     pub stored_bytes: u64,
     /// Bytes of the database files on disk: the main file plus `-wal` and `-journal`.
     pub file_bytes: u64,
@@ -25,6 +25,8 @@ pub struct Stats {
     pub layout: Layout,
     /// The durability of this handle.
     pub durability: Durability,
+    /// Zstd dictionaries stored (see [`Codec::ZstdDict`](crate::Codec)); 0 for a gzip stash.
+    pub dictionaries: usize,
 }
 
 impl Stats {
@@ -60,7 +62,7 @@ impl fmt::Display for Stats {
         )?;
         writeln!(
             f,
-            "stored (gzip)      {:>16}  {:>10}  {:>8.0} B/object",
+            "stored             {:>16}  {:>10}  {:>8.0} B/object",
             self.stored_bytes,
             human(self.stored_bytes),
             per_object(self.stored_bytes)
@@ -78,7 +80,11 @@ impl fmt::Display for Stats {
             "overhead           {:>16.0}  B/object on disk beyond the stored bytes",
             self.overhead_per_object()
         )?;
-        write!(f, "layout {}, durability {}", self.layout, self.durability)
+        write!(f, "layout {}, durability {}", self.layout, self.durability)?;
+        if self.dictionaries > 0 {
+            write!(f, ", {} zstd dictionaries", self.dictionaries)?;
+        }
+        Ok(())
     }
 }
 
@@ -90,6 +96,12 @@ pub struct VerifyReport {
     pub checked: u64,
     /// Keys whose stored row does not decompress or does not hash to the key.
     pub corrupt: Vec<Key>,
+    /// Keys whose row is intact but that the key index does not find (damage to index
+    /// pages): `get` answers `None` for them; [`repair`](crate::repair) brings them back.
+    pub unreachable: Vec<Key>,
+    /// Damaged rows found on the file's pages whose key bytes cannot be trusted, so they
+    /// are counted here instead of named. Only looked for once other damage is found.
+    pub unnamed: u64,
     /// Damage found beyond single rows: objects missing against the recorded count, or
     /// what SQLite's integrity check reports (an index that lost keys, a truncated file).
     /// The stash's file needs rebuilding: see [`repair`](crate::repair).
@@ -100,15 +112,30 @@ impl VerifyReport {
     /// True when nothing is corrupt and no problem was found.
     #[must_use]
     pub fn is_ok(&self) -> bool {
-        self.corrupt.is_empty() && self.problems.is_empty()
+        self.corrupt.is_empty()
+            && self.unreachable.is_empty()
+            && self.unnamed == 0
+            && self.problems.is_empty()
     }
 }
 
 impl fmt::Display for VerifyReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} objects checked, {} corrupt", self.checked, self.corrupt.len())?;
+        write!(
+            f,
+            "{} objects checked, {} corrupt, {} unreachable",
+            self.checked,
+            self.corrupt.len(),
+            self.unreachable.len()
+        )?;
+        if self.unnamed > 0 {
+            write!(f, ", {} damaged rows with untrustworthy keys", self.unnamed)?;
+        }
         for key in &self.corrupt {
             write!(f, "\ncorrupt {key}")?;
+        }
+        for key in &self.unreachable {
+            write!(f, "\nunreachable {key}")?;
         }
         for problem in &self.problems {
             write!(f, "\nproblem: {problem}")?;
@@ -154,11 +181,12 @@ mod tests {
             file_bytes: 8192,
             layout: Layout::Bucketed,
             durability: Durability::Safe,
+            dictionaries: 1,
         };
         assert_eq!(stats.compression_ratio(), 3.0);
         assert_eq!(stats.overhead_per_object(), 3596.0);
         let text = stats.to_string();
         assert!(text.contains("compression ratio              3.00"), "{text}");
-        assert!(text.contains("layout bucketed, durability safe"), "{text}");
+        assert!(text.contains("layout bucketed, durability safe, 1 zstd dictionaries"), "{text}");
     }
 }

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use rusqlite::{Connection, params};
 
+use crate::dict::{self, Dictionary};
 use crate::durability::Durability;
 use crate::error::{Error, Result, sqlite_code};
 use crate::key::Key;
@@ -50,6 +51,9 @@ pub(crate) enum Message {
     Remove(Key, Sender<Result<bool, String>>),
     /// Commit everything sent before; answers once it is committed.
     Flush(Sender<Result<(), String>>),
+    /// Store a newly trained dictionary (trained on this many samples) before any row
+    /// compressed with it, which can only arrive after this message.
+    Dictionary(Arc<Dictionary>, usize),
 }
 
 /// State shared by the handle and the writer thread.
@@ -101,6 +105,7 @@ impl Drop for PanicGuard<'_> {
 enum Op {
     Save(Row),
     Remove(Key, Sender<Result<bool, String>>),
+    Dictionary(Arc<Dictionary>, usize),
 }
 
 #[derive(Default)]
@@ -135,6 +140,10 @@ impl Batch {
             Message::Flush(ack) => {
                 self.flushes.push(ack);
                 true
+            }
+            Message::Dictionary(dict, samples) => {
+                self.ops.push(Op::Dictionary(dict, samples));
+                false
             }
         }
     }
@@ -216,6 +225,7 @@ impl Writer {
                     Op::Remove(_, ack) => {
                         let _ = ack.send(Ok(removed.next().unwrap_or(false)));
                     }
+                    Op::Dictionary(..) => {}
                 }
             }
             for ack in batch.flushes {
@@ -294,6 +304,9 @@ impl Writer {
                 Op::Remove(key, _) => {
                     self.insert(&mut run, totals)?;
                     removed.push(self.delete(key, totals)?);
+                }
+                Op::Dictionary(dict, samples) => {
+                    dict::store(&self.conn, dict, *samples).map_err(|e| e.to_string())?;
                 }
             }
         }

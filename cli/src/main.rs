@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use objstash::{Durability, Key, Layout, Stash, human};
+use objstash::{Codec, Durability, Key, Layout, Stash, human};
 
 mod output;
 
@@ -36,6 +36,10 @@ struct Cli {
     /// Durability: fast or safe.
     #[arg(long, global = true)]
     durability: Option<Durability>,
+    /// Codec of new objects: gzip (default) or zstd-dict (a dictionary trained on the
+    /// stash's first objects; smaller and faster for small objects).
+    #[arg(long, global = true)]
+    codec: Option<Codec>,
     /// Machine-readable output (stats, verify, has, ls).
     #[arg(long, global = true)]
     json: bool,
@@ -133,6 +137,9 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
     let mut builder = Stash::builder();
     if let Some(layout) = cli.layout {
         builder = builder.layout(layout);
+    }
+    if let Some(codec) = cli.codec {
+        builder = builder.codec(codec);
     }
     if let Some(durability) = cli.durability {
         builder = builder.durability(durability);
@@ -365,7 +372,7 @@ fn stats(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
     let s = stash.stats()?;
     if out.json {
         out.line(&format!(
-            "{{\"objects\":{},\"raw_bytes\":{},\"stored_bytes\":{},\"file_bytes\":{},\"compression_ratio\":{:.4},\"overhead_per_object\":{:.1},\"layout\":\"{}\",\"durability\":\"{}\"}}",
+            "{{\"objects\":{},\"raw_bytes\":{},\"stored_bytes\":{},\"file_bytes\":{},\"compression_ratio\":{:.4},\"overhead_per_object\":{:.1},\"layout\":\"{}\",\"durability\":\"{}\",\"dictionaries\":{}}}",
             s.objects,
             s.raw_bytes,
             s.stored_bytes,
@@ -373,7 +380,8 @@ fn stats(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
             s.compression_ratio(),
             s.overhead_per_object(),
             s.layout,
-            s.durability
+            s.durability,
+            s.dictionaries
         ))?;
     } else {
         out.line(&s.to_string())?;
@@ -384,12 +392,17 @@ fn stats(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
 fn verify(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
     let report = stash.verify()?;
     if out.json {
-        let keys: Vec<String> = report.corrupt.iter().map(|k| format!("\"{k}\"")).collect();
+        let keys = |keys: &[objstash::Key]| {
+            keys.iter().map(|k| format!("\"{k}\"")).collect::<Vec<_>>().join(",")
+        };
         let problems: Vec<String> = report.problems.iter().map(|p| format!("{p:?}")).collect();
         out.line(&format!(
-            "{{\"checked\":{},\"corrupt\":[{}],\"problems\":[{}]}}",
+            "{{\"checked\":{},\"corrupt\":[{}],\"unreachable\":[{}],\"unnamed\":{},\
+             \"problems\":[{}]}}",
             report.checked,
-            keys.join(","),
+            keys(&report.corrupt),
+            keys(&report.unreachable),
+            report.unnamed,
             problems.join(",")
         ))?;
     } else {

@@ -163,7 +163,10 @@ fn import_export_ls_stats_verify() -> TestResult {
     assert!(out.status.success());
     assert!(stdout(&out).contains("300 objects checked, 0 corrupt"));
     let out = env.run(&["verify", "--json"]);
-    assert_eq!(stdout(&out).trim(), "{\"checked\":300,\"corrupt\":[],\"problems\":[]}");
+    assert_eq!(
+        stdout(&out).trim(),
+        "{\"checked\":300,\"corrupt\":[],\"unreachable\":[],\"unnamed\":0,\"problems\":[]}"
+    );
 
     let dump = env.root.join("dump");
     let out = env.run(&["export", s(&dump)]);
