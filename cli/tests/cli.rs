@@ -267,3 +267,29 @@ fn help_has_examples_on_every_command() -> TestResult {
     }
     Ok(())
 }
+
+#[test]
+fn codec_zstd_dict_trains_and_reads_with_either_codec() -> TestResult {
+    let env = Env::new();
+    let src = env.root.join("src");
+    // 6,000 objects of ~1.2 KB: past the 4 MiB sample, so a dictionary is trained.
+    for i in 0..6_000u64 {
+        env.file(&format!("src/o{i}.json"), &speckle_gen::object(8, i));
+    }
+    let out = env.run(&["--codec", "zstd-dict", "import", s(&src)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = env.run(&["stats", "--json"]);
+    let text = stdout(&out);
+    assert!(text.contains("\"objects\":6000") && text.contains("\"dictionaries\":1"), "{text}");
+    // Read back with the default codec: the rows name their dictionary.
+    let obj = speckle_gen::object(8, 5_999);
+    let out = env.run(&["get", &key_of(&obj)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(out.stdout, obj);
+    let out = env.run(&["verify"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let out = env.run(&["--codec", "brotli", "stats"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("gzip or zstd-dict"), "{}", stderr(&out));
+    Ok(())
+}
