@@ -99,9 +99,12 @@ enum Command {
     /// Print the size report.
     #[command(after_help = "Example:\n  objstash --db cache.db stats --json")]
     Stats,
-    /// Check every object; exit 1 if any is corrupt.
+    /// Check every object; exit 1 if anything is damaged.
     #[command(after_help = "Example:\n  objstash --db cache.db verify")]
     Verify,
+    /// Rebuild the stash from every object that verifies; the old file is kept aside.
+    #[command(after_help = "Example:\n  objstash --db cache.db repair")]
+    Repair,
     /// Remove objects; exit 1 if any was not stored.
     #[command(after_help = "Example:\n  objstash --db cache.db rm <KEY>")]
     Rm {
@@ -134,6 +137,14 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         .ok_or_else(|| {
             Failure::Usage("no stash given: pass --db PATH or set OBJSTASH_DB".into())
         })?;
+    if matches!(cli.command, Command::Repair) {
+        // Repair works on the file itself; it takes the stash's lock like an open does.
+        let report = objstash::repair(&db)?;
+        if !cli.quiet {
+            println!("{report}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut builder = Stash::builder();
     if let Some(layout) = cli.layout {
         builder = builder.layout(layout);
@@ -159,6 +170,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Ls => ls(&stash, &mut out)?,
         Command::Stats => stats(&stash, &mut out)?,
         Command::Verify => verify(&stash, &mut out)?,
+        Command::Repair => unreachable!("handled before opening"),
         Command::Rm { keys } => rm(&stash, keys, cli.quiet, &mut out)?,
     };
     out.flush()?;

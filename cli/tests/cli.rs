@@ -193,6 +193,15 @@ fn verify_exits_1_on_corruption() -> TestResult {
     assert_eq!(out.status.code(), Some(1));
     assert!(out.stdout.is_empty(), "corrupt bytes were written");
     assert!(stderr(&out).contains("corrupt"), "{}", stderr(&out));
+
+    // repair drops the damaged row, keeps the file aside, and leaves a stash that verifies.
+    let good = stdout(&env.run_with_stdin(&["put"], b"intact")).trim().to_string();
+    let out = env.run(&["repair"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("1 objects kept, 1 corrupt rows dropped"), "{}", stdout(&out));
+    assert!(env.run(&["verify"]).status.success());
+    assert_eq!(env.run(&["get", &good]).stdout, b"intact");
+    assert_eq!(env.run(&["has", &key]).status.code(), Some(1));
     Ok(())
 }
 
@@ -260,7 +269,9 @@ fn a_pipe_closed_early_is_not_a_panic() -> TestResult {
 
 #[test]
 fn help_has_examples_on_every_command() -> TestResult {
-    for cmd in ["put", "get", "has", "missing", "import", "export", "ls", "stats", "verify", "rm"] {
+    for cmd in
+        ["put", "get", "has", "missing", "import", "export", "ls", "stats", "verify", "repair", "rm"]
+    {
         let out = Command::new(env!("CARGO_BIN_EXE_objstash")).args([cmd, "--help"]).output()?;
         assert!(out.status.success());
         assert!(stdout(&out).contains("Example"), "{cmd} --help has no example");
