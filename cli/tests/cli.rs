@@ -269,9 +269,9 @@ fn a_pipe_closed_early_is_not_a_panic() -> TestResult {
 
 #[test]
 fn help_has_examples_on_every_command() -> TestResult {
-    for cmd in
-        ["put", "get", "has", "missing", "import", "export", "ls", "stats", "verify", "repair", "rm"]
-    {
+    for cmd in [
+        "put", "get", "has", "missing", "import", "export", "ls", "stats", "verify", "repair", "rm",
+    ] {
         let out = Command::new(env!("CARGO_BIN_EXE_objstash")).args([cmd, "--help"]).output()?;
         assert!(out.status.success());
         assert!(stdout(&out).contains("Example"), "{cmd} --help has no example");
