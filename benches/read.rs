@@ -12,44 +12,58 @@ use objstash::{Codec, Key, Stash};
 const STORED: usize = 200_000;
 const BATCH: usize = 1_000;
 
-fn read(c: &mut Criterion) {
+/// A stash of [`STORED`] objects written with `codec`, and the keys the benchmarks read.
+struct Fixture {
+    _dir: tempfile::TempDir,
+    stash: Stash,
+    keys: Vec<Key>,
+    /// [`BATCH`] keys in a fixed pseudo-random order, and the same keys sorted.
+    random_keys: Vec<Key>,
+    sorted: Vec<Key>,
+}
+
+fn fixture(codec: Codec) -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
-    let stash = Stash::open(dir.path().join("read.db")).expect("open");
+    let stash = Stash::builder().codec(codec).open(dir.path().join("read.db")).expect("open");
     let objects = speckle_gen::objects(9, 0, STORED);
     let keys = stash.save_all(&objects).expect("save_all");
     stash.flush().expect("flush");
     drop(objects);
-
-    // A fixed pseudo-random walk over the stored keys.
     let mut x = 0x2545_F491_4F6C_DD1Du64;
-    let mut random_keys = Vec::with_capacity(BATCH);
-    for _ in 0..BATCH {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        random_keys.push(keys[(x % STORED as u64) as usize]);
-    }
+    let random_keys: Vec<Key> = (0..BATCH)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            keys[(x % STORED as u64) as usize]
+        })
+        .collect();
     let mut sorted = random_keys.clone();
     sorted.sort();
+    Fixture { _dir: dir, stash, keys, random_keys, sorted }
+}
+
+fn read(c: &mut Criterion) {
+    let Fixture { stash, keys, random_keys, sorted, .. } = &fixture(Codec::Gzip);
 
     let mut group = c.benchmark_group("read");
     group.throughput(Throughput::Elements(BATCH as u64));
     group.bench_function("get-random-1000", |b| {
         b.iter(|| {
-            for key in &random_keys {
+            for key in random_keys {
                 black_box(stash.get(key).expect("get").expect("stored"));
             }
         })
     });
     group.bench_function("get-loop-sorted-1000", |b| {
         b.iter(|| {
-            for key in &sorted {
+            for key in sorted {
                 black_box(stash.get(key).expect("get").expect("stored"));
             }
         })
     });
     group.bench_function("get_many-sorted-1000", |b| {
-        b.iter(|| black_box(stash.get_many(&sorted).expect("get_many")))
+        b.iter(|| black_box(stash.get_many(sorted).expect("get_many")))
     });
 
     let half: Vec<Key> = keys[..5_000]
@@ -71,34 +85,18 @@ fn read(c: &mut Criterion) {
 /// codec, to set beside `read/get-random-1000` and `read/get_many-sorted-1000` (gzip).
 /// Select it alone with `cargo bench --bench read -- zstd-dict`.
 fn read_zstd(c: &mut Criterion) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let stash =
-        Stash::builder().codec(Codec::ZstdDict).open(dir.path().join("zstd.db")).expect("open");
-    let objects = speckle_gen::objects(9, 0, STORED);
-    let keys = stash.save_all(&objects).expect("save_all");
-    stash.flush().expect("flush");
-    drop(objects);
-    let mut x = 0x2545_F491_4F6C_DD1Du64;
-    let mut random_keys = Vec::with_capacity(BATCH);
-    for _ in 0..BATCH {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        random_keys.push(keys[(x % STORED as u64) as usize]);
-    }
-    let mut sorted = random_keys.clone();
-    sorted.sort();
+    let Fixture { stash, random_keys, sorted, .. } = &fixture(Codec::ZstdDict);
     let mut group = c.benchmark_group("read-zstd-dict");
     group.throughput(Throughput::Elements(BATCH as u64));
     group.bench_function("get-random-1000", |b| {
         b.iter(|| {
-            for key in &random_keys {
+            for key in random_keys {
                 black_box(stash.get(key).expect("get").expect("stored"));
             }
         })
     });
     group.bench_function("get_many-sorted-1000", |b| {
-        b.iter(|| black_box(stash.get_many(&sorted).expect("get_many")))
+        b.iter(|| black_box(stash.get_many(sorted).expect("get_many")))
     });
     group.finish();
 }

@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::hint::black_box;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -45,8 +46,26 @@ fn pipeline_into_map(objects: &[Vec<u8>]) -> usize {
     consumer.join().expect("consumer does not panic")
 }
 
+/// Total time of `iters` saves of `objects`, each into a new stash that `open` makes at a
+/// path in a new directory, waiting for the commit. Opening (with whatever `open` does
+/// first) and closing are outside the timing.
+fn time_fresh_saves(iters: u64, objects: &[Vec<u8>], open: impl Fn(&Path) -> Stash) -> Duration {
+    let mut total = Duration::ZERO;
+    for _ in 0..iters {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let stash = open(&dir.path().join("b.db"));
+        let start = Instant::now();
+        stash.save_all(objects).expect("save_all");
+        stash.flush().expect("flush");
+        total += start.elapsed();
+        stash.close().expect("close");
+    }
+    total
+}
+
 fn save(c: &mut Criterion) {
     let all = speckle_gen::objects(7, 0, *SIZES.last().expect("sizes"));
+    let training = speckle_gen::objects(99, 0, 4_000);
     let mut group = c.benchmark_group("save");
     group.sample_size(10).warm_up_time(Duration::from_secs(1));
     for n in SIZES {
@@ -62,48 +81,24 @@ fn save(c: &mut Criterion) {
         for layout in [Layout::Single, Layout::Bucketed] {
             let name = format!("stash-{layout}");
             group.bench_with_input(BenchmarkId::new(name, n), objects, |b, o| {
-                // Each iteration saves into a new stash and waits for the commit; opening
-                // and closing the file are outside the timing.
                 b.iter_custom(|iters| {
-                    let mut total = Duration::ZERO;
-                    for _ in 0..iters {
-                        let dir = tempfile::tempdir().expect("tempdir");
-                        let stash = Stash::builder()
-                            .layout(layout)
-                            .open(dir.path().join("b.db"))
-                            .expect("open");
-                        let start = Instant::now();
-                        stash.save_all(o).expect("save_all");
-                        stash.flush().expect("flush");
-                        total += start.elapsed();
-                        stash.close().expect("close");
-                    }
-                    total
+                    time_fresh_saves(iters, o, |path| {
+                        Stash::builder().layout(layout).open(path).expect("open")
+                    })
                 })
             });
         }
         // The zstd dictionary codec in steady state: each new stash first trains its
         // dictionary on 4,000 objects of another model (untimed). Select it alone with
         // `cargo bench --bench save -- zstd-dict`.
-        let training = speckle_gen::objects(99, 0, 4_000);
         group.bench_with_input(BenchmarkId::new("stash-single-zstd-dict", n), objects, |b, o| {
             b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let dir = tempfile::tempdir().expect("tempdir");
-                    let stash = Stash::builder()
-                        .codec(Codec::ZstdDict)
-                        .open(dir.path().join("b.db"))
-                        .expect("open");
+                time_fresh_saves(iters, o, |path| {
+                    let stash = Stash::builder().codec(Codec::ZstdDict).open(path).expect("open");
                     stash.save_all(&training).expect("training objects");
                     stash.flush().expect("flush");
-                    let start = Instant::now();
-                    stash.save_all(o).expect("save_all");
-                    stash.flush().expect("flush");
-                    total += start.elapsed();
-                    stash.close().expect("close");
-                }
-                total
+                    stash
+                })
             })
         });
     }
@@ -125,16 +120,7 @@ fn resave(c: &mut Criterion) {
     });
     group.bench_function("first-save-100000", |b| {
         b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                let dir = tempfile::tempdir().expect("tempdir");
-                let fresh = Stash::open(dir.path().join("f.db")).expect("open");
-                let start = Instant::now();
-                fresh.save_all(&objects).expect("save_all");
-                fresh.flush().expect("flush");
-                total += start.elapsed();
-            }
-            total
+            time_fresh_saves(iters, &objects, |path| Stash::open(path).expect("open"))
         })
     });
     group.finish();

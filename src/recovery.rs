@@ -175,20 +175,9 @@ pub(crate) fn salvage(
     // Rows below a torn interior page are out of SQLite's reach; read the pages directly.
     let mut scan_error = None;
     let scanned = pagescan::scan(path, |(key, raw_len, data)| {
-        if scan_error.is_none()
-            && raw_len >= 0
-            && !salvager.has(&key)
-            && !salvager.dropped_keys.contains(&key)
-        {
-            if !verifies(&key, raw_len as u64, &data, &dicts) {
-                salvager.dropped_keys.insert(key);
-                salvager.dropped += 1;
-                return;
-            }
-            salvager.rows.push((key, raw_len, data));
-            if let Err(e) = salvager.write_if_full() {
-                scan_error = Some(e);
-            }
+        if scan_error.is_none() && !salvager.seen(&key) {
+            salvager.take(key, raw_len, &data);
+            scan_error = salvager.write_if_full().err();
         }
     });
     if let Err(e) = scanned {
@@ -202,7 +191,7 @@ pub(crate) fn salvage(
     // the index pages name the keys to look up.
     let mut lookup_error = None;
     let looked_up = pagescan::scan_index_keys(path, |key| {
-        if lookup_error.is_some() || salvager.dropped_keys.contains(&key) || salvager.has(&key) {
+        if lookup_error.is_some() || salvager.seen(&key) {
             return;
         }
         let table = &target.tables[layout.table_of(&key)];
@@ -211,14 +200,9 @@ pub(crate) fn salvage(
                 Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?))
             })
         });
-        if let Ok((raw_len, data)) = row
-            && raw_len >= 0
-            && verifies(&key, raw_len as u64, &data, &dicts)
-        {
-            salvager.rows.push((key, raw_len, data));
-            if let Err(e) = salvager.write_if_full() {
-                lookup_error = Some(e);
-            }
+        if let Ok((raw_len, data)) = row {
+            salvager.take(key, raw_len, &data);
+            lookup_error = salvager.write_if_full().err();
         }
     });
     if let Err(e) = looked_up {
@@ -345,16 +329,26 @@ impl Salvager<'_> {
             let raw_len = row.get::<_, i64>(2).unwrap_or(-1);
             let data = row.get_ref(3)?.as_blob().unwrap_or_default();
             match key {
-                Some(key) if raw_len >= 0 && verifies(&key, raw_len as u64, data, self.dicts) => {
-                    self.rows.push((key, raw_len, data.to_vec()));
-                }
-                _ => {
-                    self.dropped += 1;
-                    self.dropped_keys.extend(key);
-                }
+                Some(key) => self.take(key, raw_len, data),
+                // A key of the wrong length: the row is gone, and there is no key to name.
+                None => self.dropped += 1,
             }
         }
         Ok(span)
+    }
+
+    /// Keeps a row that verifies; counts one that does not, once per key.
+    fn take(&mut self, key: Key, raw_len: i64, data: &[u8]) {
+        if raw_len >= 0 && verifies(&key, raw_len as u64, data, self.dicts) {
+            self.rows.push((key, raw_len, data.to_vec()));
+        } else if self.dropped_keys.insert(key) {
+            self.dropped += 1;
+        }
+    }
+
+    /// Whether a row of `key` was already kept or dropped.
+    fn seen(&self, key: &Key) -> bool {
+        self.dropped_keys.contains(key) || self.has(key)
     }
 
     /// Whether `key` is already in the new file (rows not yet written may repeat; they are

@@ -280,9 +280,8 @@ impl Stash {
         for chunk in keys.chunks(SAVE_CHUNK) {
             samples.extend(self.get_many(chunk)?.into_iter().flatten());
         }
-        let mut trainer = self.trainer.lock().unwrap_or_else(|p| p.into_inner());
-        *trainer = Trainer::Off;
-        drop(trainer);
+        // An explicit training ends any sampling of first objects.
+        *self.trainer.lock().unwrap_or_else(|p| p.into_inner()) = Trainer::Off;
         let id = train_and_send(&samples, self.sender()?, &self.dicts)?;
         self.flush()?;
         Ok(id)
