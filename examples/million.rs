@@ -4,7 +4,7 @@
 //!
 //! `cargo run --release --example million -- [--count N] [--layout single|bucketed]
 //!  [--durability fast|safe] [--codec gzip|zstd-dict] [--path P] [--keep] [--seed S]
-//!  [--level L] [--reads N]`
+//!  [--level L] [--reads N] [--read-mmap MiB]`
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -56,6 +56,9 @@ struct Args {
     /// Rows per writer transaction (default: the library's).
     #[arg(long)]
     batch_size: Option<usize>,
+    /// MiB of the file each read connection may memory-map (0: none, the default).
+    #[arg(long, default_value_t = 0)]
+    read_mmap: u64,
 }
 
 fn main() -> Result<()> {
@@ -67,6 +70,7 @@ fn main() -> Result<()> {
         builder = builder.batch_size(batch_size);
     }
     let stash = builder
+        .read_mmap_size(args.read_mmap << 20)
         .layout(args.layout)
         .durability(args.durability)
         .compression_level(args.level)
@@ -116,6 +120,7 @@ fn main() -> Result<()> {
     let saving = elapsed.saturating_sub(generating);
 
     let stats = stash.stats()?;
+    let saving_peak = peak_memory();
     let (get_rate, get_many_rate) = read_rates(&stash, args.seed, args.count, args.reads)?;
     let sizes_start = Instant::now();
     let sizes = Sizes::measure(args.seed, args.count, args.level)?;
@@ -143,7 +148,12 @@ fn main() -> Result<()> {
          {get_many_rate:.0} objects/s by get_many",
         args.reads.min(args.count)
     );
-    println!("peak memory        {:>10}", peak_memory().map_or("unknown".to_string(), human));
+    let show = |peak: Option<u64>| peak.map_or("unknown".to_string(), human);
+    println!(
+        "peak memory        {:>10}  ({} when saving ended)",
+        show(peak_memory()),
+        show(saving_peak)
+    );
     println!();
     println!("{stats}");
     println!();

@@ -1,7 +1,8 @@
 //! The scale curve: write 10,000,000 objects in steps of 1,000,000 and print, per step, the
 //! save rate of that step, the file size and the process's peak memory, for both layouts.
 //!
-//! `cargo run --release --example scale -- [--steps 10] [--step 1000000] [--csv FILE]`
+//! `cargo run --release --example scale -- [--steps 10] [--step 1000000] [--csv FILE]
+//!  [--layout single|bucketed] [--channel N]`
 //!
 //! Generation is done before each chunk is saved and left out of the step's time, so the
 //! rate is what `save_all` plus the final commit of the step cost.
@@ -35,6 +36,9 @@ struct Args {
     /// Only this layout (default: both).
     #[arg(long)]
     layout: Option<Layout>,
+    /// Capacity of the channel to the writer, in objects (default: the library's).
+    #[arg(long)]
+    channel: Option<usize>,
 }
 
 fn main() -> Result<()> {
@@ -51,7 +55,11 @@ fn main() -> Result<()> {
     println!("|---|---:|---:|---:|---:|---:|");
     for layout in layouts {
         let dir = tempfile::tempdir()?;
-        let stash = Stash::builder().layout(layout).open(dir.path().join("scale.db"))?;
+        let mut builder = Stash::builder().layout(layout);
+        if let Some(capacity) = args.channel {
+            builder = builder.channel_capacity(capacity);
+        }
+        let stash = builder.open(dir.path().join("scale.db"))?;
         let mut next = 0u64;
         for step in 1..=args.steps {
             let end = next + args.step;

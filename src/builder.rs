@@ -39,6 +39,7 @@ pub struct StashBuilder {
     batch_size: usize,
     channel_capacity: usize,
     threads: usize,
+    read_mmap: u64,
 }
 
 impl Default for StashBuilder {
@@ -52,6 +53,7 @@ impl Default for StashBuilder {
             batch_size: DEFAULT_BATCH,
             channel_capacity: DEFAULT_CAPACITY,
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            read_mmap: 0,
         }
     }
 }
@@ -128,6 +130,21 @@ impl StashBuilder {
         self
     }
 
+    /// Lets each read connection map up to `bytes` of the database file into memory
+    /// (SQLite's `mmap_size`) instead of copying pages into its own cache: `get` of a random
+    /// key no longer copies its pages out of the OS page cache, which makes it faster once
+    /// the stash is far larger than the readers' page caches (figures in
+    /// notes/performance.md). The cost is in how memory is counted: every mapped page a
+    /// read touches counts towards the process's resident memory, up to `bytes`, although
+    /// the kernel can drop those pages at any time. SQLite maps at most the first 2 GiB of
+    /// the file; pages beyond are read as without a map.
+    ///
+    /// Default: 0 (no mapping; each reader copies pages into an 8 MiB cache).
+    pub fn read_mmap_size(mut self, bytes: u64) -> Self {
+        self.read_mmap = bytes;
+        self
+    }
+
     /// Opens the stash at `path`, creating it (and its directory) if it does not exist.
     ///
     /// # Errors
@@ -160,6 +177,7 @@ impl StashBuilder {
             sample_bytes: self.sample_bytes,
             batch_size: self.batch_size,
             capacity: self.channel_capacity,
+            read_mmap: self.read_mmap,
             pool,
             recovery,
             lock,

@@ -150,6 +150,17 @@ impl Error {
         Error::Database { context: context.into(), source: Box::new(source) }
     }
 
+    /// Whether SQLite gave up on a lock another connection held (`SQLITE_BUSY`).
+    pub(crate) fn is_busy(&self) -> bool {
+        match self {
+            Error::Database { source, .. } => source
+                .downcast_ref::<rusqlite::Error>()
+                .and_then(sqlite_code)
+                .is_some_and(|code| code == rusqlite::ErrorCode::DatabaseBusy),
+            _ => false,
+        }
+    }
+
     pub(crate) fn corrupt(key: Key, reason: impl Into<String>) -> Self {
         Error::Corrupt { key, reason: reason.into() }
     }

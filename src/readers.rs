@@ -73,12 +73,14 @@ pub(crate) fn open_error(path: &Path, what: &str, e: rusqlite::Error) -> Error {
 pub(crate) struct Readers {
     path: PathBuf,
     statements: usize,
+    /// `mmap_size` of each connection, in bytes; 0 reads through the page cache only.
+    mmap: u64,
     idle: Mutex<Vec<Connection>>,
 }
 
 impl Readers {
-    pub(crate) fn new(path: PathBuf, statements: usize) -> Self {
-        Readers { path, statements, idle: Mutex::new(Vec::new()) }
+    pub(crate) fn new(path: PathBuf, statements: usize, mmap: u64) -> Self {
+        Readers { path, statements, mmap, idle: Mutex::new(Vec::new()) }
     }
 
     /// An idle read connection, or a new one; it goes back to the pool when dropped.
@@ -88,8 +90,13 @@ impl Readers {
             Some(conn) => conn,
             None => {
                 let conn = open_connection(&self.path, true, self.statements)?;
-                conn.pragma_update(None, "query_only", true)
-                    .context(|| format!("making a read connection to {}", self.path.display()))?;
+                let context = || format!("making a read connection to {}", self.path.display());
+                conn.pragma_update(None, "query_only", true).context(context)?;
+                if self.mmap > 0 {
+                    // SQLite caps it far below i64::MAX (2 GiB).
+                    let bytes = i64::try_from(self.mmap).unwrap_or(i64::MAX);
+                    conn.pragma_update(None, "mmap_size", bytes).context(context)?;
+                }
                 conn
             }
         };

@@ -9,6 +9,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use crossbeam_channel::{Sender, bounded};
 use rayon::prelude::*;
@@ -25,7 +26,7 @@ use crate::key::Key;
 use crate::layout::Layout;
 use crate::pagescan;
 use crate::pending::Row;
-use crate::readers::Readers;
+use crate::readers::{BUSY_TIMEOUT, Readers};
 use crate::recovery::{self, RecoveryReport, sibling};
 use crate::schema::{self, Schema, TableSql};
 use crate::stats::{Stats, VerifyReport};
@@ -70,6 +71,7 @@ pub(crate) struct Parts {
     pub sample_bytes: usize,
     pub batch_size: usize,
     pub capacity: usize,
+    pub read_mmap: u64,
     pub pool: rayon::ThreadPool,
     pub recovery: Option<RecoveryReport>,
     pub lock: File,
@@ -120,7 +122,7 @@ impl Stash {
             shared,
             sender: Some(sender),
             writer: Some(writer),
-            readers: Readers::new(parts.path.clone(), statements),
+            readers: Readers::new(parts.path.clone(), statements, parts.read_mmap),
             pool: parts.pool,
             path: parts.path,
             level: parts.level,
@@ -146,7 +148,7 @@ impl Stash {
     /// lookup fails.
     pub fn save(&self, object: &[u8]) -> Result<Key> {
         let key = Key::of(object);
-        if !self.contains(&key)? {
+        if !self.known(std::slice::from_ref(&key))?[0] {
             self.send_new(key, object)?;
         }
         Ok(key)
@@ -168,22 +170,43 @@ impl Stash {
         })
     }
 
-    /// Hashes a chunk, looks all its keys up in one read transaction, then compresses and
-    /// sends the ones not stored. One transaction takes SQLite's file lock once for the
-    /// chunk instead of once per key, which measured 25% of the save time.
+    /// Hashes a chunk, looks all its keys up at once, then compresses and sends the ones
+    /// not known to be stored.
     fn save_chunk<T: AsRef<[u8]>>(&self, objects: &[T]) -> Result<Vec<Key>> {
         let keys: Vec<Key> = objects.iter().map(|o| Key::of(o.as_ref())).collect();
-        let stored: Vec<bool> = self.readers.checkout()?.in_transaction(|conn| {
-            keys.iter()
-                .map(|k| Ok(self.shared.pending.contains(k) || self.stored(conn, k)?))
-                .collect()
-        })?;
+        let stored = self.known(&keys)?;
         for ((object, key), stored) in objects.iter().zip(&keys).zip(stored) {
             if !stored {
                 self.send_new(*key, object.as_ref())?;
             }
         }
         Ok(keys)
+    }
+
+    /// Which of `keys` are stored or pending, for saving: a key found here need not be
+    /// compressed and sent again.
+    ///
+    /// All keys are looked up in one read transaction, which takes SQLite's file lock once
+    /// instead of once per key (measured 25% of the save time). The lookup does not wait
+    /// for the writer: while it commits it holds the lock every reader needs, and waiting
+    /// would idle the compressing threads for the whole commit. Then only pending keys count
+    /// as known; the others are compressed and sent, and the writer's `INSERT OR IGNORE`
+    /// drops those that turn out to be stored.
+    fn known(&self, keys: &[Key]) -> Result<Vec<bool>> {
+        let pending = |key: &Key| self.shared.pending.contains(key);
+        let reader = self.readers.checkout()?;
+        let set_timeout = |timeout| {
+            reader.busy_timeout(timeout).context(|| "setting the busy timeout".to_string())
+        };
+        set_timeout(Duration::ZERO)?;
+        let looked = reader.in_transaction(|conn| {
+            keys.iter().map(|key| Ok(pending(key) || self.stored(conn, key)?)).collect()
+        });
+        set_timeout(BUSY_TIMEOUT)?;
+        match looked {
+            Err(e) if e.is_busy() => Ok(keys.iter().map(pending).collect()),
+            looked => looked,
+        }
     }
 
     /// Compresses an object found not stored and queues it for the writer.

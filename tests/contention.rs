@@ -123,3 +123,38 @@ fn second_process_gets_a_clear_error_not_a_hang() -> TestResult {
     }
     Ok(())
 }
+
+/// Saving does not wait for a lock the writer (here: another connection) holds on the
+/// file: objects it cannot look up are compressed and sent, and the writer still stores
+/// each object once.
+#[test]
+fn saving_does_not_wait_for_a_commit() -> TestResult {
+    for layout in [Layout::Single, Layout::Bucketed] {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("busy.db");
+        let stash = Stash::builder().layout(layout).open(&path)?;
+        let objs = common::objects(41, 400);
+        let first = stash.save_all(&objs[..200])?;
+        stash.flush()?;
+        // An exclusive lock, as the writer holds while it commits: no reader gets in.
+        let blocker = rusqlite::Connection::open(&path)?;
+        blocker.execute_batch("BEGIN EXCLUSIVE")?;
+        // Half of these are stored, half new; a lookup that waited would fail after the
+        // busy timeout instead of returning.
+        let keys = stash.save_all(&objs[100..300])?;
+        let key = stash.save(&objs[350])?;
+        assert_eq!(keys[..100], first[100..]);
+        // New objects are readable before their commit, from the pending rows.
+        assert_eq!(stash.get(&keys[150])?.as_deref(), Some(&objs[250][..]));
+        assert_eq!(stash.get(&key)?.as_deref(), Some(&objs[350][..]));
+        blocker.execute_batch("COMMIT")?;
+        drop(blocker);
+        stash.flush()?;
+        let stats = stash.stats()?;
+        assert_eq!(stats.objects, 301, "{layout}: every object counted once");
+        assert_eq!(stash.get_many(&keys)?.iter().flatten().count(), 200);
+        let report = stash.verify()?;
+        assert!(report.is_ok() && report.checked == 301, "{layout}: {report:?}");
+    }
+    Ok(())
+}

@@ -55,23 +55,27 @@ fn damaged_rows_are_reported_not_returned() -> TestResult {
             // A wrong recorded length.
             assert_eq!(set(&keys[3], gzip(&objs[3]), objs[3].len() as i64 + 5)?, 1);
         }
-        let stash = Stash::builder().layout(layout).open(&path)?;
-        for bad in &keys[1..4] {
-            match stash.get(bad) {
-                Err(Error::Corrupt { key, .. }) => assert_eq!(key, *bad),
-                other => panic!("{layout}: expected Corrupt for {bad}, got {other:?}"),
+        // Reads through SQLite's page cache and through a memory map check the same way.
+        for mmap in [0, 64 << 20] {
+            let stash = Stash::builder().layout(layout).read_mmap_size(mmap).open(&path)?;
+            for bad in &keys[1..4] {
+                match stash.get(bad) {
+                    Err(Error::Corrupt { key, .. }) => assert_eq!(key, *bad),
+                    other => panic!("{layout}/{mmap}: expected Corrupt for {bad}, got {other:?}"),
+                }
+                assert!(stash.get_many(&[keys[0], *bad]).is_err());
             }
-            assert!(stash.get_many(&[keys[0], *bad]).is_err());
+            assert_eq!(stash.get(&keys[0])?.as_deref(), Some(&objs[0][..]));
+            let report = stash.verify()?;
+            assert_eq!(report.checked, 300);
+            let mut corrupt = report.corrupt.clone();
+            corrupt.sort();
+            let mut want = keys[1..4].to_vec();
+            want.sort();
+            assert_eq!(corrupt, want, "{layout}/{mmap}");
+            assert!(!report.is_ok());
         }
-        assert_eq!(stash.get(&keys[0])?.as_deref(), Some(&objs[0][..]));
-        let report = stash.verify()?;
-        assert_eq!(report.checked, 300);
-        let mut corrupt = report.corrupt.clone();
-        corrupt.sort();
-        let mut want = keys[1..4].to_vec();
-        want.sort();
-        assert_eq!(corrupt, want, "{layout}");
-        assert!(!report.is_ok());
+        let stash = Stash::builder().layout(layout).open(&path)?;
         // The damaged object can be removed and saved again.
         assert!(stash.remove(&keys[1])?);
         stash.save(&objs[1])?;

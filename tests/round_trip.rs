@@ -134,3 +134,50 @@ fn stats_report_sizes() -> TestResult {
     assert_eq!((report.checked, report.corrupt.len()), (3_000, 0));
     Ok(())
 }
+
+#[test]
+fn mapped_reads_follow_a_growing_file() -> TestResult {
+    for layout in LAYOUTS {
+        for mode in MODES {
+            let dir = tempfile::tempdir()?;
+            // A map far smaller than the file will grow: reads cross from mapped pages to
+            // read pages, and mapped pages are rewritten by later commits.
+            let path = dir.path().join("m.db");
+            let stash = objstash::Stash::builder()
+                .layout(layout)
+                .durability(mode)
+                .read_mmap_size(256 << 10)
+                .open(&path)?;
+            let objs = objects(7, 3_000);
+            let first = stash.save_all(&objs[..50])?;
+            stash.flush()?;
+            for (key, obj) in first.iter().zip(&objs) {
+                assert_eq!(stash.get(key)?.as_deref(), Some(&obj[..]), "{layout} {mode}");
+            }
+            let keys = stash.save_all(&objs)?;
+            stash.flush()?;
+            assert!(stash.remove(&keys[0])?);
+            assert_eq!(stash.get(&keys[0])?, None, "{layout} {mode}");
+            for (key, obj) in keys.iter().zip(&objs).skip(1) {
+                assert_eq!(stash.get(key)?.as_deref(), Some(&obj[..]), "{layout} {mode}");
+            }
+            let many = stash.get_many(&keys)?;
+            assert_eq!(many[0], None);
+            assert!(
+                many.iter()
+                    .skip(1)
+                    .zip(&objs[1..])
+                    .all(|(got, obj)| got.as_deref() == Some(&obj[..]))
+            );
+            assert!(stash.verify()?.is_ok(), "{layout} {mode}");
+            // Reads are served from the map (in WAL mode once the pages reach the file).
+            stash.close()?;
+            let stash = objstash::Stash::builder().read_mmap_size(256 << 10).open(&path)?;
+            assert_eq!(stash.get(&keys[1])?.as_deref(), Some(&objs[1][..]));
+            let maps = std::fs::read_to_string("/proc/self/maps")?;
+            let name = path.to_string_lossy();
+            assert!(maps.lines().any(|l| l.ends_with(&*name)), "{layout} {mode}: not mapped");
+        }
+    }
+    Ok(())
+}
