@@ -181,3 +181,33 @@ fn mapped_reads_follow_a_growing_file() -> TestResult {
     }
     Ok(())
 }
+
+/// One call mixing runs of new objects with runs of stored ones: every object is stored
+/// and counted once.
+#[test]
+fn new_and_stored_objects_mixed_in_one_call() -> TestResult {
+    for layout in LAYOUTS {
+        let dir = tempfile::tempdir()?;
+        let stash = open(dir.path(), layout, objstash::Durability::Fast)?;
+        let objs = objects(9, 4_000);
+        let (old, new): (Vec<_>, Vec<_>) = objs.iter().enumerate().partition(|(i, _)| i % 4 != 0);
+        let old: Vec<&Vec<u8>> = old.into_iter().map(|(_, o)| o).collect();
+        stash.save_all(&old)?;
+        stash.flush()?;
+        // Runs of 20 new objects, then 60 stored ones, and so on.
+        let mut mixed: Vec<&Vec<u8>> = Vec::new();
+        for (fresh, stored) in new.chunks(20).zip(old.chunks(60)) {
+            mixed.extend(fresh.iter().map(|(_, o)| *o));
+            mixed.extend(stored);
+        }
+        let keys = stash.save_all(&mixed)?;
+        for (key, obj) in keys.iter().zip(&mixed) {
+            assert_eq!(*key, Key::of(obj));
+        }
+        let stats = stash.stats()?;
+        let raw: u64 = objs.iter().map(|o| o.len() as u64).sum();
+        assert_eq!((stats.objects, stats.raw_bytes), (4_000, raw), "{layout}");
+        assert!(stash.verify()?.is_ok());
+    }
+    Ok(())
+}
