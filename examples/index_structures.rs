@@ -54,24 +54,14 @@ struct Args {
 
 const PAGE: f64 = 8192.0;
 const JOURNAL_BUDGET_PAGES: f64 = 32.0 * 1024.0 * 1024.0 / PAGE;
-/// Bytes per key-index entry and how full random-insert pages are, as in src/writer.rs.
+/// Bytes per key-index entry and how full random-insert pages are, as in src/writer.rs
+/// (the indexed structure uses the writer's own row bound).
 const ENTRY: f64 = 48.0;
 const FILL: f64 = 0.7;
 const VALUE_BYTES: usize = 626;
 
 fn pages_of(keys: u64) -> f64 {
     keys as f64 * ENTRY / (PAGE * FILL) + 1.0
-}
-
-/// Rows whose random keys are expected to change at most the journal budget of pages in an
-/// index of `keys` entries (the writer's `journal_bounded_rows`).
-fn bounded_rows(keys: u64, most: usize) -> usize {
-    let pages = pages_of(keys);
-    if pages <= JOURNAL_BUDGET_PAGES {
-        return most;
-    }
-    let rows = -pages * (1.0 - JOURNAL_BUDGET_PAGES / pages).ln();
-    (rows as usize).clamp(1, most)
 }
 
 fn key(i: u64) -> [u8; 32] {
@@ -115,7 +105,7 @@ fn main() -> Result<()> {
         let mut next = 0;
         while next < keys.len() {
             let rows = match args.structure {
-                Structure::Indexed => bounded_rows(stored, 100_000),
+                Structure::Indexed => objstash::bench::journal_bounded_rows(100_000, stored, 8192),
                 Structure::Staged => args.batch,
             };
             let end = (next + rows).min(keys.len());

@@ -128,6 +128,13 @@ pub mod bench {
         }
     }
 
+    /// The most rows the writer puts in one fast-mode transaction so that the key-index
+    /// pages they are expected to change fit its in-memory journal budget.
+    #[must_use]
+    pub fn journal_bounded_rows(batch_size: usize, objects: u64, page_size: u64) -> usize {
+        crate::writer::journal_bounded_rows(batch_size, objects, page_size)
+    }
+
     /// Bytes of objects a stash samples to train its dictionary, by default.
     pub const DICTIONARY_SAMPLE_BYTES: usize = crate::dict::SAMPLE_BYTES;
 }

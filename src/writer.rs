@@ -186,7 +186,7 @@ struct Writer {
 ///
 /// `b` random keys touch `P(1 - e^(-b/P))` of `P` index pages; solving for the budget gives
 /// the row count. Small stashes fit the budget whatever the batch.
-fn journal_bounded_rows(batch_size: usize, objects: u64, page_size: u64) -> usize {
+pub(crate) fn journal_bounded_rows(batch_size: usize, objects: u64, page_size: u64) -> usize {
     let page = page_size as f64;
     let pages = objects as f64 * INDEX_ENTRY_BYTES / (page * INDEX_PAGE_FILL) + 1.0;
     let budget = JOURNAL_BUDGET / page;
