@@ -3,14 +3,23 @@
 //!
 //! `cargo bench --bench read`. Cold-cache reads are measured by `examples/cold_read.rs`,
 //! which needs to drop the OS page cache between runs.
+//!
+//! The `read-1m` group reads a stash of a million objects (the target size), each
+//! iteration 1,000 keys further along a list of 100,000 random keys, so that the figure is
+//! not that of a hot set. Its fixture takes about half a minute to write and is only built
+//! when the group is selected: `cargo bench --bench read -- read-1m`.
 
 use std::hint::black_box;
+use std::sync::OnceLock;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use objstash::{Codec, Key, Stash};
 
 const STORED: usize = 200_000;
 const BATCH: usize = 1_000;
+/// Objects in the stash of the `read-1m` group, and random keys its iterations walk.
+const STORED_1M: u64 = 1_000_000;
+const WALK_1M: usize = 100_000;
 
 /// A stash of [`STORED`] objects written with `codec`, and the keys the benchmarks read.
 struct Fixture {
@@ -101,5 +110,56 @@ fn read_zstd(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, read, read_zstd);
+/// A stash of [`STORED_1M`] objects and [`WALK_1M`] random keys of it.
+struct Million {
+    _dir: tempfile::TempDir,
+    stash: Stash,
+    keys: Vec<Key>,
+}
+
+fn million() -> Million {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let stash = Stash::open(dir.path().join("read-1m.db")).expect("open");
+    for start in (0..STORED_1M).step_by(100_000) {
+        stash.save_all(&speckle_gen::objects(11, start, 100_000)).expect("save_all");
+    }
+    stash.flush().expect("flush");
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let keys = (0..WALK_1M)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            Key::of(&speckle_gen::object(11, x % STORED_1M))
+        })
+        .collect();
+    Million { _dir: dir, stash, keys }
+}
+
+/// `get` and `get_many` at a million objects, with the OS page cache warm.
+fn read_1m(c: &mut Criterion) {
+    let fixture = OnceLock::new();
+    let walk = |b: &mut criterion::Bencher, many: bool| {
+        let Million { stash, keys, .. } = fixture.get_or_init(million);
+        let mut batches = keys.chunks(BATCH).cycle();
+        b.iter(|| {
+            let batch = batches.next().expect("cycle of a non-empty list");
+            if many {
+                let found = stash.get_many(batch).expect("get_many");
+                assert!(found.iter().all(Option::is_some));
+            } else {
+                for key in batch {
+                    black_box(stash.get(key).expect("get").expect("stored"));
+                }
+            }
+        })
+    };
+    let mut group = c.benchmark_group("read-1m");
+    group.throughput(Throughput::Elements(BATCH as u64));
+    group.bench_function("get-random-1000", |b| walk(b, false));
+    group.bench_function("get_many-random-1000", |b| walk(b, true));
+    group.finish();
+}
+
+criterion_group!(benches, read, read_zstd, read_1m);
 criterion_main!(benches);

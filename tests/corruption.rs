@@ -57,13 +57,21 @@ fn damaged_rows_are_reported_not_returned() -> TestResult {
         }
         // Reads through SQLite's page cache and through a memory map check the same way.
         for mmap in [0, 64 << 20] {
-            let stash = Stash::builder().layout(layout).read_mmap_size(mmap).open(&path)?;
+            let stash =
+                Stash::builder().layout(layout).threads(4).read_mmap_size(mmap).open(&path)?;
             for bad in &keys[1..4] {
                 match stash.get(bad) {
                     Err(Error::Corrupt { key, .. }) => assert_eq!(key, *bad),
                     other => panic!("{layout}/{mmap}: expected Corrupt for {bad}, got {other:?}"),
                 }
                 assert!(stash.get_many(&[keys[0], *bad]).is_err());
+            }
+            // Over all 300 keys (split across threads), the error names the first damaged
+            // key of the input, here the last of the three in key order or not.
+            let reversed: Vec<Key> = keys.iter().rev().copied().collect();
+            match stash.get_many(&reversed) {
+                Err(Error::Corrupt { key, .. }) => assert_eq!(key, keys[3]),
+                other => panic!("{layout}/{mmap}: expected Corrupt for {}, got {other:?}", keys[3]),
             }
             assert_eq!(stash.get(&keys[0])?.as_deref(), Some(&objs[0][..]));
             let report = stash.verify()?;

@@ -34,12 +34,18 @@ fn round_trip_in_every_layout_and_mode() -> TestResult {
 #[test]
 fn batch_calls_keep_input_order() -> TestResult {
     let dir = tempfile::tempdir()?;
-    let stash = open(dir.path(), objstash::Layout::Bucketed, objstash::Durability::Fast)?;
+    // Four threads: get_many splits these keys into four parts, read on four connections.
+    let stash = objstash::Stash::builder()
+        .layout(objstash::Layout::Bucketed)
+        .threads(4)
+        .open(dir.path().join("order.db"))?;
     let objs = objects(2, 500);
     let keys = stash.save_all(&objs)?;
     let absent = Key::of(b"absent");
     let mut asked: Vec<Key> = keys.iter().rev().copied().collect();
     asked.insert(250, absent);
+    // The same keys twice, far apart in the input and so in different parts.
+    asked.extend_from_slice(&keys[..20]);
     let got = stash.get_many(&asked)?;
     assert_eq!(got.len(), asked.len());
     for (key, value) in asked.iter().zip(&got) {
