@@ -124,9 +124,12 @@ fn second_process_gets_a_clear_error_not_a_hang() -> TestResult {
     Ok(())
 }
 
-/// Saving does not wait for a lock the writer (here: another connection) holds on the
-/// file: objects it cannot look up are compressed and sent, and the writer still stores
-/// each object once.
+/// Saving does not wait while the writer commits: objects it cannot look up then are
+/// compressed and sent, and the writer still stores each object once.
+///
+/// To hold the writer inside a commit, another connection keeps a read transaction open:
+/// the writer's commit then holds SQLite's PENDING lock (which turns new readers away)
+/// while it waits for that reader to leave.
 #[test]
 fn saving_does_not_wait_for_a_commit() -> TestResult {
     for layout in [Layout::Single, Layout::Bucketed] {
@@ -136,25 +139,35 @@ fn saving_does_not_wait_for_a_commit() -> TestResult {
         let objs = common::objects(41, 400);
         let first = stash.save_all(&objs[..200])?;
         stash.flush()?;
-        // An exclusive lock, as the writer holds while it commits: no reader gets in.
-        let blocker = rusqlite::Connection::open(&path)?;
-        blocker.execute_batch("BEGIN EXCLUSIVE")?;
-        // Half of these are stored, half new; a lookup that waited would fail after the
-        // busy timeout instead of returning.
+        let reader = rusqlite::Connection::open(&path)?;
+        reader.execute_batch("BEGIN")?;
+        reader.query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()))?;
+        // A new object starts a batch; its commit cannot finish while `reader` reads.
+        let starter = stash.save(&objs[399])?;
+        let probe = rusqlite::Connection::open(&path)?;
+        probe.busy_timeout(Duration::ZERO)?;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while probe.query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(())).is_ok() {
+            assert!(Instant::now() < deadline, "{layout}: the writer never started its commit");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Half of these are stored, half new; a lookup that waited would block until
+        // `reader` leaves, and this thread is the one that makes it leave.
         let keys = stash.save_all(&objs[100..300])?;
         let key = stash.save(&objs[350])?;
         assert_eq!(keys[..100], first[100..]);
         // New objects are readable before their commit, from the pending rows.
         assert_eq!(stash.get(&keys[150])?.as_deref(), Some(&objs[250][..]));
         assert_eq!(stash.get(&key)?.as_deref(), Some(&objs[350][..]));
-        blocker.execute_batch("COMMIT")?;
-        drop(blocker);
+        reader.execute_batch("COMMIT")?;
+        drop((reader, probe));
         stash.flush()?;
         let stats = stash.stats()?;
-        assert_eq!(stats.objects, 301, "{layout}: every object counted once");
+        assert_eq!(stats.objects, 302, "{layout}: every object counted once");
         assert_eq!(stash.get_many(&keys)?.iter().flatten().count(), 200);
+        assert_eq!(stash.get(&starter)?.as_deref(), Some(&objs[399][..]));
         let report = stash.verify()?;
-        assert!(report.is_ok() && report.checked == 301, "{layout}: {report:?}");
+        assert!(report.is_ok() && report.checked == 302, "{layout}: {report:?}");
     }
     Ok(())
 }
