@@ -202,7 +202,8 @@ impl Writer {
         let shared = Arc::clone(&self.shared);
         let _guard = PanicGuard(&shared);
         loop {
-            let shared_lock = self.hold_shared_lock();
+            // Only worth taking when the writer is about to wait.
+            let shared_lock = rx.is_empty() && self.hold_shared_lock();
             let first = rx.recv();
             if shared_lock {
                 self.release_shared_lock();
