@@ -17,7 +17,7 @@ use common::peak_memory;
 use anyhow::{Context, Result};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
-use objstash::{Codec, Durability, Key, Layout, Stash, bench, human};
+use objstash::{Codec, Durability, Key, Layout, Stash};
 use rayon::prelude::*;
 
 /// Objects generated and saved per `save_all` call: bounds the example's own memory.
@@ -155,7 +155,7 @@ fn main() -> Result<()> {
         reads.get_many,
         reads.get_many / reads.get
     );
-    let show = |peak: Option<u64>| peak.map_or("unknown".to_string(), human);
+    let show = |peak: Option<u64>| peak.map_or("unknown".to_string(), common::human);
     println!(
         "peak memory        {:>10}  ({} when saving ended)",
         show(peak_memory()),
@@ -173,7 +173,7 @@ fn main() -> Result<()> {
     let row = |name: &str, bytes: u64| {
         println!(
             "{name:<34} {bytes:>14} {:>10} {:>7.2} {:>14.2}",
-            human(bytes),
+            common::human(bytes),
             raw_bytes as f64 / bytes as f64,
             bytes as f64 / sizes.whole_gzip as f64
         );
@@ -266,33 +266,49 @@ impl Sizes {
         let mut sample = Vec::new();
         let mut sampled = 0;
         let mut i = 0;
-        while sampled < bench::DICTIONARY_SAMPLE_BYTES && i < count {
+        while sampled < DICTIONARY_SAMPLE_BYTES && i < count {
             let object = speckle_gen::object(seed, i);
             sampled += object.len();
             sample.push(object);
             i += 1;
         }
-        let dict = bench::ZstdDict::train(&sample).map_err(|e| anyhow::anyhow!(e))?;
+        let dict = zstd::dict::from_samples(&sample, DICTIONARY_BYTES)?;
         let starts: Vec<u64> = (0..count).step_by(CHUNK as usize).collect();
         let (gzip, zstd_dict, whole_gzip) = starts
             .par_iter()
             .map(|&start| {
                 let mut gz =
                     flate2::write::GzEncoder::new(Counter(0), flate2::Compression::new(level));
-                let (mut gzip, mut zstd) = (0u64, 0u64);
+                let mut deflate = flate2::Compress::new(flate2::Compression::new(level), false);
+                let mut zstd = zstd::bulk::Compressor::with_dictionary(ZSTD_LEVEL, &dict)?;
+                let mut out = Vec::new();
+                let (mut gzip, mut zstd_bytes) = (0u64, 0u64);
                 for i in start..(start + CHUNK).min(count) {
                     let object = speckle_gen::object(seed, i);
                     gz.write_all(&object)?;
-                    gzip += bench::compress(&object, level).len() as u64;
-                    zstd += dict.compress(&object).len() as u64;
+                    deflate.reset();
+                    out.clear();
+                    out.reserve(object.len() + 1024);
+                    deflate
+                        .compress_vec(&object, &mut out, flate2::FlushCompress::Finish)
+                        .map_err(std::io::Error::other)?;
+                    gzip += GZIP_FRAME + out.len() as u64;
+                    zstd_bytes += zstd.compress(&object)?.len() as u64;
                 }
-                Ok((gzip, zstd, gz.finish()?.0))
+                Ok((gzip, zstd_bytes, gz.finish()?.0))
             })
             .try_reduce(|| (0, 0, 0), |a, b| Ok((a.0 + b.0, a.1 + b.1, a.2 + b.2)))
             .map_err(|e: std::io::Error| anyhow::anyhow!(e))?;
         Ok(Sizes { gzip, zstd_dict, dict_bytes: dict.len(), whole_gzip })
     }
 }
+
+/// A gzip member's header and trailer around the deflate stream (RFC 1952).
+const GZIP_FRAME: u64 = 18;
+/// What a stash samples and trains its dictionary with (see `Codec::ZstdDict`).
+const DICTIONARY_SAMPLE_BYTES: usize = 4 << 20;
+const DICTIONARY_BYTES: usize = 64 << 10;
+const ZSTD_LEVEL: i32 = 1;
 
 /// A sink that only counts bytes.
 struct Counter(u64);

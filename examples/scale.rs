@@ -33,9 +33,13 @@ struct Args {
     /// Append rows `layout,step,objects,rate,file_bytes,peak_bytes` to this CSV file.
     #[arg(long)]
     csv: Option<PathBuf>,
-    /// Only this layout (default: both).
+    /// Only this layout, in this process (default: both, each in a child process of its
+    /// own, so one layout's peak memory is not carried into the other's).
     #[arg(long)]
     layout: Option<Layout>,
+    /// Leave out the table header (used by the per-layout child processes).
+    #[arg(long, hide = true)]
+    no_header: bool,
     /// Capacity of the channel to the writer, in objects (default: the library's).
     #[arg(long)]
     channel: Option<usize>,
@@ -43,17 +47,35 @@ struct Args {
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    let layouts = match args.layout {
-        Some(layout) => vec![layout],
-        None => vec![Layout::Single, Layout::Bucketed],
+    let Some(layout) = args.layout else {
+        println!(
+            "| layout | step | objects | step rate (objects/s) | file (MB) | peak memory (MB) |"
+        );
+        println!("|---|---:|---:|---:|---:|---:|");
+        for layout in [Layout::Single, Layout::Bucketed] {
+            let status = std::process::Command::new(std::env::current_exe()?)
+                .args(std::env::args_os().skip(1))
+                .args(["--layout", layout.as_str(), "--no-header"])
+                .status()?;
+            anyhow::ensure!(status.success(), "the {layout} run failed: {status}");
+        }
+        return Ok(());
     };
+    run(&args, layout)
+}
+
+fn run(args: &Args, layout: Layout) -> Result<()> {
     let mut csv = match &args.csv {
         Some(path) => Some(std::fs::OpenOptions::new().create(true).append(true).open(path)?),
         None => None,
     };
-    println!("| layout | step | objects | step rate (objects/s) | file (MB) | peak memory (MB) |");
-    println!("|---|---:|---:|---:|---:|---:|");
-    for layout in layouts {
+    if !args.no_header {
+        println!(
+            "| layout | step | objects | step rate (objects/s) | file (MB) | peak memory (MB) |"
+        );
+        println!("|---|---:|---:|---:|---:|---:|");
+    }
+    {
         let dir = tempfile::tempdir()?;
         let mut builder = Stash::builder().layout(layout);
         if let Some(capacity) = args.channel {

@@ -1,106 +1,149 @@
-//! The configurable way to open a stash, and the open sequence itself.
+//! The configurable way to open a stash: settings, each with its default, ended by `open`.
 //!
-//! `open` validates every setting before it touches the disk, takes the write lock,
-//! recognises (or creates) the database, recovers it if the last fast-mode writer died,
-//! applies the durability pragmas and starts the writer. A file that is not a stash is
-//! reported and left byte-for-byte untouched.
+//! The builder only gathers settings; `open.rs` validates them and runs the open sequence.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use rusqlite::Connection;
-
-use crate::codec;
 use crate::dict::{self, Codec};
 use crate::durability::Durability;
-use crate::error::{DbContext, Error, Result, sqlite_code};
+use crate::error::Result;
 use crate::layout::Layout;
-use crate::lock;
-use crate::readers::{open_connection, open_error};
-use crate::recovery::{self, RecoveryReport};
-use crate::schema::{self, APPLICATION_ID, FORMAT_VERSION, Schema, State};
+use crate::open::{self, Options};
 use crate::stash::Stash;
 
-/// Default gzip level; see notes/compression.md.
-pub(crate) const DEFAULT_LEVEL: u32 = 2;
-/// Default rows per writer transaction; see notes/schema.md.
-pub(crate) const DEFAULT_BATCH: usize = 100_000;
+/// Default gzip level; see notes/design.md.
+const DEFAULT_LEVEL: u32 = 2;
+/// Default rows per writer transaction; see notes/design.md.
+const DEFAULT_BATCH: usize = 100_000;
 /// Default capacity of the channel to the writer, in objects.
-pub(crate) const DEFAULT_CAPACITY: usize = 4_096;
+const DEFAULT_CAPACITY: usize = 4_096;
+/// Default largest object: beyond it a save is refused (see `max_object_size`).
+const DEFAULT_MAX_OBJECT: u64 = 512 << 20;
 
 /// Settings for opening a stash. Made by [`Stash::builder`], ended by [`StashBuilder::open`].
 #[derive(Clone, Debug)]
 #[must_use]
 pub struct StashBuilder {
-    layout: Option<Layout>,
-    durability: Durability,
-    level: u32,
-    codec: Codec,
-    sample_bytes: usize,
-    batch_size: usize,
-    channel_capacity: usize,
-    threads: usize,
-    read_mmap: u64,
+    options: Options,
 }
 
 impl Default for StashBuilder {
     fn default() -> Self {
         StashBuilder {
-            layout: None,
-            durability: Durability::default(),
-            level: DEFAULT_LEVEL,
-            codec: Codec::Gzip,
-            sample_bytes: dict::SAMPLE_BYTES,
-            batch_size: DEFAULT_BATCH,
-            channel_capacity: DEFAULT_CAPACITY,
-            threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
-            read_mmap: 0,
+            options: Options {
+                layout: None,
+                durability: None,
+                codec: None,
+                reconfigure: false,
+                create: true,
+                max_object: DEFAULT_MAX_OBJECT,
+                level: DEFAULT_LEVEL,
+                sample_bytes: dict::SAMPLE_BYTES,
+                batch_size: DEFAULT_BATCH,
+                channel_capacity: DEFAULT_CAPACITY,
+                threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+                read_mmap: 0,
+            },
         }
+    }
+}
+
+impl Stash {
+    /// Opens the stash at `path` with default settings, creating it if needed. An
+    /// existing stash runs with the layout, durability and codec it records.
+    ///
+    /// # Errors
+    /// As [`StashBuilder::open`].
+    pub fn open(path: impl AsRef<Path>) -> Result<Stash> {
+        StashBuilder::default().open(path)
+    }
+
+    /// Settings for opening a stash.
+    pub fn builder() -> StashBuilder {
+        StashBuilder::default()
     }
 }
 
 impl StashBuilder {
     /// The table layout of a new stash. An existing stash keeps the layout it was created
-    /// with; asking for another one is [`Error::LayoutMismatch`].
+    /// with; asking for another one is [`Error::LayoutMismatch`](crate::Error).
     ///
     /// Default: the recorded layout for an existing stash, [`Layout::Single`] for a new one.
     pub fn layout(mut self, layout: Layout) -> Self {
-        self.layout = Some(layout);
+        self.options.layout = Some(layout);
         self
     }
 
-    /// What acknowledged writes survive.
+    /// What acknowledged writes survive. Recorded in a new stash; an existing stash keeps
+    /// the durability it records, and asking for another one is
+    /// [`Error::SettingMismatch`](crate::Error) unless [`StashBuilder::reconfigure`] is set.
     ///
-    /// Default: [`Durability::Fast`].
+    /// Default: the recorded durability for an existing stash, [`Durability::Fast`] for a
+    /// new one (and for a stash made before durability was recorded).
     pub fn durability(mut self, durability: Durability) -> Self {
-        self.durability = durability;
+        self.options.durability = Some(durability);
         self
     }
 
-    /// How new objects are compressed: [`Codec::Gzip`] (the default) or
-    /// [`Codec::ZstdDict`]. Every stash reads rows of either codec whatever this says, so a
-    /// stash can switch codecs between opens; rows already stored keep theirs.
+    /// How new objects are compressed: [`Codec::Gzip`] or [`Codec::ZstdDict`]. Recorded
+    /// like the durability, with the same rule for an existing stash. Every stash reads
+    /// rows of either codec, so changing it (with [`StashBuilder::reconfigure`]) leaves the
+    /// rows already stored readable.
+    ///
+    /// Default: the recorded codec for an existing stash, [`Codec::Gzip`] for a new one.
     pub fn codec(mut self, codec: Codec) -> Self {
-        self.codec = codec;
+        self.options.codec = Some(codec);
+        self
+    }
+
+    /// Lets this open change the durability and codec an existing stash records to the
+    /// ones set on this builder: a deliberate change, where a mere difference is an error.
+    ///
+    /// Default: off.
+    pub fn reconfigure(mut self, reconfigure: bool) -> Self {
+        self.options.reconfigure = reconfigure;
+        self
+    }
+
+    /// Whether `open` may create a stash (and its directory) where there is none. Off, an
+    /// open of a path without a stash is [`Error::NotFound`](crate::Error) and creates
+    /// nothing: what a program that only reads wants.
+    ///
+    /// Default: on.
+    pub fn create(mut self, create: bool) -> Self {
+        self.options.create = create;
+        self
+    }
+
+    /// The largest object `save` accepts, in bytes; a larger one is refused with
+    /// [`Error::TooLarge`](crate::Error) before anything of its call is stored. At most
+    /// 960,000,000 (SQLite stores no value over 10^9 bytes). Saving or reading an object
+    /// takes about three times its size in memory at the peak (notes/performance.md).
+    ///
+    /// Default: 512 MiB.
+    pub fn max_object_size(mut self, bytes: u64) -> Self {
+        self.options.max_object = bytes;
         self
     }
 
     /// With [`Codec::ZstdDict`] and no dictionary yet: how many bytes of the first objects
-    /// saved are sampled to train one (they are gzipped meanwhile). Training runs on its
-    /// own thread once the sample is full. Ignored once a dictionary exists; call
+    /// saved are sampled to train one (they are gzipped meanwhile). The save call that
+    /// fills the sample trains the dictionary on its own thread while other threads keep
+    /// saving. Ignored once a dictionary exists; call
     /// [`Stash::train`](crate::Stash::train) to retrain.
     ///
-    /// Default: 4 MiB (notes/compression.md).
+    /// Default: 4 MiB (notes/design.md).
     pub fn dictionary_sample(mut self, bytes: usize) -> Self {
-        self.sample_bytes = bytes;
+        self.options.sample_bytes = bytes;
         self
     }
 
     /// The gzip level of new objects, 0 (store) to 9 (smallest). Objects already stored keep
     /// theirs; every level reads back the same.
     ///
-    /// Default: 2 (measured: the fastest level at full ratio; see notes/compression.md).
+    /// Default: 2 (measured: the fastest level at full ratio; see notes/design.md).
     pub fn compression_level(mut self, level: u32) -> Self {
-        self.level = level;
+        self.options.level = level;
         self
     }
 
@@ -108,7 +151,7 @@ impl StashBuilder {
     ///
     /// Default: 100,000 (a batch also ends at 32 MiB of compressed rows).
     pub fn batch_size(mut self, batch_size: usize) -> Self {
-        self.batch_size = batch_size;
+        self.options.batch_size = batch_size;
         self
     }
 
@@ -117,7 +160,7 @@ impl StashBuilder {
     ///
     /// Default: 4,096.
     pub fn channel_capacity(mut self, capacity: usize) -> Self {
-        self.channel_capacity = capacity;
+        self.options.channel_capacity = capacity;
         self
     }
 
@@ -126,7 +169,7 @@ impl StashBuilder {
     ///
     /// Default: the number of CPUs.
     pub fn threads(mut self, threads: usize) -> Self {
-        self.threads = threads;
+        self.options.threads = threads;
         self
     }
 
@@ -141,211 +184,22 @@ impl StashBuilder {
     ///
     /// Default: 0 (no mapping; each reader copies pages into an 8 MiB cache).
     pub fn read_mmap_size(mut self, bytes: u64) -> Self {
-        self.read_mmap = bytes;
+        self.options.read_mmap = bytes;
         self
     }
 
-    /// Opens the stash at `path`, creating it (and its directory) if it does not exist.
+    /// Opens the stash at `path`, creating it (and its directory) if it does not exist
+    /// and [`StashBuilder::create`] allows.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] for a setting out of range; [`Error::InvalidPath`] for a
-    /// directory; [`Error::NotADatabase`], [`Error::ForeignDatabase`],
-    /// [`Error::UnsupportedFormat`] or [`Error::LayoutMismatch`] for a file that is not a
-    /// stash this handle can open (the file is left untouched); [`Error::Locked`] when
-    /// another handle has it open; [`Error::Io`] or [`Error::Database`] when the file cannot
-    /// be created or read.
+    /// [`Error::InvalidConfig`](crate::Error) for a setting out of range;
+    /// [`Error::InvalidPath`](crate::Error) for a directory; `NotFound` when there is no
+    /// stash and creating is off; `NotADatabase`, `ForeignDatabase`, `UnsupportedFormat`,
+    /// `LayoutMismatch` or `SettingMismatch` for a file that is not a stash this handle
+    /// can open (the file is left untouched); `JournalUnsupported` when the file system
+    /// cannot give the durability its journal; `Locked` when another handle has it open;
+    /// `Io` or `Database` when the file cannot be created or read.
     pub fn open(self, path: impl AsRef<Path>) -> Result<Stash> {
-        self.validate()?;
-        let path = path.as_ref().to_path_buf();
-        check_path(&path)?;
-        let lock = lock::acquire(&path)?;
-        let (conn, schema, recovery) = self.prepare(&path)?;
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(self.threads)
-            .thread_name(|i| format!("objstash-worker-{i}"))
-            .build()
-            .map_err(|e| {
-                Error::config(format!("cannot start {} worker threads: {e}", self.threads))
-            })?;
-        Stash::start(crate::stash::Parts {
-            path,
-            conn,
-            schema,
-            durability: self.durability,
-            level: self.level,
-            codec: self.codec,
-            sample_bytes: self.sample_bytes,
-            batch_size: self.batch_size,
-            capacity: self.channel_capacity,
-            read_mmap: self.read_mmap,
-            pool,
-            recovery,
-            lock,
-        })
+        open::open(&self.options, path.as_ref())
     }
-
-    fn validate(&self) -> Result<()> {
-        if self.level > codec::MAX_LEVEL {
-            return Err(Error::config(format!(
-                "compression level {} is out of range: use 0 to {}",
-                self.level,
-                codec::MAX_LEVEL
-            )));
-        }
-        for (name, value) in [
-            ("dictionary sample", self.sample_bytes),
-            ("batch size", self.batch_size),
-            ("channel capacity", self.channel_capacity),
-            ("thread count", self.threads),
-        ] {
-            if value == 0 {
-                return Err(Error::config(format!("the {name} must be at least 1")));
-            }
-        }
-        if self.threads > 1024 {
-            return Err(Error::config(format!(
-                "{} threads is too many: use at most 1024",
-                self.threads
-            )));
-        }
-        Ok(())
-    }
-
-    /// Opens the writer connection on a recognised, recovered, configured stash.
-    fn prepare(&self, path: &Path) -> Result<(Connection, Schema, Option<RecoveryReport>)> {
-        let statements = Schema::new(Layout::Bucketed).statement_count();
-        let header = schema::read_header(path)?;
-        let conn = open_connection(path, false, statements)?;
-        let header = match header {
-            Some(header) if header.application_id == APPLICATION_ID => header,
-            Some(header) if header.application_id != 0 => {
-                return Err(Error::ForeignDatabase { path: path.to_path_buf() });
-            }
-            // An empty file, or a SQLite database without an application id: a new stash
-            // if it holds nothing, someone else's database if it holds anything.
-            _ => {
-                let objects = schema::schema_object_count(&conn)
-                    .map_err(|e| open_error(path, "reading its schema", e))?;
-                if objects > 0 {
-                    return Err(Error::ForeignDatabase { path: path.to_path_buf() });
-                }
-                let layout = self.layout.unwrap_or_default();
-                let schema = Schema::new(layout);
-                conn.pragma_update(None, "page_size", schema::PAGE_SIZE)
-                    .context(|| format!("setting the page size of {}", path.display()))?;
-                schema.create(&conn)?;
-                return Ok((self.configure(conn, path)?, schema, None));
-            }
-        };
-        if header.user_version > FORMAT_VERSION {
-            return Err(Error::UnsupportedFormat {
-                path: path.to_path_buf(),
-                found: header.user_version,
-                supported: FORMAT_VERSION,
-            });
-        }
-        // A stash damaged by a crash in mid-commit may not even list its schema; that is a
-        // case for recovery, not an error, once the header says the file is ours.
-        let damage = match schema::schema_object_count(&conn) {
-            Ok(_) => None,
-            Err(e) if is_corruption(&e) => Some(format!("its schema cannot be read: {e}")),
-            Err(e) => return Err(open_error(path, "reading its schema", e)),
-        };
-        let recorded = match (schema::read_state(&conn), schema::read_layout(&conn)) {
-            _ if damage.is_some() => None,
-            (Ok(state), Ok(Some(layout))) => Some((state, layout)),
-            (Err(Error::Database { .. }), _) | (_, Err(Error::Database { .. })) | (_, Ok(None)) => {
-                None
-            }
-            (Err(e), _) | (_, Err(e)) => return Err(e),
-        };
-        let layout = recorded.map(|(_, layout)| layout);
-        if let (Some(requested), Some(stored)) = (self.layout, layout)
-            && requested != stored
-        {
-            return Err(Error::LayoutMismatch { path: path.to_path_buf(), stored, requested });
-        }
-        let problem = match recorded {
-            None => Some(damage.unwrap_or_else(|| "its meta table cannot be read".to_string())),
-            Some((State::OpenFast, _)) => recovery::check(&conn),
-            Some(_) => None,
-        };
-        let unclean = matches!(recorded, Some((State::OpenFast, _)));
-        let (conn, report) = match problem {
-            Some(problem) => {
-                drop(conn);
-                let report = recovery::salvage(path, layout.or(self.layout), problem)?;
-                (open_connection(path, false, statements)?, Some(report))
-            }
-            None if unclean => {
-                let totals =
-                    schema::recount_totals(&conn, &Schema::new(layout.unwrap_or_default()))?;
-                log::warn!(
-                    "objstash: {} was not closed cleanly; the file checked sound and holds {} objects",
-                    path.display(),
-                    totals.objects
-                );
-                (conn, Some(RecoveryReport::sound(totals.objects)))
-            }
-            None => (conn, None),
-        };
-        let layout = schema::read_layout(&conn)?.unwrap_or_default();
-        Ok((self.configure(conn, path)?, Schema::new(layout), report))
-    }
-
-    /// Applies the durability pragmas and marks the stash open.
-    fn configure(&self, conn: Connection, path: &Path) -> Result<Connection> {
-        let (journal, synchronous) = self.durability.pragmas();
-        let mode: String = conn
-            .pragma_update_and_check(None, "journal_mode", journal, |r| r.get(0))
-            .map_err(|e| open_error(path, "setting the journal mode", e))?;
-        if !mode.eq_ignore_ascii_case(journal) {
-            return Err(Error::InvalidPath {
-                path: path.to_path_buf(),
-                reason: format!(
-                    "SQLite could not switch it to journal_mode {journal} (it stays {mode}); \
-                     {} durability needs a file system that supports it",
-                    self.durability
-                ),
-            });
-        }
-        conn.pragma_update(None, "synchronous", synchronous)
-            .and_then(|()| conn.pragma_update(None, "temp_store", "MEMORY"))
-            // Zeroed deleted content keeps salvage's page scan from resurrecting removed
-            // objects; removes are rare in a cache, so the extra writes are too.
-            .and_then(|()| conn.pragma_update(None, "secure_delete", "ON"))
-            .context(|| format!("configuring {}", path.display()))?;
-        let state = match self.durability {
-            Durability::Fast => State::OpenFast,
-            Durability::Safe => State::OpenSafe,
-        };
-        schema::write_state(&conn, state)?;
-        Ok(conn)
-    }
-}
-
-/// Rejects a directory and creates a missing parent directory.
-fn check_path(path: &Path) -> Result<()> {
-    if path.as_os_str().is_empty() {
-        return Err(Error::InvalidPath {
-            path: PathBuf::new(),
-            reason: "the path is empty".to_string(),
-        });
-    }
-    if path.is_dir() {
-        return Err(Error::InvalidPath {
-            path: path.to_path_buf(),
-            reason: "it is a directory; give the path of a file, e.g. DIR/objects.db".to_string(),
-        });
-    }
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| Error::io(format!("creating directory {}", parent.display()), e))?;
-    }
-    Ok(())
-}
-
-/// Whether SQLite found the file damaged.
-fn is_corruption(e: &rusqlite::Error) -> bool {
-    matches!(sqlite_code(e), Some(rusqlite::ErrorCode::DatabaseCorrupt))
 }

@@ -10,6 +10,8 @@
 use std::cell::RefCell;
 
 use crate::dict::{self, Dictionaries, Dictionary};
+use crate::error::{Error, Result};
+use crate::key::Key;
 use flate2::{Compress, Compression, Crc, Decompress, FlushCompress, FlushDecompress, Status};
 
 /// The largest compression level gzip knows.
@@ -40,7 +42,7 @@ thread_local! {
 }
 
 /// Gzips `raw` at `level` (0 to 9) with this thread's reusable compressor.
-pub fn compress(raw: &[u8], level: u32) -> Vec<u8> {
+pub(crate) fn compress(raw: &[u8], level: u32) -> Vec<u8> {
     let xfl = match level {
         9 => 2,
         0 | 1 => 4,
@@ -88,6 +90,24 @@ pub(crate) fn decode(stored: &[u8], raw_len: u64, dicts: &Dictionaries) -> Resul
     }
 }
 
+/// Decodes a stored row and checks that its bytes hash to `key`: the one gate every byte
+/// passes before a caller, `verify` or salvage trusts it.
+pub(crate) fn decode_checked(
+    key: &Key,
+    raw_len: i64,
+    stored: &[u8],
+    dicts: &Dictionaries,
+) -> Result<Vec<u8>> {
+    let raw_len = u64::try_from(raw_len)
+        .map_err(|_| Error::corrupt(*key, format!("its recorded length {raw_len} is negative")))?;
+    let raw = decode(stored, raw_len, dicts).map_err(|reason| Error::corrupt(*key, reason))?;
+    let actual = Key::of(&raw);
+    if actual != *key {
+        return Err(Error::corrupt(*key, format!("its bytes hash to {actual}")));
+    }
+    Ok(raw)
+}
+
 /// Compresses `raw` with `dict` if there is one, else gzips it at `level`.
 pub(crate) fn encode(raw: &[u8], level: u32, dict: Option<&Dictionary>) -> Vec<u8> {
     match dict {
@@ -100,7 +120,7 @@ pub(crate) fn encode(raw: &[u8], level: u32, dict: Option<&Dictionary>) -> Vec<u
 ///
 /// The gzip CRC is not checked: every caller checks the blake3 hash of the result, which
 /// catches everything the CRC would.
-pub fn decompress(stored: &[u8], raw_len: u64) -> Result<Vec<u8>, String> {
+pub(crate) fn decompress(stored: &[u8], raw_len: u64) -> Result<Vec<u8>, String> {
     let body = skip_header(stored)?;
     let raw_len = usize::try_from(raw_len).map_err(|_| "recorded length does not fit memory")?;
     if raw_len > stored.len().saturating_mul(MAX_DEFLATE_RATIO).saturating_add(1024) {

@@ -22,6 +22,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use zstd::zstd_safe::{self, CCtx, CDict, DCtx, DDict};
 
 use crate::error::{DbContext, Result};
+use crate::parse::ParseSettingError;
 
 /// The zstd level rows are written at. Measured on 200,000 Speckle objects with a 64 KiB
 /// dictionary (notes/compression.md): level 1 was both the fastest and the smallest
@@ -75,13 +76,14 @@ impl std::fmt::Display for Codec {
 }
 
 impl std::str::FromStr for Codec {
-    type Err = String;
+    type Err = ParseSettingError;
 
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
+    /// Parses `gzip` or `zstd-dict` (also `zstd`).
+    fn from_str(s: &str) -> std::result::Result<Self, ParseSettingError> {
         match s {
             "gzip" => Ok(Codec::Gzip),
             "zstd-dict" | "zstd" => Ok(Codec::ZstdDict),
-            other => Err(format!("unknown codec {other:?}: expected gzip or zstd-dict")),
+            other => Err(ParseSettingError::new("codec", other, "gzip or zstd-dict")),
         }
     }
 }

@@ -6,6 +6,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::parse::ParseSettingError;
+
 /// What a stash promises about acknowledged writes when the process or machine stops.
 ///
 /// See the crate documentation's *Durability* section for the exact promises.
@@ -48,14 +50,14 @@ impl fmt::Display for Durability {
 }
 
 impl FromStr for Durability {
-    type Err = String;
+    type Err = ParseSettingError;
 
     /// Parses `fast` or `safe`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "fast" => Ok(Durability::Fast),
             "safe" => Ok(Durability::Safe),
-            other => Err(format!("unknown durability {other:?}: use fast or safe")),
+            other => Err(ParseSettingError::new("durability", other, "fast or safe")),
         }
     }
 }

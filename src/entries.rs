@@ -5,15 +5,14 @@
 
 use std::collections::VecDeque;
 
-use rusqlite::params;
-
-use crate::error::{DbContext, Error, Result};
+use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::readers::Readers;
+use crate::scan;
 use crate::schema::Schema;
 
 /// Rows read per query.
-const CHUNK: i64 = 1_024;
+const CHUNK: usize = 1_024;
 
 /// One stored object, as listed by [`Stash::entries`](crate::Stash::entries).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,45 +46,26 @@ impl<'a> Entries<'a> {
         while self.table < self.schema.tables.len() {
             let table = &self.schema.tables[self.table];
             let reader = self.readers.checkout()?;
-            let mut stmt =
-                reader.prepare_cached(&table.list).context(|| format!("listing {}", table.name))?;
-            let rows = stmt
-                .query_map(params![self.after, CHUNK], |r| {
-                    Ok((
-                        r.get::<_, i64>(0)?,
-                        r.get::<_, Vec<u8>>(1)?,
-                        r.get::<_, i64>(2)?,
-                        r.get::<_, i64>(3)?,
-                    ))
-                })
-                .context(|| format!("listing {}", table.name))?;
+            let rows = scan::chunk(&reader, &table.list, self.after, CHUNK).map_err(|e| {
+                e.into_error(format!("listing {} after row {}", table.name, self.after))
+            })?;
             for row in rows {
-                let (rowid, key, raw, stored) =
-                    row.context(|| format!("listing {}", table.name))?;
-                if rowid <= self.after {
-                    // A damaged b-tree led the cursor back; going on would loop forever.
-                    return Err(Error::db(
-                        format!(
-                            "listing {}: row {rowid} came after row {}",
-                            table.name, self.after
-                        ),
-                        rusqlite::Error::SqliteFailure(
-                            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
-                            None,
-                        ),
-                    ));
-                }
-                self.after = rowid;
-                let key = Key::from_slice(&key).ok_or_else(|| {
+                self.after = row.rowid;
+                let key = row.key().ok_or_else(|| {
                     Error::corrupt(
-                        Key::of(&key),
-                        format!("row {rowid} of {} has a {}-byte key", table.name, key.len()),
+                        Key::of(&row.key),
+                        format!(
+                            "row {} of {} has a {}-byte key",
+                            row.rowid,
+                            table.name,
+                            row.key.len()
+                        ),
                     )
                 })?;
                 self.buffer.push_back(Entry {
                     key,
-                    raw_bytes: raw.max(0) as u64,
-                    stored_bytes: stored.max(0) as u64,
+                    raw_bytes: row.raw_len.max(0) as u64,
+                    stored_bytes: row.stored_len,
                 });
             }
             if !self.buffer.is_empty() {

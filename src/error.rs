@@ -5,6 +5,7 @@
 //! operation they happened in, so a message read in a log is enough to act on.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use crate::key::Key;
 use crate::layout::Layout;
@@ -23,6 +24,17 @@ pub enum Error {
     InvalidConfig {
         /// What is wrong and what is allowed.
         reason: String,
+    },
+
+    /// There is no stash at the path, and the open was not allowed to create one.
+    #[error(
+        "there is no stash at {}: check the path, or create one with a command that saves \
+         (put, import)",
+        path.display()
+    )]
+    NotFound {
+        /// The path given to `open`.
+        path: PathBuf,
     },
 
     /// The path cannot hold a stash (a directory, say).
@@ -86,6 +98,60 @@ pub enum Error {
         requested: Layout,
     },
 
+    /// The builder asked for a durability or codec other than the one the stash records.
+    #[error(
+        "{} records {setting} {stored} and was opened asking for {requested}: leave the \
+         {setting} unset to use the recorded one, or change it deliberately with \
+         StashBuilder::reconfigure (command line: objstash config {setting} {requested})",
+        path.display()
+    )]
+    SettingMismatch {
+        /// The file.
+        path: PathBuf,
+        /// Which setting: `durability` or `codec`.
+        setting: &'static str,
+        /// The value recorded in the stash.
+        stored: String,
+        /// The value the builder asked for.
+        requested: String,
+    },
+
+    /// The file system under the stash cannot give the journal its durability needs.
+    #[error(
+        "{} cannot use journal_mode {wanted} (SQLite left it {found}): {durability} durability \
+         needs a file system that supports it; move the stash or choose the other durability",
+        path.display()
+    )]
+    JournalUnsupported {
+        /// The file.
+        path: PathBuf,
+        /// The journal mode the durability needs.
+        wanted: &'static str,
+        /// The journal mode SQLite kept.
+        found: String,
+        /// The durability asked for.
+        durability: crate::durability::Durability,
+    },
+
+    /// An object is larger than the stash accepts; nothing of it was stored.
+    #[error(
+        "an object of {size} bytes is larger than this stash's limit of {limit} bytes; \
+         split it, or raise the limit with StashBuilder::max_object_size"
+    )]
+    TooLarge {
+        /// The object's size.
+        size: u64,
+        /// The largest object the stash accepts.
+        limit: u64,
+    },
+
+    /// A dictionary could not be trained ([`Codec::ZstdDict`](crate::Codec)).
+    #[error("cannot train a dictionary: {reason}")]
+    Training {
+        /// Why not.
+        reason: String,
+    },
+
     /// Another process (or another handle in this one) has the stash open.
     #[error(
         "{} is open in another process or handle; close that one first (one handle per \
@@ -117,6 +183,18 @@ pub enum Error {
     )]
     WriterStopped {
         /// Why the writer stopped.
+        reason: String,
+        /// The error that stopped it, when there was one (SQLite's, say).
+        #[source]
+        source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
+    },
+
+    /// The database file is damaged beyond single objects (a B-tree a scan cannot follow).
+    #[error("{context}: the file is damaged ({reason}); run verify, then repair")]
+    Damaged {
+        /// What was being done, with the table.
+        context: String,
+        /// What was found.
         reason: String,
     },
 
@@ -167,6 +245,10 @@ impl Error {
 
     pub(crate) fn config(reason: impl Into<String>) -> Self {
         Error::InvalidConfig { reason: reason.into() }
+    }
+
+    pub(crate) fn training(reason: impl Into<String>) -> Self {
+        Error::Training { reason: reason.into() }
     }
 }
 

@@ -8,6 +8,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::key::Key;
+use crate::parse::ParseSettingError;
 
 /// How objects are spread over tables.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -62,14 +63,14 @@ impl fmt::Display for Layout {
 }
 
 impl FromStr for Layout {
-    type Err = String;
+    type Err = ParseSettingError;
 
     /// Parses `single` or `bucketed`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "single" => Ok(Layout::Single),
             "bucketed" => Ok(Layout::Bucketed),
-            other => Err(format!("unknown layout {other:?}: use single or bucketed")),
+            other => Err(ParseSettingError::new("layout", other, "single or bucketed")),
         }
     }
 }

@@ -61,22 +61,32 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+// The public handle and its capabilities.
 mod builder;
-mod codec;
+mod open;
+mod stash;
+
+// Values users name: keys, settings, reports, errors.
 mod dict;
 mod durability;
 mod entries;
 mod error;
 mod key;
 mod layout;
+mod parse;
+mod recovery;
+mod repair;
+mod stats;
+
+// Storage internals.
+mod codec;
+mod files;
 mod lock;
 mod pagescan;
 mod pending;
 mod readers;
-mod recovery;
+mod scan;
 mod schema;
-mod stash;
-mod stats;
 mod writer;
 
 pub use crate::builder::StashBuilder;
@@ -86,55 +96,8 @@ pub use crate::entries::{Entries, Entry};
 pub use crate::error::{Error, Result};
 pub use crate::key::{Key, ParseKeyError};
 pub use crate::layout::Layout;
-pub use crate::recovery::{RecoveryReport, repair};
+pub use crate::parse::ParseSettingError;
+pub use crate::recovery::{RecoveryReport, Trigger};
+pub use crate::repair::repair;
 pub use crate::stash::Stash;
-pub use crate::stats::{Stats, VerifyReport, human};
-
-/// The codec the stash uses, for benchmarks that measure it as a baseline beside the
-/// store. Not part of the stable API.
-#[doc(hidden)]
-pub mod bench {
-    pub use crate::codec::{compress, decompress};
-
-    /// A zstd dictionary trained on samples, to size and time the `ZstdDict` codec
-    /// outside a stash (the size reports of the examples).
-    pub struct ZstdDict(crate::dict::Dictionary);
-
-    impl ZstdDict {
-        /// Trains a dictionary as a stash does on its first objects.
-        ///
-        /// # Errors
-        /// When the samples are too few or zstd's trainer fails.
-        pub fn train<S: AsRef<[u8]>>(samples: &[S]) -> Result<Self, String> {
-            crate::dict::Dictionary::train(samples).map(ZstdDict)
-        }
-
-        /// The stored form of `raw`, as a stash with this dictionary writes it.
-        #[must_use]
-        pub fn compress(&self, raw: &[u8]) -> Vec<u8> {
-            self.0.compress(raw)
-        }
-
-        /// The dictionary's size in bytes.
-        #[must_use]
-        pub fn len(&self) -> usize {
-            self.0.bytes.len()
-        }
-
-        /// Whether the dictionary is empty (never, for a trained one).
-        #[must_use]
-        pub fn is_empty(&self) -> bool {
-            self.0.bytes.is_empty()
-        }
-    }
-
-    /// The most rows the writer puts in one fast-mode transaction so that the key-index
-    /// pages they are expected to change fit its in-memory journal budget.
-    #[must_use]
-    pub fn journal_bounded_rows(batch_size: usize, objects: u64, page_size: u64) -> usize {
-        crate::writer::journal_bounded_rows(batch_size, objects, page_size)
-    }
-
-    /// Bytes of objects a stash samples to train its dictionary, by default.
-    pub const DICTIONARY_SAMPLE_BYTES: usize = crate::dict::SAMPLE_BYTES;
-}
+pub use crate::stats::{Stats, VerifyReport};

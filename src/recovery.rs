@@ -6,7 +6,7 @@
 //! `PRAGMA integrity_check`. A damaged file is salvaged: every row that can still be read is
 //! decompressed and hash-checked, the ones that verify go into a fresh stash built beside
 //! the damaged one, and the fresh file atomically replaces it. The damaged file is kept
-//! under another name, never deleted. A kill at any point of this leaves either the damaged
+//! under another name whenever objects were or may have been lost. A kill at any point of this leaves either the damaged
 //! file in place (and the next open salvages again) or the finished new one.
 
 use std::collections::{BTreeSet, HashSet};
@@ -19,10 +19,12 @@ use rusqlite::{Connection, OpenFlags, params};
 use crate::codec;
 use crate::dict::Dictionaries;
 use crate::error::{DbContext, Error, Result};
+use crate::files::{JOURNALS, sibling};
 use crate::key::Key;
 use crate::layout::Layout;
 use crate::pagescan;
 use crate::readers::open_connection;
+use crate::scan::{self, Columns, ScannedRow};
 use crate::schema::{self, Schema};
 
 /// Rows read per query while salvaging; each query restarts past damage.
@@ -30,32 +32,48 @@ const CHUNK: usize = 512;
 /// Rows inserted per transaction into the new file.
 const INSERT_BATCH: usize = 10_000;
 
-/// What an open found and did after the previous fast-mode session ended without closing.
+/// Why a stash was checked and, if need be, rebuilt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Trigger {
+    /// An open found that the previous fast-mode session did not close.
+    UncleanShutdown,
+    /// [`repair`](crate::repair) was called.
+    Repair,
+}
+
+/// What a check of a stash found, and what rebuilding it kept and lost: after an open
+/// found the previous fast-mode session did not close, or after [`repair`](crate::repair).
 ///
 /// Writes that session had not committed are gone whatever the report says; `flush`
 /// acknowledgements are what [`Durability::Safe`](crate::Durability::Safe) makes durable.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RecoveryReport {
-    /// What the check found wrong with the file; `None` when it checked sound and was kept.
+    /// Why the stash was checked.
+    pub trigger: Trigger,
+    /// What the check found wrong with the file; `None` when it checked sound and was kept
+    /// as it was.
     pub problem: Option<String>,
-    /// Objects that verified and were carried into the new file.
+    /// Objects in the stash after the check: all of them when it was sound, else those that
+    /// verified and were carried into the new file.
     pub recovered: u64,
     /// Rows that were read but failed to decompress or to match their key; they are gone.
     /// A row whose key bytes are damaged can be read twice under different keys (once
     /// through SQLite, once from its page), so this can exceed the rows really lost.
     pub dropped: u64,
-    /// Objects the damaged file's totals claimed, when they could be read: comparing with
-    /// `recovered` bounds what was lost.
+    /// Objects the damaged file's totals claimed, when they could be read: see
+    /// [`RecoveryReport::lost`].
     pub claimed: Option<u64>,
-    /// Where the damaged file was kept, when it was replaced.
+    /// Where the damaged file was kept: only when objects were or may have been lost.
     pub damaged_copy: Option<PathBuf>,
 }
 
 impl RecoveryReport {
-    /// The report of an unclean shutdown that left the file sound.
-    pub(crate) fn sound(objects: u64) -> Self {
+    /// The report of a check that found the file sound.
+    pub(crate) fn sound(trigger: Trigger, objects: u64) -> Self {
         RecoveryReport {
+            trigger,
             problem: None,
             recovered: objects,
             dropped: 0,
@@ -63,54 +81,57 @@ impl RecoveryReport {
             damaged_copy: None,
         }
     }
+
+    /// Objects the stash recorded before the damage that are not in it now, when the old
+    /// totals could be read.
+    #[must_use]
+    pub fn lost(&self) -> Option<u64> {
+        self.claimed.map(|claimed| claimed.saturating_sub(self.recovered))
+    }
+
+    /// Whether the stash was rebuilt and objects were, or may have been, lost: rows
+    /// dropped, objects missing against the old totals, or old totals that could not be
+    /// read. This is the news a user must always get.
+    #[must_use]
+    pub fn lost_objects(&self) -> bool {
+        self.problem.is_some() && (self.dropped > 0 || self.lost().is_none_or(|lost| lost > 0))
+    }
 }
 
 impl std::fmt::Display for RecoveryReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let Some(problem) = &self.problem else {
-            return write!(
-                f,
-                "the stash was not closed cleanly; it checked sound and holds {} objects",
-                self.recovered
-            );
+            return match self.trigger {
+                Trigger::UncleanShutdown => write!(
+                    f,
+                    "the stash was not closed cleanly; it checked sound and holds {} objects",
+                    self.recovered
+                ),
+                Trigger::Repair => write!(
+                    f,
+                    "the stash checked sound ({} objects, all intact): nothing to repair",
+                    self.recovered
+                ),
+            };
         };
-        write!(
-            f,
-            "recovered a damaged stash ({problem}): {} objects kept, {} corrupt rows dropped",
-            self.recovered, self.dropped
-        )?;
-        if let Some(claimed) = self.claimed {
-            write!(f, ", {claimed} objects recorded before the crash")?;
+        write!(f, "rebuilt a damaged stash ({problem}): kept {} objects", self.recovered)?;
+        match self.lost() {
+            Some(0) => write!(f, ", all it recorded")?,
+            Some(lost) => write!(
+                f,
+                " of the {} it recorded: {lost} objects are lost",
+                self.claimed.unwrap_or_default()
+            )?,
+            None => write!(f, "; what it held before is unknown, so objects may be lost")?,
         }
-        if let Some(copy) = &self.damaged_copy {
-            write!(f, "; the damaged file is kept at {}", copy.display())?;
+        if self.dropped > 0 {
+            write!(f, "; {} damaged rows dropped", self.dropped)?;
         }
-        Ok(())
-    }
-}
-
-/// Rebuilds the closed stash at `path` from every object that still verifies, keeping the
-/// old file aside: what to do when [`Stash::verify`](crate::Stash::verify) reports
-/// problems. The stash must not be open.
-///
-/// # Errors
-/// [`Error::Locked`] if the stash is open; [`Error::InvalidPath`] if there is no stash at
-/// `path`; [`Error::ForeignDatabase`] or [`Error::NotADatabase`] for other files;
-/// [`Error::Io`] or [`Error::Database`] if the new file cannot be written.
-pub fn repair(path: impl AsRef<Path>) -> Result<RecoveryReport> {
-    let path = path.as_ref();
-    match schema::read_header(path)? {
-        Some(header) if header.application_id == schema::APPLICATION_ID => {}
-        Some(_) => return Err(Error::ForeignDatabase { path: path.to_path_buf() }),
-        None => {
-            return Err(Error::InvalidPath {
-                path: path.to_path_buf(),
-                reason: "there is no stash there to repair".to_string(),
-            });
+        match &self.damaged_copy {
+            Some(copy) => write!(f, "; the damaged file is kept at {}", copy.display()),
+            None => write!(f, "; nothing was lost, so the old file was not kept"),
         }
     }
-    let _lock = crate::lock::acquire(path)?;
-    salvage(path, None, "a repair was requested".to_string())
 }
 
 /// Runs SQLite's integrity check; `None` when the file is sound, else what is wrong.
@@ -131,6 +152,7 @@ pub(crate) fn check(conn: &Connection) -> Option<String> {
 pub(crate) fn salvage(
     path: &Path,
     layout_hint: Option<Layout>,
+    trigger: Trigger,
     problem: String,
 ) -> Result<RecoveryReport> {
     log::warn!("objstash: {} is damaged ({problem}); salvaging what verifies", path.display());
@@ -220,17 +242,25 @@ pub(crate) fn salvage(
         .and_then(|f| f.sync_all())
         .map_err(|e| Error::io(format!("syncing {}", fresh_path.display()), e))?;
 
-    let damaged_copy = keep_damaged(path)?;
-    fs::rename(&fresh_path, path)
-        .map_err(|e| Error::io(format!("moving the recovered stash onto {}", path.display()), e))?;
-    sync_dir(path);
-    let report = RecoveryReport {
+    let mut report = RecoveryReport {
+        trigger,
         problem: Some(problem),
         recovered,
         dropped,
         claimed,
-        damaged_copy: Some(damaged_copy),
+        damaged_copy: None,
     };
+    if report.lost_objects() {
+        report.damaged_copy = Some(keep_damaged(path)?);
+    } else {
+        // The old file's journals must not be applied to the new one.
+        for suffix in JOURNALS {
+            remove_if_present(&sibling(path, suffix))?;
+        }
+    }
+    fs::rename(&fresh_path, path)
+        .map_err(|e| Error::io(format!("moving the recovered stash onto {}", path.display()), e))?;
+    sync_dir(path);
     log::warn!("objstash: {report}");
     Ok(report)
 }
@@ -274,9 +304,7 @@ impl Salvager<'_> {
         let end = max.into_iter().chain(listed.last().copied()).max().unwrap_or(0);
 
         let mut done = HashSet::new();
-        let forward = format!(
-            "SELECT rowid, key, raw_len, data FROM {table} WHERE rowid > ?1 ORDER BY rowid LIMIT {CHUNK}"
-        );
+        let forward = scan::chunk_sql(table, Columns::Values);
         let (mut after, mut skip) = (0i64, 1i64);
         while after < end {
             match self.rows(damaged, &forward, after, &mut done) {
@@ -290,14 +318,18 @@ impl Salvager<'_> {
             self.write_if_full()?;
         }
         let backward = format!(
-            "SELECT rowid, key, raw_len, data FROM {table} WHERE rowid < ?1 ORDER BY rowid DESC LIMIT {CHUNK}"
+            "SELECT rowid, key, raw_len, length(data), data FROM {table} WHERE rowid < ?1 \
+             ORDER BY rowid DESC LIMIT ?2"
         );
         let mut before = end.saturating_add(1);
         while let Ok(Some((_, last))) = self.rows(damaged, &backward, before, &mut done) {
             before = last;
             self.write_if_full()?;
         }
-        let one = format!("SELECT rowid, key, raw_len, data FROM {table} WHERE rowid = ?1");
+        let one = format!(
+            "SELECT rowid, key, raw_len, length(data), data FROM {table} WHERE rowid = ?1 \
+             LIMIT ?2"
+        );
         for rowid in listed {
             if !done.contains(&rowid) {
                 let _ = self.rows(damaged, &one, rowid, &mut done);
@@ -317,19 +349,16 @@ impl Salvager<'_> {
         done: &mut HashSet<i64>,
     ) -> rusqlite::Result<Option<(i64, i64)>> {
         let mut stmt = damaged.prepare_cached(sql)?;
-        let mut rows = stmt.query([bound])?;
+        let mut rows = stmt.query(params![bound, CHUNK as i64])?;
         let mut span = None;
         while let Some(row) = rows.next()? {
-            let rowid = row.get::<_, i64>(0)?;
-            span = Some((span.map_or(rowid, |(first, _)| first), rowid));
-            if !done.insert(rowid) {
+            let row = ScannedRow::read(row)?;
+            span = Some((span.map_or(row.rowid, |(first, _)| first), row.rowid));
+            if !done.insert(row.rowid) {
                 continue;
             }
-            let key = row.get_ref(1)?.as_blob().ok().and_then(Key::from_slice);
-            let raw_len = row.get::<_, i64>(2).unwrap_or(-1);
-            let data = row.get_ref(3)?.as_blob().unwrap_or_default();
-            match key {
-                Some(key) => self.take(key, raw_len, data),
+            match row.key() {
+                Some(key) => self.take(key, row.raw_len, &row.data),
                 // A key of the wrong length: the row is gone, and there is no key to name.
                 None => self.dropped += 1,
             }
@@ -339,7 +368,7 @@ impl Salvager<'_> {
 
     /// Keeps a row that verifies; counts one that does not, once per key.
     fn take(&mut self, key: Key, raw_len: i64, data: &[u8]) {
-        if raw_len >= 0 && verifies(&key, raw_len as u64, data, self.dicts) {
+        if codec::decode_checked(&key, raw_len, data, self.dicts).is_ok() {
             self.rows.push((key, raw_len, data.to_vec()));
         } else if self.dropped_keys.insert(key) {
             self.dropped += 1;
@@ -382,10 +411,6 @@ impl Salvager<'_> {
     }
 }
 
-fn verifies(key: &Key, raw_len: u64, data: &[u8], dicts: &Dictionaries) -> bool {
-    codec::decode(data, raw_len, dicts).is_ok_and(|raw| Key::of(&raw) == *key)
-}
-
 /// The object tables of a damaged file: the layout's, or whatever its schema still names.
 fn object_tables(conn: &Connection, layout: Layout) -> Vec<String> {
     let listed: rusqlite::Result<Vec<String>> = (|| {
@@ -420,7 +445,7 @@ fn keep_damaged(path: &Path) -> Result<PathBuf> {
         fs::copy(path, &copy)
             .map_err(|e| Error::io(format!("keeping a copy of damaged {}", path.display()), e))?;
     }
-    for suffix in ["-wal", "-shm", "-journal"] {
+    for suffix in JOURNALS {
         let side = sibling(path, suffix);
         if side.exists() {
             fs::rename(&side, sibling(&copy, suffix))
@@ -430,14 +455,7 @@ fn keep_damaged(path: &Path) -> Result<PathBuf> {
     Ok(copy)
 }
 
-/// `path` with `suffix` appended to its file name.
-pub(crate) fn sibling(path: &Path, suffix: &str) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(suffix);
-    PathBuf::from(name)
-}
-
-fn remove_if_present(path: &Path) -> Result<()> {
+pub(crate) fn remove_if_present(path: &Path) -> Result<()> {
     match fs::remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
             Err(Error::io(format!("removing stale {}", path.display()), e))

@@ -2,7 +2,7 @@
 //!
 //! A stash is a SQLite file whose `application_id` is [`APPLICATION_ID`] and whose
 //! `user_version` is its format version. The `objstash_meta` table records the layout,
-//! whether the last writer closed cleanly, and running totals (objects, raw and stored
+//! its durability and codec, whether the last writer closed cleanly, and running totals (objects, raw and stored
 //! bytes) that the writer updates in the same transaction as the rows they count, so the
 //! size report costs one read instead of a scan. A stash that uses the zstd codec also has
 //! an `objstash_dicts` table (see `dict.rs`) and format version 2.
@@ -18,6 +18,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::{DbContext, Error, Result};
 use crate::layout::Layout;
+use crate::scan::{self, Columns};
 
 /// `PRAGMA application_id` of every stash: "obst" in ASCII.
 pub(crate) const APPLICATION_ID: i32 = 0x6f62_7374;
@@ -68,10 +69,10 @@ pub(crate) struct TableSql {
     pub select: String,
     pub exists: String,
     pub delete: String,
-    /// Rows after a rowid, in rowid order, for scans that must not hold a lock for long.
+    /// A chunk of rows with their values, for checking (see `scan.rs`).
     pub scan: String,
     pub totals: String,
-    /// Keys and sizes after a rowid, for listing.
+    /// A chunk of keys and sizes, for listing.
     pub list: String,
 }
 
@@ -82,14 +83,8 @@ impl TableSql {
             select: format!("SELECT raw_len, data FROM {name} WHERE key = ?1"),
             exists: format!("SELECT 1 FROM {name} WHERE key = ?1"),
             delete: format!("DELETE FROM {name} WHERE key = ?1 RETURNING raw_len, length(data)"),
-            scan: format!(
-                "SELECT rowid, key, raw_len, data FROM {name} WHERE rowid > ?1 ORDER BY rowid \
-                 LIMIT ?2"
-            ),
-            list: format!(
-                "SELECT rowid, key, raw_len, length(data) FROM {name} WHERE rowid > ?1 \
-                 ORDER BY rowid LIMIT ?2"
-            ),
+            scan: scan::chunk_sql(&name, Columns::Values),
+            list: scan::chunk_sql(&name, Columns::Sizes),
             totals: format!(
                 "SELECT count(*), coalesce(sum(raw_len), 0), coalesce(sum(length(data)), 0) \
                  FROM {name}"
@@ -148,8 +143,29 @@ impl Schema {
 
 /// Reads the layout recorded in a stash; `None` when the value is missing or unknown.
 pub(crate) fn read_layout(conn: &Connection) -> Result<Option<Layout>> {
-    let word: Option<String> = read_meta(conn, "layout")?;
+    read_setting(conn, "layout")
+}
+
+/// Reads a setting recorded in the meta table (`layout`, `durability`, `codec`); `None`
+/// when it is missing (a stash made before it was recorded) or a word this version does
+/// not know.
+pub(crate) fn read_setting<T: std::str::FromStr>(
+    conn: &Connection,
+    name: &str,
+) -> Result<Option<T>> {
+    let word: Option<String> = read_meta(conn, name)?;
     Ok(word.and_then(|w| w.parse().ok()))
+}
+
+/// Records a setting in the meta table. Older versions read the meta table by name, so a
+/// setting they do not know is no format change.
+pub(crate) fn write_setting(conn: &Connection, name: &str, value: &str) -> Result<()> {
+    conn.execute(
+        &format!("INSERT OR REPLACE INTO {META}(name, value) VALUES (?1, ?2)"),
+        [name, value],
+    )
+    .context(|| format!("recording the stash's {name}"))?;
+    Ok(())
 }
 
 pub(crate) fn read_state(conn: &Connection) -> Result<State> {

@@ -5,6 +5,7 @@
 
 use std::fmt;
 
+use crate::dict::Codec;
 use crate::durability::Durability;
 use crate::key::Key;
 use crate::layout::Layout;
@@ -23,8 +24,10 @@ pub struct Stats {
     pub file_bytes: u64,
     /// How objects are spread over tables.
     pub layout: Layout,
-    /// The durability of this handle.
+    /// The durability the stash records.
     pub durability: Durability,
+    /// The codec of new objects, as the stash records it.
+    pub codec: Codec,
     /// Zstd dictionaries stored (see [`Codec::ZstdDict`](crate::Codec)); 0 for a gzip stash.
     pub dictionaries: usize,
 }
@@ -80,7 +83,7 @@ impl fmt::Display for Stats {
             "overhead           {:>16.0}  B/object on disk beyond the stored bytes",
             self.overhead_per_object()
         )?;
-        write!(f, "layout {}, durability {}", self.layout, self.durability)?;
+        write!(f, "layout {}, durability {}, codec {}", self.layout, self.durability, self.codec)?;
         if self.dictionaries > 0 {
             write!(f, ", {} zstd dictionaries", self.dictionaries)?;
         }
@@ -149,7 +152,7 @@ pub(crate) fn ratio(raw: u64, stored: u64) -> f64 {
 }
 
 /// Bytes in binary units with one decimal: `1.5 MiB`.
-pub fn human(bytes: u64) -> String {
+fn human(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut value = bytes as f64;
     let mut unit = 0;
@@ -181,12 +184,16 @@ mod tests {
             file_bytes: 8192,
             layout: Layout::Bucketed,
             durability: Durability::Safe,
+            codec: Codec::ZstdDict,
             dictionaries: 1,
         };
         assert_eq!(stats.compression_ratio(), 3.0);
         assert_eq!(stats.overhead_per_object(), 3596.0);
         let text = stats.to_string();
         assert!(text.contains("compression ratio              3.00"), "{text}");
-        assert!(text.contains("layout bucketed, durability safe, 1 zstd dictionaries"), "{text}");
+        assert!(
+            text.contains("layout bucketed, durability safe, codec zstd-dict, 1 zstd dictionaries"),
+            "{text}"
+        );
     }
 }

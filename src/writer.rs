@@ -43,14 +43,46 @@ const INDEX_ENTRY_BYTES: f64 = 48.0;
 /// How full index pages are after random inserts (B-trees settle near ln 2).
 const INDEX_PAGE_FILL: f64 = 0.7;
 
+/// Why the writer stopped: words for the user and, when there was one, the error behind it.
+#[derive(Clone, Debug)]
+pub(crate) struct Stop {
+    reason: String,
+    cause: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+impl Stop {
+    fn new(reason: impl Into<String>) -> Self {
+        Stop { reason: reason.into(), cause: None }
+    }
+
+    /// A failed SQLite call, described for the user and kept as the cause.
+    fn sqlite(what: &str, e: rusqlite::Error) -> Self {
+        Stop { reason: describe(what, &e), cause: Some(Arc::new(e)) }
+    }
+
+    /// The error a caller gets.
+    pub(crate) fn into_error(self) -> Error {
+        Error::WriterStopped { reason: self.reason, source: self.cause }
+    }
+}
+
+impl From<Error> for Stop {
+    fn from(e: Error) -> Self {
+        Stop { reason: e.to_string(), cause: Some(Arc::new(e)) }
+    }
+}
+
+/// The answer to a caller waiting on the writer.
+pub(crate) type Ack<T> = Sender<Result<T, Stop>>;
+
 /// What producers send to the writer.
 pub(crate) enum Message {
     /// Store a row (already in [`Pending`]).
     Save(Row),
-    /// Delete a key; answers whether it was stored.
-    Remove(Key, Sender<Result<bool, String>>),
+    /// Delete keys in one transaction; answers whether each was stored.
+    Remove(Vec<Key>, Ack<Vec<bool>>),
     /// Commit everything sent before; answers once it is committed.
-    Flush(Sender<Result<(), String>>),
+    Flush(Ack<()>),
     /// Store a newly trained dictionary (trained on this many samples) before any row
     /// compressed with it, which can only arrive after this message.
     Dictionary(Arc<Dictionary>, usize),
@@ -61,7 +93,7 @@ pub(crate) enum Message {
 pub(crate) struct Shared {
     pub pending: Pending,
     pub schema: Schema,
-    stopped: Mutex<Option<String>>,
+    stopped: Mutex<Option<Stop>>,
 }
 
 impl Shared {
@@ -70,20 +102,19 @@ impl Shared {
     }
 
     /// Why the writer stopped, if it did.
-    pub(crate) fn stopped(&self) -> Option<String> {
+    pub(crate) fn stopped(&self) -> Option<Stop> {
         self.stopped.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The error for a write that finds the writer gone.
     pub(crate) fn stopped_error(&self) -> Error {
-        let reason = self.stopped().unwrap_or_else(|| "the stash is closing".to_string());
-        Error::WriterStopped { reason }
+        self.stopped().unwrap_or_else(|| Stop::new("the stash is closing")).into_error()
     }
 
-    fn stop(&self, reason: String) {
-        log::error!("objstash writer stopped: {reason}");
+    fn stop(&self, stop: Stop) {
+        log::error!("objstash writer stopped: {}", stop.reason);
         let mut stopped = self.stopped.lock().unwrap_or_else(|p| p.into_inner());
-        stopped.get_or_insert(reason);
+        stopped.get_or_insert(stop);
         drop(stopped);
         // Rows still pending will never be committed; reads must stop showing them.
         self.pending.clear();
@@ -96,7 +127,7 @@ struct PanicGuard<'a>(&'a Shared);
 impl Drop for PanicGuard<'_> {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            self.0.stop("the writer thread panicked".to_string());
+            self.0.stop(Stop::new("the writer thread panicked"));
         }
     }
 }
@@ -104,16 +135,16 @@ impl Drop for PanicGuard<'_> {
 /// One operation of a batch, in arrival order.
 enum Op {
     Save(Row),
-    Remove(Key, Sender<Result<bool, String>>),
+    Remove(Vec<Key>, Ack<Vec<bool>>),
     Dictionary(Arc<Dictionary>, usize),
 }
 
 #[derive(Default)]
 struct Batch {
     ops: Vec<Op>,
-    flushes: Vec<Sender<Result<(), String>>>,
-    /// Whether each remove found its key, in the order of the removes in `ops`.
-    removed: Vec<bool>,
+    flushes: Vec<Ack<()>>,
+    /// Whether each remove found its keys, in the order of the removes in `ops`.
+    removed: Vec<Vec<bool>>,
     /// How many of `ops` are written into the open transaction.
     written: usize,
     /// Whether the batch's transaction is open.
@@ -133,9 +164,10 @@ impl Batch {
                 self.ops.push(Op::Save(row));
                 self.rows >= batch_size || self.bytes >= MAX_BATCH_BYTES
             }
-            Message::Remove(key, ack) => {
-                self.ops.push(Op::Remove(key, ack));
-                false
+            // The caller waits for the commit, so there is nothing to linger for.
+            Message::Remove(keys, ack) => {
+                self.ops.push(Op::Remove(keys, ack));
+                true
             }
             Message::Flush(ack) => {
                 self.flushes.push(ack);
@@ -186,7 +218,7 @@ struct Writer {
 ///
 /// `b` random keys touch `P(1 - e^(-b/P))` of `P` index pages; solving for the budget gives
 /// the row count. Small stashes fit the budget whatever the batch.
-pub(crate) fn journal_bounded_rows(batch_size: usize, objects: u64, page_size: u64) -> usize {
+fn journal_bounded_rows(batch_size: usize, objects: u64, page_size: u64) -> usize {
     let page = page_size as f64;
     let pages = objects as f64 * INDEX_ENTRY_BYTES / (page * INDEX_PAGE_FILL) + 1.0;
     let budget = JOURNAL_BUDGET / page;
@@ -210,18 +242,18 @@ impl Writer {
             }
             let Ok(first) = first else { break };
             let mut batch = Batch::default();
-            if let Err(reason) = self.batch(&rx, first, &mut batch) {
+            if let Err(stop) = self.batch(&rx, first, &mut batch) {
                 if batch.open {
                     let _ = self.conn.execute_batch("ROLLBACK");
                 }
-                self.shared.stop(reason.clone());
+                self.shared.stop(stop.clone());
                 for op in batch.ops {
                     if let Op::Remove(_, ack) = op {
-                        let _ = ack.send(Err(reason.clone()));
+                        let _ = ack.send(Err(stop.clone()));
                     }
                 }
                 for ack in batch.flushes {
-                    let _ = ack.send(Err(reason.clone()));
+                    let _ = ack.send(Err(stop.clone()));
                 }
                 return;
             }
@@ -230,7 +262,7 @@ impl Writer {
                 match op {
                     Op::Save(row) => self.shared.pending.settle(&row),
                     Op::Remove(_, ack) => {
-                        let _ = ack.send(Ok(removed.next().unwrap_or(false)));
+                        let _ = ack.send(Ok(removed.next().unwrap_or_default()));
                     }
                     Op::Dictionary(..) => {}
                 }
@@ -291,7 +323,7 @@ impl Writer {
         rx: &Receiver<Message>,
         first: Message,
         batch: &mut Batch,
-    ) -> Result<(), String> {
+    ) -> Result<(), Stop> {
         let limit = if self.journal_in_memory {
             journal_bounded_rows(self.batch_size, self.objects, self.page_size)
         } else {
@@ -320,23 +352,22 @@ impl Writer {
             return Ok(());
         }
         let totals = &batch.totals;
-        schema::add_totals(&self.conn, totals.objects, totals.raw, totals.stored)
-            .map_err(|e| e.to_string())?;
-        self.conn.execute_batch("COMMIT").map_err(|e| describe("committing a batch", &e))?;
+        schema::add_totals(&self.conn, totals.objects, totals.raw, totals.stored)?;
+        self.conn.execute_batch("COMMIT").map_err(|e| Stop::sqlite("committing a batch", e))?;
         batch.open = false;
         self.objects = self.objects.saturating_add_signed(totals.objects);
         Ok(())
     }
 
     /// Writes the operations not yet written into the batch's transaction, opening it first.
-    fn write(&mut self, batch: &mut Batch) -> Result<(), String> {
+    fn write(&mut self, batch: &mut Batch) -> Result<(), Stop> {
         if batch.written == batch.ops.len() {
             return Ok(());
         }
         if !batch.open {
             self.conn
                 .execute_batch("BEGIN IMMEDIATE")
-                .map_err(|e| describe("starting a transaction", &e))?;
+                .map_err(|e| Stop::sqlite("starting a transaction", e))?;
             batch.open = true;
         }
         let Batch { ops, removed, totals, written, .. } = batch;
@@ -344,12 +375,17 @@ impl Writer {
         for op in &ops[*written..] {
             match op {
                 Op::Save(row) => run.push(row),
-                Op::Remove(key, _) => {
+                Op::Remove(keys, _) => {
                     self.insert(&mut run, totals)?;
-                    removed.push(self.delete(key, totals)?);
+                    let found = keys
+                        .iter()
+                        .map(|key| self.delete(key, totals))
+                        .collect::<Result<_, _>>()?;
+                    removed.push(found);
                 }
                 Op::Dictionary(dict, samples) => {
-                    dict::store(&self.conn, dict, *samples).map_err(|e| e.to_string())?;
+                    self.insert(&mut run, totals)?;
+                    dict::store(&self.conn, dict, *samples)?;
                 }
             }
         }
@@ -359,7 +395,7 @@ impl Writer {
     }
 
     /// Inserts a run of saves in key order, which keeps the key index's page accesses local.
-    fn insert(&self, run: &mut Vec<&Row>, totals: &mut Delta) -> Result<(), String> {
+    fn insert(&self, run: &mut Vec<&Row>, totals: &mut Delta) -> Result<(), Stop> {
         run.sort_unstable_by_key(|row| row.key);
         let schema = &self.shared.schema;
         for row in run.drain(..) {
@@ -367,10 +403,12 @@ impl Writer {
             let mut stmt = self
                 .conn
                 .prepare_cached(&table.insert)
-                .map_err(|e| describe("preparing an insert", &e))?;
+                .map_err(|e| Stop::sqlite("preparing an insert", e))?;
             let added = stmt
                 .execute(params![&row.key.as_bytes()[..], row.raw_len as i64, &row.data[..]])
-                .map_err(|e| describe(&format!("inserting {} into {}", row.key, table.name), &e))?;
+                .map_err(|e| {
+                    Stop::sqlite(&format!("inserting {} into {}", row.key, table.name), e)
+                })?;
             if added == 1 {
                 totals.objects += 1;
                 totals.raw += row.raw_len as i64;
@@ -380,20 +418,22 @@ impl Writer {
         Ok(())
     }
 
-    fn delete(&self, key: &Key, totals: &mut Delta) -> Result<bool, String> {
+    fn delete(&self, key: &Key, totals: &mut Delta) -> Result<bool, Stop> {
         let schema = &self.shared.schema;
         let table = &schema.tables[schema.layout.table_of(key)];
         let mut stmt = self
             .conn
             .prepare_cached(&table.delete)
-            .map_err(|e| describe("preparing a delete", &e))?;
+            .map_err(|e| Stop::sqlite("preparing a delete", e))?;
         let mut rows = stmt
             .query([&key.as_bytes()[..]])
-            .map_err(|e| describe(&format!("removing {key} from {}", table.name), &e))?;
+            .map_err(|e| Stop::sqlite(&format!("removing {key} from {}", table.name), e))?;
         let mut removed = false;
-        while let Some(row) = rows.next().map_err(|e| describe(&format!("removing {key}"), &e))? {
-            let raw: i64 = row.get(0).map_err(|e| describe("reading a removed row", &e))?;
-            let stored: i64 = row.get(1).map_err(|e| describe("reading a removed row", &e))?;
+        while let Some(row) =
+            rows.next().map_err(|e| Stop::sqlite(&format!("removing {key}"), e))?
+        {
+            let raw: i64 = row.get(0).map_err(|e| Stop::sqlite("reading a removed row", e))?;
+            let stored: i64 = row.get(1).map_err(|e| Stop::sqlite("reading a removed row", e))?;
             totals.objects -= 1;
             totals.raw -= raw;
             totals.stored -= stored;

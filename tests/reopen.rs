@@ -18,10 +18,11 @@ fn data_survives_close_and_reopen() -> TestResult {
                 stash.close()?;
                 keys
             };
-            // Reopen with defaults: the recorded layout is used; the other mode also works.
+            // Reopen with defaults: the recorded layout and durability are used; the other
+            // mode also reads everything once chosen deliberately.
             let other = if mode == Durability::Fast { Durability::Safe } else { Durability::Fast };
-            let stash = Stash::builder().durability(other).open(&path)?;
-            assert_eq!(stash.layout(), layout);
+            let stash = Stash::builder().durability(other).reconfigure(true).open(&path)?;
+            assert_eq!((stash.layout(), stash.durability()), (layout, other));
             assert!(stash.recovery().is_none(), "a clean close needs no recovery");
             assert_eq!(stash.len()?, 1_500);
             for (key, obj) in keys.iter().zip(&objs).step_by(7) {

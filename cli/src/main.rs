@@ -1,18 +1,22 @@
 //! `objstash`: the command line over the objstash library.
 //!
-//! A thin layer: argument parsing, progress and printing. Data goes to stdout, messages and
-//! progress to stderr. Exit codes: 0 success, 1 a key not found, corruption found or an
-//! operation failed, 2 a usage error (bad arguments, bad key, no database path).
+//! A thin layer: argument parsing, progress and printing; each group of commands has its
+//! module. Data goes to stdout, messages and progress to stderr. `--quiet` silences
+//! messages and progress, never errors and never news of lost data. Exit codes: 0 success,
+//! 1 a key not found, corruption found or an operation failed, 2 a usage error (bad
+//! arguments, bad key, no database path, a flag the command does not take).
 
-use std::io::{self, BufRead, IsTerminal, Read};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use indicatif::{ProgressBar, ProgressStyle};
-use objstash::{Codec, Durability, Key, Layout, Stash, human};
+use objstash::{Codec, Durability, Key, Layout, Stash};
 
+mod check;
+mod fetch;
+mod manage;
 mod output;
+mod store;
 
 use output::{Failure, Out};
 
@@ -30,20 +34,23 @@ struct Cli {
     /// The stash file (default: $OBJSTASH_DB).
     #[arg(long, global = true, value_name = "PATH")]
     db: Option<PathBuf>,
-    /// Table layout when creating a stash: single or bucketed.
+    /// Table layout of a new stash (put, import): single or bucketed. An existing stash
+    /// keeps its own; naming another is an error.
     #[arg(long, global = true)]
     layout: Option<Layout>,
-    /// Durability: fast or safe.
+    /// Durability of a new stash: fast or safe. An existing stash keeps the one it
+    /// records; naming another is an error (change it with `objstash config`).
     #[arg(long, global = true)]
     durability: Option<Durability>,
-    /// Codec of new objects: gzip (default) or zstd-dict (a dictionary trained on the
-    /// stash's first objects; smaller and faster for small objects).
+    /// Codec of a new stash: gzip (default) or zstd-dict (a dictionary trained on the
+    /// stash's first objects; smaller and faster for small objects). Recorded like the
+    /// durability.
     #[arg(long, global = true)]
     codec: Option<Codec>,
-    /// Machine-readable output (stats, verify, has, ls).
+    /// Machine-readable output (every command but get).
     #[arg(long, global = true)]
     json: bool,
-    /// Print no messages or progress, only data.
+    /// Print no messages or progress; errors and lost data are still reported.
     #[arg(long, short, global = true)]
     quiet: bool,
     #[command(subcommand)]
@@ -81,7 +88,9 @@ enum Command {
         after_help = "Example:\n  objstash --db cache.db missing < wanted.txt > to_fetch.txt"
     )]
     Missing,
-    /// Store every file under a directory, in parallel.
+    /// Store every regular file under a directory, in parallel. Symbolic links and special
+    /// files are not followed: each is named on stderr as skipped. A file that cannot be
+    /// read is reported and the others are still stored; the exit code is then 1.
     #[command(after_help = "Example:\n  objstash --db cache.db import ./objects")]
     Import {
         /// The directory to walk.
@@ -99,31 +108,59 @@ enum Command {
     /// Print the size report.
     #[command(after_help = "Example:\n  objstash --db cache.db stats --json")]
     Stats,
-    /// Check every object; exit 1 if anything is damaged.
+    /// Check every object; exit 1 if anything is damaged or the open had to salvage.
     #[command(after_help = "Example:\n  objstash --db cache.db verify")]
     Verify,
-    /// Rebuild the stash from every object that verifies; the old file is kept aside.
+    /// Check the stash and rebuild it from every object that verifies if anything is
+    /// wrong; the old file is kept aside when objects were lost.
     #[command(after_help = "Example:\n  objstash --db cache.db repair")]
     Repair,
-    /// Remove objects; exit 1 if any was not stored.
+    /// Remove objects (one transaction); exit 1 if any was not stored.
     #[command(after_help = "Example:\n  objstash --db cache.db rm <KEY>")]
     Rm {
         /// Keys to remove.
         #[arg(required = true)]
         keys: Vec<String>,
     },
+    /// Show the stash's recorded settings, or change one: durability (fast, safe) or
+    /// codec (gzip, zstd-dict).
+    #[command(
+        after_help = "Example:\n  objstash --db cache.db config\n  objstash --db cache.db config durability safe"
+    )]
+    Config {
+        /// The setting to change: durability or codec.
+        setting: Option<String>,
+        /// Its new value.
+        #[arg(requires = "setting")]
+        value: Option<String>,
+    },
+}
+
+impl Command {
+    /// Checks the keys a command was given before any stash is opened: a bad key is a
+    /// usage error whatever the state of the stash.
+    fn check_keys(&self) -> Result<(), Failure> {
+        let keys: &[String] = match self {
+            Command::Get { key, .. } => std::slice::from_ref(key),
+            Command::Has { keys } | Command::Rm { keys } => keys,
+            _ => &[],
+        };
+        keys.iter().try_for_each(|key| parse_key(key).map(drop))
+    }
+
+    /// Whether the command may create a stash: only those that store objects.
+    fn creates(&self) -> bool {
+        matches!(self, Command::Put { .. } | Command::Import { .. })
+    }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let quiet = cli.quiet;
     match run(cli) {
         Ok(code) => code,
         Err(Failure::BrokenPipe) => ExitCode::SUCCESS,
         Err(failure) => {
-            if !quiet || matches!(failure, Failure::Usage(_)) {
-                eprintln!("objstash: {failure}");
-            }
+            eprintln!("objstash: {failure}");
             failure.exit_code()
         }
     }
@@ -137,15 +174,22 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         .ok_or_else(|| {
             Failure::Usage("no stash given: pass --db PATH or set OBJSTASH_DB".into())
         })?;
-    if matches!(cli.command, Command::Repair) {
-        // Repair works on the file itself; it takes the stash's lock like an open does.
-        let report = objstash::repair(&db)?;
-        if !cli.quiet {
-            println!("{report}");
-        }
-        return Ok(ExitCode::SUCCESS);
+    cli.command.check_keys()?;
+    if cli.json && matches!(cli.command, Command::Get { .. }) {
+        return Err(Failure::Usage("get writes the object itself; it takes no --json".into()));
     }
-    let mut builder = Stash::builder();
+    let mut out = Out::stdout(cli.json, cli.quiet);
+    match &cli.command {
+        Command::Repair => return check::repair(&db, &mut out),
+        Command::Config { setting: Some(setting), value } => {
+            return manage::config_set(&db, setting, value.as_deref(), &mut out);
+        }
+        _ => {}
+    }
+    if !cli.command.creates() && cli.layout.is_some() {
+        return Err(Failure::Usage("--layout applies when creating a stash (put, import)".into()));
+    }
+    let mut builder = Stash::builder().create(cli.command.creates());
     if let Some(layout) = cli.layout {
         builder = builder.layout(layout);
     }
@@ -156,289 +200,41 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         builder = builder.durability(durability);
     }
     let stash = builder.open(&db)?;
-    if let (Some(report), false) = (stash.recovery(), cli.quiet) {
-        eprintln!("objstash: {report}");
+    if let Some(report) = stash.recovery() {
+        if report.lost_objects() {
+            out.warn(&report.to_string());
+        } else {
+            out.say(&report.to_string());
+        }
     }
-    let mut out = Out::stdout(cli.json);
     let code = match &cli.command {
-        Command::Put { files } => put(&stash, files, &mut out)?,
-        Command::Get { key, output } => get(&stash, key, output.as_deref(), &mut out)?,
-        Command::Has { keys } => has(&stash, keys, &mut out)?,
-        Command::Missing => missing(&stash, &mut out)?,
-        Command::Import { dir } => import(&stash, dir, cli.quiet, &mut out)?,
-        Command::Export { dir } => export(&stash, dir, cli.quiet, &mut out)?,
-        Command::Ls => ls(&stash, &mut out)?,
-        Command::Stats => stats(&stash, &mut out)?,
-        Command::Verify => verify(&stash, &mut out)?,
+        Command::Put { files } => store::put(&stash, files, &mut out)?,
+        Command::Import { dir } => store::import(&stash, dir, &mut out)?,
+        Command::Get { key, output } => fetch::get(&stash, key, output.as_deref(), &mut out)?,
+        Command::Has { keys } => fetch::has(&stash, keys, &mut out)?,
+        Command::Missing => fetch::missing(&stash, &mut out)?,
+        Command::Export { dir } => fetch::export(&stash, dir, &mut out)?,
+        Command::Ls => fetch::ls(&stash, &mut out)?,
+        Command::Stats => check::stats(&stash, &mut out)?,
+        Command::Verify => check::verify(&stash, &mut out)?,
+        Command::Rm { keys } => manage::rm(&stash, keys, &mut out)?,
+        Command::Config { .. } => manage::config_show(&stash, &mut out)?,
         Command::Repair => unreachable!("handled before opening"),
-        Command::Rm { keys } => rm(&stash, keys, cli.quiet, &mut out)?,
     };
     out.flush()?;
     stash.close()?;
     Ok(code)
 }
 
+/// Parses a key given on the command line or stdin.
 fn parse_key(text: &str) -> Result<Key, Failure> {
     text.trim().parse().map_err(|e: objstash::ParseKeyError| Failure::Usage(e.to_string()))
 }
 
-fn put(stash: &Stash, files: &[PathBuf], out: &mut Out) -> Result<ExitCode, Failure> {
-    let stdin_only = [PathBuf::from("-")];
-    let files = if files.is_empty() { &stdin_only[..] } else { files };
-    for file in files {
-        let bytes = if file == Path::new("-") {
-            let mut bytes = Vec::new();
-            io::stdin()
-                .lock()
-                .read_to_end(&mut bytes)
-                .map_err(|e| Failure::io("reading stdin", e))?;
-            bytes
-        } else {
-            std::fs::read(file)
-                .map_err(|e| Failure::io(format!("reading {}", file.display()), e))?
-        };
-        let key = stash.save(&bytes)?;
-        out.line(&key.to_string())?;
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn get(
-    stash: &Stash,
-    key: &str,
-    output: Option<&Path>,
-    out: &mut Out,
-) -> Result<ExitCode, Failure> {
-    let key = parse_key(key)?;
-    let Some(bytes) = stash.get(&key)? else {
-        return Err(Failure::NotFound(format!("no object {key} in the stash")));
-    };
-    match output {
-        Some(path) => std::fs::write(path, &bytes)
-            .map_err(|e| Failure::io(format!("writing {}", path.display()), e))?,
-        None => out.bytes(&bytes)?,
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn has(stash: &Stash, keys: &[String], out: &mut Out) -> Result<ExitCode, Failure> {
-    let keys: Vec<Key> = keys.iter().map(|k| parse_key(k)).collect::<Result<_, _>>()?;
-    let missing = stash.missing(&keys)?;
-    let mut rows = Vec::new();
-    for key in &keys {
-        let present = !missing.contains(key);
-        if out.json {
-            rows.push(format!("{{\"key\":\"{key}\",\"present\":{present}}}"));
-        } else {
-            out.line(&format!("{key} {}", if present { "present" } else { "missing" }))?;
-        }
-    }
-    if out.json {
-        out.line(&format!("[{}]", rows.join(",")))?;
-    }
-    Ok(if missing.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
-}
-
-fn missing(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
-    let mut keys = Vec::new();
-    for line in io::stdin().lock().lines() {
-        let line = line.map_err(|e| Failure::io("reading keys from stdin", e))?;
-        for word in line.split_whitespace() {
-            keys.push(parse_key(word)?);
-        }
-    }
-    for key in stash.missing(&keys)? {
-        out.line(&key.to_string())?;
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// Files read per `save_all` call during import, and the bytes that end a chunk early.
-const IMPORT_FILES: usize = 2_048;
-const IMPORT_BYTES: usize = 64 << 20;
-
-fn import(stash: &Stash, dir: &Path, quiet: bool, out: &mut Out) -> Result<ExitCode, Failure> {
-    if !dir.is_dir() {
-        return Err(Failure::Usage(format!("{} is not a directory", dir.display())));
-    }
-    let mut files = Vec::new();
-    walk(dir, &mut files)?;
-    files.sort();
-    let bar = progress(files.len() as u64, quiet, "files");
-    let before = stash.stats()?;
-    let mut raw = 0u64;
-    let mut chunk: Vec<Vec<u8>> = Vec::new();
-    let mut chunk_bytes = 0;
-    for (i, file) in files.iter().enumerate() {
-        let bytes = std::fs::read(file)
-            .map_err(|e| Failure::io(format!("reading {}", file.display()), e))?;
-        raw += bytes.len() as u64;
-        chunk_bytes += bytes.len();
-        chunk.push(bytes);
-        if chunk.len() >= IMPORT_FILES || chunk_bytes >= IMPORT_BYTES || i + 1 == files.len() {
-            stash.save_all(&chunk)?;
-            bar.inc(chunk.len() as u64);
-            chunk.clear();
-            chunk_bytes = 0;
-        }
-    }
-    bar.finish_and_clear();
-    let after = stash.stats()?;
-    let stored = after.stored_bytes - before.stored_bytes;
-    let new = after.objects - before.objects;
-    if out.json {
-        out.line(&format!(
-            "{{\"files\":{},\"raw_bytes\":{raw},\"new_objects\":{new},\"new_stored_bytes\":{stored}}}",
-            files.len()
-        ))?;
-    } else {
-        out.line(&format!(
-            "imported {} files, {} raw; {new} new objects, {} stored",
-            files.len(),
-            human(raw),
-            human(stored)
-        ))?;
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// Every regular file under `dir`, following no symbolic links.
-fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), Failure> {
-    let entries = std::fs::read_dir(dir)
-        .map_err(|e| Failure::io(format!("reading directory {}", dir.display()), e))?;
-    for entry in entries {
-        let entry =
-            entry.map_err(|e| Failure::io(format!("reading directory {}", dir.display()), e))?;
-        let kind = entry
-            .file_type()
-            .map_err(|e| Failure::io(format!("reading {}", entry.path().display()), e))?;
-        if kind.is_dir() {
-            walk(&entry.path(), files)?;
-        } else if kind.is_file() {
-            files.push(entry.path());
-        }
-    }
-    Ok(())
-}
-
-fn export(stash: &Stash, dir: &Path, quiet: bool, out: &mut Out) -> Result<ExitCode, Failure> {
-    let total = stash.len()?;
-    let bar = progress(total, quiet, "objects");
-    let mut count = 0u64;
-    let mut corrupt = 0u64;
-    for entry in stash.entries()? {
-        let key = entry?.key;
-        let hex = key.to_string();
-        let sub = dir.join(&hex[..2]);
-        std::fs::create_dir_all(&sub)
-            .map_err(|e| Failure::io(format!("creating {}", sub.display()), e))?;
-        match stash.get(&key) {
-            Ok(Some(bytes)) => {
-                let path = sub.join(&hex[2..]);
-                std::fs::write(&path, bytes)
-                    .map_err(|e| Failure::io(format!("writing {}", path.display()), e))?;
-                count += 1;
-            }
-            Ok(None) => {}
-            Err(objstash::Error::Corrupt { .. }) => {
-                corrupt += 1;
-                eprintln!("objstash: skipped corrupt object {key}");
-            }
-            Err(e) => return Err(e.into()),
-        }
-        bar.inc(1);
-    }
-    bar.finish_and_clear();
-    if !quiet {
-        eprintln!("exported {count} objects to {}", dir.display());
-    }
-    out.flush()?;
-    Ok(if corrupt == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
-}
-
-fn ls(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
-    let mut first = true;
-    if out.json {
-        out.raw("[")?;
-    }
-    for entry in stash.entries()? {
-        let e = entry?;
-        if out.json {
-            let sep = if first { "" } else { "," };
-            out.raw(&format!(
-                "{sep}\n{{\"key\":\"{}\",\"raw_bytes\":{},\"stored_bytes\":{}}}",
-                e.key, e.raw_bytes, e.stored_bytes
-            ))?;
-        } else {
-            out.line(&format!("{} {:>10} {:>10}", e.key, e.raw_bytes, e.stored_bytes))?;
-        }
-        first = false;
-    }
-    if out.json {
-        out.line("\n]")?;
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn stats(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
-    let s = stash.stats()?;
-    if out.json {
-        out.line(&format!(
-            "{{\"objects\":{},\"raw_bytes\":{},\"stored_bytes\":{},\"file_bytes\":{},\"compression_ratio\":{:.4},\"overhead_per_object\":{:.1},\"layout\":\"{}\",\"durability\":\"{}\",\"dictionaries\":{}}}",
-            s.objects,
-            s.raw_bytes,
-            s.stored_bytes,
-            s.file_bytes,
-            s.compression_ratio(),
-            s.overhead_per_object(),
-            s.layout,
-            s.durability,
-            s.dictionaries
-        ))?;
-    } else {
-        out.line(&s.to_string())?;
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn verify(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
-    let report = stash.verify()?;
-    if out.json {
-        let keys = |keys: &[objstash::Key]| {
-            keys.iter().map(|k| format!("\"{k}\"")).collect::<Vec<_>>().join(",")
-        };
-        let problems: Vec<String> = report.problems.iter().map(|p| format!("{p:?}")).collect();
-        out.line(&format!(
-            "{{\"checked\":{},\"corrupt\":[{}],\"unreachable\":[{}],\"unnamed\":{},\
-             \"problems\":[{}]}}",
-            report.checked,
-            keys(&report.corrupt),
-            keys(&report.unreachable),
-            report.unnamed,
-            problems.join(",")
-        ))?;
-    } else {
-        out.line(&report.to_string())?;
-    }
-    Ok(if report.is_ok() { ExitCode::SUCCESS } else { ExitCode::from(1) })
-}
-
-fn rm(stash: &Stash, keys: &[String], quiet: bool, out: &mut Out) -> Result<ExitCode, Failure> {
-    let keys: Vec<Key> = keys.iter().map(|k| parse_key(k)).collect::<Result<_, _>>()?;
-    let mut all = true;
-    for key in keys {
-        let removed = stash.remove(&key)?;
-        all &= removed;
-        if !removed && !quiet {
-            eprintln!("objstash: no object {key} in the stash");
-        }
-    }
-    out.flush()?;
-    Ok(if all { ExitCode::SUCCESS } else { ExitCode::from(1) })
-}
-
-fn progress(len: u64, quiet: bool, what: &str) -> ProgressBar {
-    if quiet || !io::stderr().is_terminal() {
+/// Progress on stderr when it is a terminal and messages are wanted.
+fn progress(len: u64, quiet: bool, what: &str) -> indicatif::ProgressBar {
+    use indicatif::{ProgressBar, ProgressStyle};
+    if quiet || !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(len);

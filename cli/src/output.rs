@@ -1,8 +1,11 @@
-//! Writing to stdout without panicking on a closed pipe, and the failures of a command.
+//! Writing to stdout without panicking on a closed pipe, JSON output, and the failures of
+//! a command with their exit codes.
 
 use std::fmt;
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
+
+use serde::Serialize;
 
 /// What ends a command early.
 #[derive(Debug)]
@@ -58,24 +61,31 @@ impl From<objstash::Error> for Failure {
     }
 }
 
-/// Buffered stdout that turns a closed pipe into [`Failure::BrokenPipe`].
+/// Buffered stdout that turns a closed pipe into [`Failure::BrokenPipe`], and the
+/// messages a command prints on stderr.
 pub struct Out {
     inner: BufWriter<io::Stdout>,
+    /// Machine-readable output.
     pub json: bool,
+    /// No messages or progress (errors and data loss are still printed).
+    pub quiet: bool,
 }
 
 impl Out {
-    pub fn stdout(json: bool) -> Self {
-        Out { inner: BufWriter::new(io::stdout()), json }
+    pub fn stdout(json: bool, quiet: bool) -> Self {
+        Out { inner: BufWriter::new(io::stdout()), json, quiet }
     }
 
     pub fn line(&mut self, text: &str) -> Result<(), Failure> {
-        self.raw(text)?;
-        self.raw("\n")
+        self.bytes(text.as_bytes())?;
+        self.bytes(b"\n")
     }
 
-    pub fn raw(&mut self, text: &str) -> Result<(), Failure> {
-        self.bytes(text.as_bytes())
+    /// Prints `value` as one line of JSON.
+    pub fn json(&mut self, value: &impl Serialize) -> Result<(), Failure> {
+        let text = serde_json::to_string(value)
+            .map_err(|e| Failure::io("writing JSON", io::Error::other(e)))?;
+        self.line(&text)
     }
 
     pub fn bytes(&mut self, bytes: &[u8]) -> Result<(), Failure> {
@@ -85,6 +95,18 @@ impl Out {
     pub fn flush(&mut self) -> Result<(), Failure> {
         self.inner.flush().map_err(pipe)
     }
+
+    /// A message for the user on stderr, unless `--quiet`.
+    pub fn say(&self, text: &str) {
+        if !self.quiet {
+            eprintln!("objstash: {text}");
+        }
+    }
+
+    /// A failure of one item, or news of lost data: on stderr, `--quiet` or not.
+    pub fn warn(&self, text: &str) {
+        eprintln!("objstash: {text}");
+    }
 }
 
 fn pipe(e: io::Error) -> Failure {
@@ -92,5 +114,63 @@ fn pipe(e: io::Error) -> Failure {
         Failure::BrokenPipe
     } else {
         Failure::io("writing to stdout", e)
+    }
+}
+
+/// Bytes in binary units with one decimal: `1.5 MiB`.
+pub fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 { format!("{bytes} B") } else { format!("{value:.1} {}", UNITS[unit]) }
+}
+
+/// The JSON form of a recovery report.
+#[derive(Serialize)]
+pub struct RecoveryJson {
+    pub trigger: &'static str,
+    pub problem: Option<String>,
+    pub recovered: u64,
+    pub dropped: u64,
+    pub claimed: Option<u64>,
+    pub lost: Option<u64>,
+    pub lost_objects: bool,
+    pub damaged_copy: Option<String>,
+    pub message: String,
+}
+
+impl From<&objstash::RecoveryReport> for RecoveryJson {
+    fn from(r: &objstash::RecoveryReport) -> Self {
+        RecoveryJson {
+            trigger: match r.trigger {
+                objstash::Trigger::Repair => "repair",
+                _ => "unclean-shutdown",
+            },
+            problem: r.problem.clone(),
+            recovered: r.recovered,
+            dropped: r.dropped,
+            claimed: r.claimed,
+            lost: r.lost(),
+            lost_objects: r.lost_objects(),
+            damaged_copy: r.damaged_copy.as_ref().map(|p| p.to_string_lossy().into_owned()),
+            message: r.to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_units() {
+        assert_eq!(human(0), "0 B");
+        assert_eq!(human(1023), "1023 B");
+        assert_eq!(human(1536), "1.5 KiB");
+        assert_eq!(human(5 << 30), "5.0 GiB");
     }
 }

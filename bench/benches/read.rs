@@ -1,13 +1,13 @@
 //! Read throughput with a warm cache: `get` of random keys, `get_many` of a batch against a
 //! loop of `get` over the same keys, and `missing` over keys of which half are stored.
 //!
-//! `cargo bench --bench read`. Cold-cache reads are measured by `examples/cold_read.rs`,
+//! `cargo bench -p objstash-bench --bench read`. Cold-cache reads are measured by `examples/cold_read.rs`,
 //! which needs to drop the OS page cache between runs.
 //!
 //! The `read-1m` group reads a stash of a million objects (the target size), each
 //! iteration 1,000 keys further along a list of 100,000 random keys, so that the figure is
 //! not that of a hot set. Its fixture takes about half a minute to write and is only built
-//! when the group is selected: `cargo bench --bench read -- read-1m`.
+//! when the group is selected: `cargo bench -p objstash-bench --bench read -- read-1m`.
 
 use std::hint::black_box;
 use std::sync::OnceLock;
@@ -92,7 +92,7 @@ fn read(c: &mut Criterion) {
 
 /// `get` and `get_many` of the same keys from a stash written with the zstd dictionary
 /// codec, to set beside `read/get-random-1000` and `read/get_many-sorted-1000` (gzip).
-/// Select it alone with `cargo bench --bench read -- zstd-dict`.
+/// Select it alone with `cargo bench -p objstash-bench --bench read -- zstd-dict`.
 fn read_zstd(c: &mut Criterion) {
     let Fixture { stash, random_keys, sorted, .. } = &fixture(Codec::ZstdDict);
     let mut group = c.benchmark_group("read-zstd-dict");

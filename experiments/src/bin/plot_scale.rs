@@ -1,6 +1,6 @@
 //! Draws the scale curve of `examples/scale.rs` beside the Speckle team's reported figures.
 //!
-//! `cargo run --release --example plot_scale -- [CSV] [PNG]`
+//! `cargo run --release -p objstash-experiments --bin plot_scale -- [CSV] [PNG]`
 //! (defaults: notes/scale.csv, notes/scale.png). Needs the DejaVu Sans font
 //! (`/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf`, Debian package fonts-dejavu-core).
 

@@ -2,8 +2,8 @@
 //! generated Speckle objects: ratio, compress and decompress rate per object, one thread,
 //! one reused deflate state (as the library does). Whole-stream gzip is the size baseline.
 //!
-//! `cargo run --release --example codec_matrix -- [OBJECTS]` (zlib-rs, the default)
-//! `cargo run --release --no-default-features --features miniz --example codec_matrix`
+//! `cargo run --release -p objstash-experiments --bin codec_matrix -- [OBJECTS]` (zlib-rs, the default)
+//! `cargo run --release -p objstash-experiments --features miniz --bin codec_matrix`
 
 use std::io::Write;
 use std::time::Instant;
@@ -15,7 +15,7 @@ fn main() -> Result<()> {
     let n: usize = std::env::args().nth(1).map(|s| s.parse()).transpose()?.unwrap_or(50_000);
     let objects = speckle_gen::objects(1, 0, n);
     let raw: usize = objects.iter().map(Vec::len).sum();
-    let backend = if cfg!(feature = "zlib-rs") { "zlib-rs" } else { "miniz_oxide" };
+    let backend = if !cfg!(feature = "miniz") { "zlib-rs" } else { "miniz_oxide" };
     println!("{n} objects, mean {} bytes, backend {backend}", raw / n);
     println!(
         "| level | per-object ratio | whole-stream ratio | compress objects/s | decompress objects/s |"

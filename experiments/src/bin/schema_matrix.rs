@@ -2,7 +2,7 @@
 //! time against a base configuration, on generated Speckle objects that are hashed and
 //! gzipped before the clock starts (so only the store is timed).
 //!
-//! `cargo run --release --example schema_matrix -- [ROWS]` (default 500000).
+//! `cargo run --release -p objstash-experiments --bin schema_matrix -- [ROWS]` (default 500000).
 //! Prints rows/s over the whole run and over its first and last tenth, so a collapse as
 //! the table grows shows up as a last/first ratio well below 1.
 

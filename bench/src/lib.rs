@@ -1,0 +1,1 @@
+//! objstash benchmarks live in `benches/`; this library is empty.

@@ -1,0 +1,91 @@
+//! Commands that inspect and mend: `stats`, `verify`, `repair`.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use objstash::{Key, Stash};
+use serde::Serialize;
+
+use crate::output::{Failure, Out, RecoveryJson};
+
+pub fn stats(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
+    let s = stash.stats()?;
+    if out.json {
+        #[derive(Serialize)]
+        struct Stats {
+            objects: u64,
+            raw_bytes: u64,
+            stored_bytes: u64,
+            file_bytes: u64,
+            compression_ratio: f64,
+            overhead_per_object: f64,
+            layout: String,
+            durability: String,
+            codec: String,
+            dictionaries: usize,
+        }
+        out.json(&Stats {
+            objects: s.objects,
+            raw_bytes: s.raw_bytes,
+            stored_bytes: s.stored_bytes,
+            file_bytes: s.file_bytes,
+            compression_ratio: s.compression_ratio(),
+            overhead_per_object: s.overhead_per_object(),
+            layout: s.layout.to_string(),
+            durability: s.durability.to_string(),
+            codec: s.codec.to_string(),
+            dictionaries: s.dictionaries,
+        })?;
+    } else {
+        out.line(&s.to_string())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Checks every object. The open that came before may have had to salvage the file: that
+/// is damage found, so it fails the check and its report is part of the output.
+pub fn verify(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
+    let report = stash.verify()?;
+    let salvaged = stash.recovery().filter(|r| r.problem.is_some());
+    if out.json {
+        #[derive(Serialize)]
+        struct Verify {
+            checked: u64,
+            corrupt: Vec<String>,
+            unreachable: Vec<String>,
+            unnamed: u64,
+            problems: Vec<String>,
+            recovery: Option<RecoveryJson>,
+        }
+        let keys = |keys: &[Key]| keys.iter().map(Key::to_string).collect();
+        out.json(&Verify {
+            checked: report.checked,
+            corrupt: keys(&report.corrupt),
+            unreachable: keys(&report.unreachable),
+            unnamed: report.unnamed,
+            problems: report.problems.clone(),
+            recovery: stash.recovery().map(RecoveryJson::from),
+        })?;
+    } else {
+        out.line(&report.to_string())?;
+        if let Some(salvaged) = salvaged {
+            out.line(&format!("before this check, opening the stash {salvaged}"))?;
+        }
+    }
+    Ok(if report.is_ok() && salvaged.is_none() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// Repair works on the closed file itself; it takes the stash's lock like an open does.
+pub fn repair(db: &Path, out: &mut Out) -> Result<ExitCode, Failure> {
+    let report = objstash::repair(db)?;
+    if out.json {
+        out.json(&RecoveryJson::from(&report))?;
+    } else {
+        out.line(&report.to_string())?;
+    }
+    if report.lost_objects() {
+        out.warn(&report.to_string());
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}

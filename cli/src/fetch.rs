@@ -1,0 +1,159 @@
+//! Commands that read: `get`, `has`, `missing`, `export`, `ls`.
+
+use std::collections::HashSet;
+use std::io::{self, BufRead};
+use std::path::Path;
+use std::process::ExitCode;
+
+use objstash::{Key, Stash};
+use serde::Serialize;
+
+use crate::output::{Failure, Out};
+use crate::parse_key;
+
+/// Objects `export` reads per `get_many` call.
+const EXPORT_BATCH: usize = 1_024;
+
+pub fn get(
+    stash: &Stash,
+    key: &str,
+    output: Option<&Path>,
+    out: &mut Out,
+) -> Result<ExitCode, Failure> {
+    let key = parse_key(key)?;
+    let Some(bytes) = stash.get(&key)? else {
+        return Err(Failure::NotFound(format!("no object {key} in the stash")));
+    };
+    match output {
+        Some(path) => std::fs::write(path, &bytes)
+            .map_err(|e| Failure::io(format!("writing {}", path.display()), e))?,
+        None => out.bytes(&bytes)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn has(stash: &Stash, keys: &[String], out: &mut Out) -> Result<ExitCode, Failure> {
+    #[derive(Serialize)]
+    struct Presence {
+        key: String,
+        present: bool,
+    }
+    let keys: Vec<Key> = keys.iter().map(|k| parse_key(k)).collect::<Result<_, _>>()?;
+    let missing: HashSet<Key> = stash.missing(&keys)?.into_iter().collect();
+    if out.json {
+        let rows: Vec<Presence> = keys
+            .iter()
+            .map(|key| Presence { key: key.to_string(), present: !missing.contains(key) })
+            .collect();
+        out.json(&rows)?;
+    } else {
+        for key in &keys {
+            let word = if missing.contains(key) { "missing" } else { "present" };
+            out.line(&format!("{key} {word}"))?;
+        }
+    }
+    Ok(if missing.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+pub fn missing(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
+    let mut keys = Vec::new();
+    for line in io::stdin().lock().lines() {
+        let line = line.map_err(|e| Failure::io("reading keys from stdin", e))?;
+        for word in line.split_whitespace() {
+            keys.push(parse_key(word)?);
+        }
+    }
+    let missing = stash.missing(&keys)?;
+    if out.json {
+        let keys: Vec<String> = missing.iter().map(Key::to_string).collect();
+        out.json(&keys)?;
+    } else {
+        for key in missing {
+            out.line(&key.to_string())?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn export(stash: &Stash, dir: &Path, out: &mut Out) -> Result<ExitCode, Failure> {
+    let bar = crate::progress(stash.len()?, out.quiet, "objects");
+    let (mut count, mut corrupt) = (0u64, Vec::new());
+    let mut made = HashSet::new();
+    let mut batch = Vec::with_capacity(EXPORT_BATCH);
+    let mut entries = stash.entries()?.peekable();
+    while entries.peek().is_some() {
+        batch.clear();
+        for entry in entries.by_ref().take(EXPORT_BATCH) {
+            batch.push(entry?.key);
+        }
+        let objects = match stash.get_many(&batch) {
+            Ok(objects) => objects,
+            // One damaged object: read this batch key by key to export the others.
+            Err(objstash::Error::Corrupt { .. }) => {
+                batch.iter().map(|key| stash.get(key).unwrap_or(None)).collect()
+            }
+            Err(e) => return Err(e.into()),
+        };
+        for (key, object) in batch.iter().zip(objects) {
+            let Some(bytes) = object else {
+                bar.suspend(|| out.warn(&format!("skipped corrupt object {key}")));
+                corrupt.push(key.to_string());
+                continue;
+            };
+            let hex = key.to_string();
+            let sub = dir.join(&hex[..2]);
+            if made.insert(hex[..2].to_string()) {
+                std::fs::create_dir_all(&sub)
+                    .map_err(|e| Failure::io(format!("creating {}", sub.display()), e))?;
+            }
+            let path = sub.join(&hex[2..]);
+            std::fs::write(&path, bytes)
+                .map_err(|e| Failure::io(format!("writing {}", path.display()), e))?;
+            count += 1;
+        }
+        bar.inc(batch.len() as u64);
+    }
+    bar.finish_and_clear();
+    if out.json {
+        #[derive(Serialize)]
+        struct Export {
+            exported: u64,
+            corrupt: Vec<String>,
+        }
+        let ok = corrupt.is_empty();
+        out.json(&Export { exported: count, corrupt })?;
+        return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) });
+    }
+    out.say(&format!("exported {count} objects to {}", dir.display()));
+    Ok(if corrupt.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+pub fn ls(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
+    #[derive(Serialize)]
+    struct Listed {
+        key: String,
+        raw_bytes: u64,
+        stored_bytes: u64,
+    }
+    if out.json {
+        // A JSON array written element by element, so a listing of millions streams.
+        let mut separator = "[";
+        for entry in stash.entries()? {
+            let e = entry?;
+            out.bytes(separator.as_bytes())?;
+            out.json(&Listed {
+                key: e.key.to_string(),
+                raw_bytes: e.raw_bytes,
+                stored_bytes: e.stored_bytes,
+            })?;
+            separator = ",";
+        }
+        out.line(if separator == "[" { "[]" } else { "]" })?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    for entry in stash.entries()? {
+        let e = entry?;
+        out.line(&format!("{} {:>10} {:>10}", e.key, e.raw_bytes, e.stored_bytes))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,95 @@
+//! Commands that change a stash without storing: `rm` and `config`.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use objstash::{Codec, Durability, Key, Stash};
+use serde::Serialize;
+
+use crate::output::{Failure, Out};
+use crate::parse_key;
+
+pub fn rm(stash: &Stash, keys: &[String], out: &mut Out) -> Result<ExitCode, Failure> {
+    let keys: Vec<Key> = keys.iter().map(|k| parse_key(k)).collect::<Result<_, _>>()?;
+    let removed = stash.remove_all(&keys)?;
+    let absent: Vec<String> =
+        keys.iter().zip(&removed).filter(|(_, r)| !**r).map(|(k, _)| k.to_string()).collect();
+    if out.json {
+        #[derive(Serialize)]
+        struct Rm<'a> {
+            removed: usize,
+            absent: &'a [String],
+        }
+        out.json(&Rm { removed: removed.iter().filter(|r| **r).count(), absent: &absent })?;
+    } else {
+        for key in &absent {
+            out.say(&format!("no object {key} in the stash"));
+        }
+    }
+    Ok(if absent.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+#[derive(Serialize)]
+struct Config {
+    layout: String,
+    durability: String,
+    codec: String,
+    max_object_size: u64,
+}
+
+fn show(stash: &Stash, out: &mut Out) -> Result<(), Failure> {
+    let config = Config {
+        layout: stash.layout().to_string(),
+        durability: stash.durability().to_string(),
+        codec: stash.codec().to_string(),
+        max_object_size: stash.max_object_size(),
+    };
+    if out.json {
+        out.json(&config)?;
+    } else {
+        out.line(&format!("layout      {}", config.layout))?;
+        out.line(&format!("durability  {}", config.durability))?;
+        out.line(&format!("codec       {}", config.codec))?;
+    }
+    Ok(())
+}
+
+pub fn config_show(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
+    show(stash, out)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Changes a recorded setting: the one deliberate way to give a stash another durability
+/// or codec.
+pub fn config_set(
+    db: &Path,
+    setting: &str,
+    value: Option<&str>,
+    out: &mut Out,
+) -> Result<ExitCode, Failure> {
+    let usage = |m: String| Failure::Usage(m);
+    let value = value.ok_or_else(|| usage(format!("config {setting} needs a value")))?;
+    let builder = Stash::builder().create(false).reconfigure(true);
+    let builder = match setting {
+        "durability" => {
+            builder.durability(value.parse::<Durability>().map_err(|e| usage(e.to_string()))?)
+        }
+        "codec" => builder.codec(value.parse::<Codec>().map_err(|e| usage(e.to_string()))?),
+        "layout" => {
+            return Err(usage(
+                "the layout is fixed when a stash is created; export and import into a new \
+                 stash to change it"
+                    .into(),
+            ));
+        }
+        other => return Err(usage(format!("unknown setting {other:?}: use durability or codec"))),
+    };
+    let stash = builder.open(db)?;
+    if let Some(report) = stash.recovery().filter(|r| r.lost_objects()) {
+        out.warn(&report.to_string());
+    }
+    show(&stash, out)?;
+    out.flush()?;
+    stash.close()?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,219 @@
+//! Commands that store: `put` (files or stdin) and `import` (a directory tree).
+//!
+//! One item that cannot be read or stored is reported on stderr and costs only itself:
+//! the others are stored and the command exits 1 at the end.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use objstash::Stash;
+use serde::Serialize;
+
+use crate::output::{Failure, Out, human};
+
+/// Files read per `save_all` call during import, and the bytes that end a chunk early.
+const IMPORT_FILES: usize = 2_048;
+const IMPORT_BYTES: usize = 64 << 20;
+
+/// A file that could not be stored, for JSON output.
+#[derive(Serialize)]
+struct Failed {
+    path: String,
+    error: String,
+}
+
+/// A directory entry import does not follow.
+#[derive(Serialize)]
+struct Skipped {
+    path: String,
+    kind: &'static str,
+}
+
+#[derive(Serialize)]
+struct Stored {
+    path: String,
+    key: String,
+}
+
+fn lossy(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+/// Reads a file (or stdin for `-`), refusing one over the stash's object size limit.
+fn read_object(stash: &Stash, file: &Path) -> Result<Vec<u8>, String> {
+    let limit = stash.max_object_size();
+    let mut bytes = Vec::new();
+    let read = if file == Path::new("-") {
+        std::io::stdin().lock().take(limit + 1).read_to_end(&mut bytes)
+    } else {
+        std::fs::File::open(file).and_then(|f| f.take(limit + 1).read_to_end(&mut bytes))
+    };
+    read.map_err(|e| format!("reading {}: {e}", file.display()))?;
+    if bytes.len() as u64 > limit {
+        return Err(format!(
+            "{} is larger than the stash's object size limit of {limit} bytes; nothing of it \
+             was stored",
+            file.display()
+        ));
+    }
+    Ok(bytes)
+}
+
+pub fn put(stash: &Stash, files: &[PathBuf], out: &mut Out) -> Result<ExitCode, Failure> {
+    let stdin_only = [PathBuf::from("-")];
+    let files = if files.is_empty() { &stdin_only[..] } else { files };
+    let (mut stored, mut failed) = (Vec::new(), Vec::new());
+    for file in files {
+        let key = read_object(stash, file)
+            .and_then(|bytes| stash.save(&bytes).map_err(|e| format!("{}: {e}", file.display())));
+        match key {
+            Ok(key) => {
+                if !out.json {
+                    out.line(&key.to_string())?;
+                }
+                stored.push(Stored { path: lossy(file), key: key.to_string() });
+            }
+            Err(error) => {
+                out.warn(&error);
+                failed.push(Failed { path: lossy(file), error });
+            }
+        }
+    }
+    // The keys printed are committed before the command says it succeeded.
+    stash.flush()?;
+    if out.json {
+        #[derive(Serialize)]
+        struct Put {
+            stored: Vec<Stored>,
+            failed: Vec<Failed>,
+        }
+        let ok = failed.is_empty();
+        out.json(&Put { stored, failed })?;
+        return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) });
+    }
+    Ok(if failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+pub fn import(stash: &Stash, dir: &Path, out: &mut Out) -> Result<ExitCode, Failure> {
+    if !dir.is_dir() {
+        return Err(Failure::Usage(format!("{} is not a directory", dir.display())));
+    }
+    let (mut files, mut skipped, mut failed) = (Vec::new(), Vec::new(), Vec::new());
+    walk(dir, &mut files, &mut skipped, &mut failed, out);
+    files.sort();
+    let bar = crate::progress(files.len() as u64, out.quiet, "files");
+    let before = stash.stats()?;
+    let (mut raw, mut imported) = (0u64, 0usize);
+    let mut chunk: Vec<Vec<u8>> = Vec::new();
+    let mut chunk_bytes = 0;
+    for (i, file) in files.iter().enumerate() {
+        match read_object(stash, file) {
+            Ok(bytes) => {
+                imported += 1;
+                raw += bytes.len() as u64;
+                chunk_bytes += bytes.len();
+                chunk.push(bytes);
+            }
+            Err(error) => {
+                bar.suspend(|| out.warn(&error));
+                failed.push(Failed { path: lossy(file), error });
+            }
+        }
+        if chunk.len() >= IMPORT_FILES || chunk_bytes >= IMPORT_BYTES || i + 1 == files.len() {
+            stash.save_all(&chunk)?;
+            chunk.clear();
+            chunk_bytes = 0;
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let after = stash.stats()?;
+    let stored = after.stored_bytes.saturating_sub(before.stored_bytes);
+    let new = after.objects.saturating_sub(before.objects);
+    let code = if failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) };
+    if out.json {
+        #[derive(Serialize)]
+        struct Import {
+            files: usize,
+            raw_bytes: u64,
+            new_objects: u64,
+            new_stored_bytes: u64,
+            failed: Vec<Failed>,
+            skipped: Vec<Skipped>,
+        }
+        out.json(&Import {
+            files: imported,
+            raw_bytes: raw,
+            new_objects: new,
+            new_stored_bytes: stored,
+            failed,
+            skipped,
+        })?;
+    } else {
+        out.line(&format!(
+            "imported {imported} files, {} raw; {new} new objects, {} stored",
+            human(raw),
+            human(stored)
+        ))?;
+        if !failed.is_empty() {
+            out.warn(&format!("{} files could not be imported (listed above)", failed.len()));
+        }
+        if !skipped.is_empty() {
+            out.say(&format!("{} entries skipped (not regular files)", skipped.len()));
+        }
+    }
+    Ok(code)
+}
+
+/// Every regular file under `dir`. Symbolic links are not followed (a link can lead out
+/// of the tree or round in a loop) and special files (FIFOs, sockets, devices) are not
+/// read: both are listed as skipped. A directory that cannot be read is a failure of its
+/// own; the walk goes on.
+fn walk(
+    dir: &Path,
+    files: &mut Vec<PathBuf>,
+    skipped: &mut Vec<Skipped>,
+    failed: &mut Vec<Failed>,
+    out: &Out,
+) {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) => {
+            let error = format!("reading directory {}: {e}", dir.display());
+            out.warn(&error);
+            failed.push(Failed { path: lossy(dir), error });
+            return;
+        }
+    };
+    for entry in entries {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(e) => {
+                let error = format!("reading directory {}: {e}", dir.display());
+                out.warn(&error);
+                failed.push(Failed { path: lossy(dir), error });
+                continue;
+            }
+        };
+        let path = entry.path();
+        let kind = match entry.file_type() {
+            Ok(kind) => kind,
+            Err(e) => {
+                let error = format!("reading {}: {e}", path.display());
+                out.warn(&error);
+                failed.push(Failed { path: lossy(&path), error });
+                continue;
+            }
+        };
+        if kind.is_dir() {
+            walk(&path, files, skipped, failed, out);
+        } else if kind.is_file() {
+            files.push(path);
+        } else {
+            let kind = if kind.is_symlink() { "symbolic link" } else { "special file" };
+            out.say(&format!("skipped {kind} {}", path.display()));
+            skipped.push(Skipped { path: lossy(&path), kind });
+        }
+    }
+}

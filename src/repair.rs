@@ -1,0 +1,87 @@
+//! `repair`: check a closed stash and rebuild it only if something is wrong.
+//!
+//! The check is what `verify` does without a running stash: SQLite's integrity check,
+//! every row decoded and hash-checked, and the recorded totals compared with a recount.
+//! A sound stash is left untouched; a damaged one is salvaged (`recovery.rs`), and the old
+//! file is kept aside only when objects were or may have been lost.
+
+use std::path::Path;
+
+use rusqlite::{Connection, OpenFlags};
+
+use crate::codec;
+use crate::dict::Dictionaries;
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+use crate::lock::Lock;
+use crate::recovery::{self, RecoveryReport, Trigger};
+use crate::scan;
+use crate::schema::{self, Schema};
+
+/// Rows checked per query.
+const CHUNK: usize = 1_024;
+
+/// Checks the closed stash at `path` and, if anything is wrong with it, rebuilds it from
+/// every object that still verifies: what to do when
+/// [`Stash::verify`](crate::Stash::verify) reports problems. A sound stash is left as it
+/// is. The report says what was found, what was kept and what was lost; the damaged file
+/// is kept aside when anything was lost.
+///
+/// # Errors
+/// [`Error::Locked`] if the stash is open; [`Error::NotFound`] if there is no stash at
+/// `path`; [`Error::ForeignDatabase`] or [`Error::NotADatabase`] for other files;
+/// [`Error::Io`] or [`Error::Database`] if the new file cannot be written.
+pub fn repair(path: impl AsRef<Path>) -> Result<RecoveryReport> {
+    let path = path.as_ref();
+    match schema::read_header(path)? {
+        Some(header) if header.application_id == schema::APPLICATION_ID => {}
+        Some(_) => return Err(Error::ForeignDatabase { path: path.to_path_buf() }),
+        None => return Err(Error::NotFound { path: path.to_path_buf() }),
+    }
+    let _lock = Lock::acquire(path)?;
+    let problem = {
+        let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(|e| Error::db(format!("opening {} to check it", path.display()), e))?;
+        match find_problem(&conn) {
+            Ok(objects) => return Ok(RecoveryReport::sound(Trigger::Repair, objects)),
+            Err(problem) => problem,
+        }
+    };
+    recovery::salvage(path, None, Trigger::Repair, problem)
+}
+
+/// The object count of a sound stash, or what is wrong with it.
+fn find_problem(conn: &Connection) -> Result<u64, String> {
+    if let Some(problem) = recovery::check(conn) {
+        return Err(problem);
+    }
+    let layout = schema::read_layout(conn)
+        .map_err(|e| format!("its layout cannot be read: {e}"))?
+        .unwrap_or(Layout::Single);
+    let dicts = Dictionaries::load(conn).map_err(|e| format!("its dictionaries: {e}"))?;
+    let (mut objects, mut corrupt) = (0u64, 0u64);
+    for table in &Schema::new(layout).tables {
+        let mut after = 0;
+        loop {
+            let rows = scan::chunk(conn, &table.scan, after, CHUNK)
+                .map_err(|e| format!("{}: the scan stopped after row {after}: {e}", table.name))?;
+            let Some(last) = rows.last() else { break };
+            after = last.rowid;
+            for row in &rows {
+                objects += 1;
+                let intact = row.key().is_some_and(|key| {
+                    codec::decode_checked(&key, row.raw_len, &row.data, &dicts).is_ok()
+                });
+                corrupt += u64::from(!intact);
+            }
+        }
+    }
+    if corrupt > 0 {
+        return Err(format!("{corrupt} of {objects} objects are corrupt"));
+    }
+    let recorded = schema::read_totals(conn).map_err(|e| format!("its totals: {e}"))?.objects;
+    if recorded != objects {
+        return Err(format!("it records {recorded} objects but holds {objects}"));
+    }
+    Ok(objects)
+}
