@@ -47,6 +47,10 @@ struct Cli {
     /// durability.
     #[arg(long, global = true)]
     codec: Option<Codec>,
+    /// The largest object put and import store, in bytes (default 512 MiB); a larger
+    /// file is reported and skipped.
+    #[arg(long, global = true, value_name = "BYTES")]
+    max_object_size: Option<u64>,
     /// Machine-readable output (every command but get).
     #[arg(long, global = true)]
     json: bool,
@@ -198,6 +202,9 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
     }
     if let Some(durability) = cli.durability {
         builder = builder.durability(durability);
+    }
+    if let Some(bytes) = cli.max_object_size {
+        builder = builder.max_object_size(bytes);
     }
     let stash = builder.open(&db)?;
     if let Some(report) = stash.recovery() {

@@ -310,3 +310,198 @@ fn codec_zstd_dict_trains_and_reads_with_either_codec() -> TestResult {
     assert!(stderr(&out).contains("gzip or zstd-dict"), "{}", stderr(&out));
     Ok(())
 }
+
+/// The story: a stash truncated to 3 MB of 8 MB was salvaged silently by the next command
+/// of any kind (7,410 of 20,001 objects kept), `verify` then exited 0 with JSON that said
+/// nothing happened, and with `-q` not a word was printed. A salvage that lost objects is
+/// news: on stderr whatever `--quiet` says, and `verify` fails and reports it.
+#[test]
+fn a_salvage_that_lost_objects_is_news_even_when_quiet() -> TestResult {
+    let env = Env::new();
+    {
+        let stash = objstash::Stash::open(&env.db)?;
+        let objects: Vec<Vec<u8>> = (0..20_000).map(|i| speckle_gen::object(9, i)).collect();
+        stash.save_all(&objects)?;
+        stash.close()?;
+    }
+    let len = std::fs::metadata(&env.db)?.len();
+    std::fs::OpenOptions::new().write(true).open(&env.db)?.set_len(len * 3 / 8)?;
+    let out = env.run(&["-q", "verify", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    // The totals were in the lost part of the file, so the loss is known only as possible.
+    assert!(stderr(&out).contains("objects may be lost"), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let recovery = &report["recovery"];
+    assert_eq!(recovery["lost_objects"], true, "{report}");
+    let kept = recovery["recovered"].as_u64().expect("a count");
+    assert!(kept > 1_000 && kept < 20_000, "{report}");
+    assert_eq!(report["checked"], kept, "{report}");
+    assert!(recovery["damaged_copy"].is_string(), "{report}");
+    // The rebuilt stash is sound: the next check passes and says nothing more.
+    let out = env.run(&["-q", "verify"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+    Ok(())
+}
+
+/// The story: a mistyped `--db` for a reading command created the directories and an
+/// empty stash and exited 0. Only `put` and `import` create a stash.
+#[test]
+fn reading_commands_do_not_create_a_stash() -> TestResult {
+    let env = Env::new();
+    let typo = env.root.join("typo").join("cache.db");
+    let key = key_of(b"x");
+    let dump = env.root.join("dump");
+    for args in [
+        vec!["stats"],
+        vec!["verify"],
+        vec!["get", &key],
+        vec!["has", &key],
+        vec!["ls"],
+        vec!["missing"],
+        vec!["export", s(&dump)],
+        vec!["rm", &key],
+        vec!["config"],
+        vec!["config", "durability", "safe"],
+        vec!["repair"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_objstash"))
+            .arg("--db")
+            .arg(&typo)
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()?;
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("no stash at"), "{args:?}: {}", stderr(&out));
+        assert!(!env.root.join("typo").exists(), "{args:?} created the directory");
+    }
+    let out = env.run(&["--layout", "bucketed", "stats"]);
+    assert_eq!(out.status.code(), Some(2), "a flag the command ignores is an error");
+    env.run_with_stdin(&["put"], b"x");
+    let out = env.run(&["get", "--json", &key]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    Ok(())
+}
+
+/// The story: `repair` of a healthy stash said it "recovered a damaged stash ... before
+/// the crash" and kept another full copy of the file on every run.
+#[test]
+fn repair_of_a_sound_stash_says_so_and_keeps_no_copy() -> TestResult {
+    let env = Env::new();
+    for i in 0..50u64 {
+        env.run_with_stdin(&["put"], &speckle_gen::object(3, i));
+    }
+    let listing = |dir: &Path| -> std::io::Result<Vec<String>> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)?
+            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect::<Result<_, _>>()?;
+        names.sort();
+        Ok(names)
+    };
+    let before = listing(&env.root)?;
+    for _ in 0..2 {
+        let out = env.run(&["repair"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(stdout(&out).contains("checked sound (50 objects"), "{}", stdout(&out));
+        assert!(!stdout(&out).contains("damaged"), "{}", stdout(&out));
+    }
+    assert_eq!(listing(&env.root)?, before, "repair left files behind");
+    Ok(())
+}
+
+/// The story: one unreadable file among 1,001 aborted `import` with nothing stored, and
+/// symbolic links and FIFOs were skipped without a word. Now each failure is reported,
+/// the rest is stored, the exit code is 1, and what is skipped is named.
+#[test]
+fn import_stores_what_it_can_and_names_every_failure_and_skip() -> TestResult {
+    let env = Env::new();
+    let src = env.root.join("src");
+    for i in 0..1_000u64 {
+        env.file(&format!("src/o{i}.json"), &speckle_gen::object(6, i));
+    }
+    env.file("src/huge.bin", &vec![7u8; 200_000]);
+    std::os::unix::fs::symlink(src.join("o1.json"), src.join("link.json"))?;
+    let fifo = src.join("pipe");
+    assert!(Command::new("mkfifo").arg(&fifo).status()?.success(), "mkfifo");
+
+    let out = env.run(&["--max-object-size", "100000", "import", s(&src)]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("huge.bin is larger than the stash's object size limit"), "{err}");
+    assert!(err.contains("skipped symbolic link") && err.contains("link.json"), "{err}");
+    assert!(err.contains("skipped special file") && err.contains("pipe"), "{err}");
+    assert!(stdout(&out).contains("imported 1000 files"), "{}", stdout(&out));
+    let stats: serde_json::Value = serde_json::from_slice(&env.run(&["stats", "--json"]).stdout)?;
+    assert_eq!(stats["objects"], 1_000);
+
+    // --quiet silences the skips, never the failure.
+    let out = env.run(&["-q", "--max-object-size", "100000", "import", s(&src)]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("huge.bin") && !err.contains("skipped"), "{err}");
+    Ok(())
+}
+
+/// JSON comes from serde_json: file names with quotes, backslashes, newlines or bytes
+/// that are not UTF-8 still give valid JSON.
+#[test]
+fn json_survives_hostile_file_names() -> TestResult {
+    use std::os::unix::ffi::OsStrExt;
+    let env = Env::new();
+    let src = env.root.join("src");
+    std::fs::create_dir_all(&src)?;
+    let names: [&[u8]; 4] =
+        [b"quote\"d.json", b"back\\slash.json", b"new\nline.json", b"bad\xff\xfe.json"];
+    for (i, name) in names.iter().enumerate() {
+        let path = src.join(std::ffi::OsStr::from_bytes(name));
+        std::fs::write(&path, format!("{{\"n\":{i}}}"))?;
+        std::os::unix::fs::symlink(
+            &path,
+            src.join(std::ffi::OsStr::from_bytes(&[*name, &b".lnk"[..]].concat())),
+        )?;
+    }
+    let out = env.run(&["import", "--json", s(&src)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(report["files"], 4, "{report}");
+    let skipped: Vec<&str> = report["skipped"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|s| s["path"].as_str())
+        .collect();
+    assert_eq!(skipped.len(), 4, "{report}");
+    assert!(skipped.iter().any(|p| p.contains("quote\"d")), "{report}");
+    assert!(skipped.iter().any(|p| p.contains("new\nline")), "{report}");
+
+    let files: Vec<PathBuf> =
+        names.iter().map(|n| src.join(std::ffi::OsStr::from_bytes(n))).collect();
+    let out = env.cmd(&["put", "--json"]).args(&files).stdin(Stdio::null()).output()?;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(report["stored"].as_array().map(Vec::len), Some(4), "{report}");
+    Ok(())
+}
+
+#[test]
+fn config_shows_and_changes_the_recorded_settings() -> TestResult {
+    let env = Env::new();
+    env.run_with_stdin(&["--durability", "safe", "put"], b"x");
+    let out = env.run(&["config", "--json"]);
+    let config: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(
+        (config["durability"].as_str(), config["codec"].as_str()),
+        (Some("safe"), Some("gzip"))
+    );
+    // Another durability on a command is refused, naming the way to change it.
+    let out = env.run(&["--durability", "fast", "stats"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("objstash config durability fast"), "{}", stderr(&out));
+    let out = env.run(&["config", "durability", "fast"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stats: serde_json::Value = serde_json::from_slice(&env.run(&["stats", "--json"]).stdout)?;
+    assert_eq!(stats["durability"], "fast");
+    assert_eq!(env.run(&["config", "layout", "bucketed"]).status.code(), Some(2));
+    assert_eq!(env.run(&["get", &key_of(b"x")]).stdout, b"x");
+    Ok(())
+}
