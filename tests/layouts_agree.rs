@@ -1,4 +1,4 @@
-//! Both layouts give the same answers as a plain in-memory map for any sequence of
+//! Both layouts in both durability modes give the same answers as a plain in-memory map for any sequence of
 //! operations, including reopening.
 
 mod common;
@@ -43,12 +43,16 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn open(dir: &std::path::Path, layout: Layout) -> Stash {
-    Stash::builder()
-        .layout(layout)
-        .durability(if layout == Layout::Single { Durability::Fast } else { Durability::Safe })
-        .open(dir.join("s.db"))
-        .expect("open")
+/// Every layout with every durability, varied independently.
+const CONFIGS: [(Layout, Durability); 4] = [
+    (Layout::Single, Durability::Fast),
+    (Layout::Single, Durability::Safe),
+    (Layout::Bucketed, Durability::Fast),
+    (Layout::Bucketed, Durability::Safe),
+];
+
+fn open(dir: &std::path::Path, (layout, durability): (Layout, Durability)) -> Stash {
+    Stash::builder().layout(layout).durability(durability).open(dir.join("s.db")).expect("open")
 }
 
 proptest! {
@@ -56,9 +60,9 @@ proptest! {
 
     #[test]
     fn layouts_match_a_model(ops in prop::collection::vec(op(), 1..60)) {
-        let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+        let dirs: Vec<tempfile::TempDir> = CONFIGS.iter().map(|_| tempfile::tempdir().unwrap()).collect();
         let mut stashes: Vec<Option<Stash>> =
-            vec![Some(open(dirs[0].path(), Layout::Single)), Some(open(dirs[1].path(), Layout::Bucketed))];
+            CONFIGS.iter().zip(&dirs).map(|(config, dir)| Some(open(dir.path(), *config))).collect();
         let mut model: HashMap<Key, Vec<u8>> = HashMap::new();
         for op in ops {
             let key = |i: u8| Key::of(&object(i));
@@ -108,8 +112,7 @@ proptest! {
                     }
                     Op::Reopen => {
                         slot.take().unwrap().close().unwrap();
-                        let layout = if n == 0 { Layout::Single } else { Layout::Bucketed };
-                        *slot = Some(open(dirs[n].path(), layout));
+                        *slot = Some(open(dirs[n].path(), CONFIGS[n]));
                         String::new()
                     }
                 };
@@ -118,7 +121,9 @@ proptest! {
             if let Op::Remove(i) = op {
                 prop_assert_eq!(&answers[0], &model.remove(&key(i)).is_some().to_string());
             }
-            prop_assert_eq!(&answers[0], &answers[1], "layouts disagree on {:?}", op);
+            for (config, answer) in CONFIGS.iter().zip(&answers).skip(1) {
+                prop_assert_eq!(&answers[0], answer, "{:?} disagrees on {:?}", config, op);
+            }
             for slot in &stashes {
                 prop_assert_eq!(slot.as_ref().unwrap().len().unwrap(), model.len() as u64);
             }

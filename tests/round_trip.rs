@@ -217,3 +217,46 @@ fn new_and_stored_objects_mixed_in_one_call() -> TestResult {
     }
     Ok(())
 }
+
+/// `entries` lists every stored object once, with its sizes, in every layout; removed
+/// objects are gone from it and pending ones are listed (it flushes first).
+#[test]
+fn entries_list_every_object_with_its_sizes() -> TestResult {
+    for layout in common::LAYOUTS {
+        let dir = tempfile::tempdir()?;
+        let stash = common::open(dir.path(), layout, objstash::Durability::Fast)?;
+        let objs = objects(77, 3_000);
+        let keys = stash.save_all(&objs)?;
+        stash.remove_all(&keys[..100])?;
+        let listed: Vec<objstash::Entry> = stash.entries()?.collect::<objstash::Result<_>>()?;
+        assert_eq!(listed.len(), 2_900, "{layout}");
+        let sizes: std::collections::HashMap<Key, usize> =
+            keys.iter().zip(&objs).skip(100).map(|(k, o)| (*k, o.len())).collect();
+        let mut stored = 0;
+        for entry in &listed {
+            assert_eq!(sizes.get(&entry.key), Some(&(entry.raw_bytes as usize)), "{layout}");
+            assert!(entry.stored_bytes > 0 && entry.stored_bytes < entry.raw_bytes);
+            stored += entry.stored_bytes;
+        }
+        let unique: std::collections::HashSet<Key> = listed.iter().map(|e| e.key).collect();
+        assert_eq!(unique.len(), listed.len(), "{layout}: a key listed twice");
+        assert_eq!(stored, stash.stats()?.stored_bytes, "{layout}");
+    }
+    Ok(())
+}
+
+/// `remove_all` removes many keys in one commit and says which were stored.
+#[test]
+fn remove_all_answers_per_key_in_input_order() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let stash = objstash::Stash::open(dir.path().join("r.db"))?;
+    let keys = stash.save_all(&objects(78, 50))?;
+    let absent = Key::of(b"never saved");
+    let asked = [keys[3], absent, keys[7], keys[3]];
+    assert_eq!(stash.remove_all(&asked)?, [true, false, true, false]);
+    assert_eq!(stash.len()?, 48);
+    assert_eq!(stash.missing(&keys)?, [keys[3], keys[7]]);
+    assert!(stash.remove_all(&[])?.is_empty());
+    assert!(stash.verify()?.is_ok());
+    Ok(())
+}

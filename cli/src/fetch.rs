@@ -38,7 +38,11 @@ pub fn has(stash: &Stash, keys: &[String], out: &mut Out) -> Result<ExitCode, Fa
         key: String,
         present: bool,
     }
-    let keys: Vec<Key> = keys.iter().map(|k| parse_key(k)).collect::<Result<_, _>>()?;
+    let keys: Vec<Key> = if keys == ["-"] {
+        stdin_keys()?
+    } else {
+        keys.iter().map(|k| parse_key(k)).collect::<Result<_, _>>()?
+    };
     let missing: HashSet<Key> = stash.missing(&keys)?.into_iter().collect();
     if out.json {
         let rows: Vec<Presence> = keys
@@ -55,7 +59,8 @@ pub fn has(stash: &Stash, keys: &[String], out: &mut Out) -> Result<ExitCode, Fa
     Ok(if missing.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
-pub fn missing(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
+/// Keys from stdin, any number per line, separated by white space.
+fn stdin_keys() -> Result<Vec<Key>, Failure> {
     let mut keys = Vec::new();
     for line in io::stdin().lock().lines() {
         let line = line.map_err(|e| Failure::io("reading keys from stdin", e))?;
@@ -63,7 +68,11 @@ pub fn missing(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
             keys.push(parse_key(word)?);
         }
     }
-    let missing = stash.missing(&keys)?;
+    Ok(keys)
+}
+
+pub fn missing(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
+    let missing = stash.missing(&stdin_keys()?)?;
     if out.json {
         let keys: Vec<String> = missing.iter().map(Key::to_string).collect();
         out.json(&keys)?;

@@ -81,9 +81,11 @@ enum Command {
         output: Option<PathBuf>,
     },
     /// Print whether each key is stored; exit 1 if any is not.
-    #[command(after_help = "Example:\n  objstash --db cache.db has <KEY> <KEY>")]
+    #[command(
+        after_help = "Example:\n  objstash --db cache.db has <KEY> <KEY>\n  objstash --db cache.db has - < keys.txt"
+    )]
     Has {
-        /// Keys to look up.
+        /// Keys to look up; `-` alone reads them from stdin.
         #[arg(required = true)]
         keys: Vec<String>,
     },
@@ -146,7 +148,8 @@ impl Command {
     fn check_keys(&self) -> Result<(), Failure> {
         let keys: &[String] = match self {
             Command::Get { key, .. } => std::slice::from_ref(key),
-            Command::Has { keys } | Command::Rm { keys } => keys,
+            Command::Has { keys } if keys != &["-"] => keys,
+            Command::Rm { keys } => keys,
             _ => &[],
         };
         keys.iter().try_for_each(|key| parse_key(key).map(drop))
