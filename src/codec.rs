@@ -63,7 +63,9 @@ pub(crate) fn compress(raw: &[u8], level: u32) -> Vec<u8> {
         loop {
             let consumed = (deflate.total_in() - start_in) as usize;
             if out.capacity() - out.len() < 64 {
-                out.reserve(out.capacity().max(256));
+                // Grow by what the rest of the input may need, not by doubling: a large
+                // incompressible object would otherwise hold twice its size.
+                out.reserve_exact((raw.len() - consumed) / 2 + 1024);
             }
             let status = deflate
                 .compress_vec(&raw[consumed..], &mut out, FlushCompress::Finish)

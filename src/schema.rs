@@ -66,6 +66,8 @@ pub(crate) struct Totals {
 pub(crate) struct TableSql {
     pub name: String,
     pub insert: String,
+    /// An insert that reserves the value's bytes, written afterwards through blob I/O.
+    pub insert_zeroblob: String,
     pub select: String,
     pub exists: String,
     pub delete: String,
@@ -80,6 +82,9 @@ impl TableSql {
     fn new(name: String) -> Self {
         TableSql {
             insert: format!("INSERT OR IGNORE INTO {name}(key, raw_len, data) VALUES (?1, ?2, ?3)"),
+            insert_zeroblob: format!(
+                "INSERT OR IGNORE INTO {name}(key, raw_len, data) VALUES (?1, ?2, zeroblob(?3))"
+            ),
             select: format!("SELECT raw_len, data FROM {name} WHERE key = ?1"),
             exists: format!("SELECT 1 FROM {name} WHERE key = ?1"),
             delete: format!("DELETE FROM {name} WHERE key = ?1 RETURNING raw_len, length(data)"),
@@ -119,7 +124,7 @@ impl Schema {
 
     /// How many prepared statements a connection should cache to never re-prepare.
     pub(crate) fn statement_count(&self) -> usize {
-        self.tables.len() * 6 + 16
+        self.tables.len() * 7 + 16
     }
 
     /// Creates the tables and meta rows of a new stash in an empty database.

@@ -9,6 +9,7 @@
 //! stops: every later write and every waiting flush gets [`Error::WriterStopped`] with that
 //! reason instead of hanging or losing rows silently.
 
+use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -21,10 +22,13 @@ use crate::durability::Durability;
 use crate::error::{Error, Result, sqlite_code};
 use crate::key::Key;
 use crate::pending::{Pending, Row};
-use crate::schema::{self, Schema, State};
+use crate::schema::{self, Schema, State, TableSql};
 
 /// A batch is committed once its rows hold this many compressed bytes, whatever its count.
 const MAX_BATCH_BYTES: usize = 32 << 20;
+/// Rows of at least this many stored bytes are written through blob I/O (see
+/// `Writer::insert_large`).
+const LARGE_ROW: usize = 1 << 20;
 /// Saves written into the open transaction at a time, each run sorted by key.
 const RUN_ROWS: usize = 2_048;
 /// How long the writer waits for more rows before committing a batch that is not full.
@@ -400,15 +404,17 @@ impl Writer {
         let schema = &self.shared.schema;
         for row in run.drain(..) {
             let table = &schema.tables[schema.layout.table_of(&row.key)];
-            let mut stmt = self
-                .conn
-                .prepare_cached(&table.insert)
-                .map_err(|e| Stop::sqlite("preparing an insert", e))?;
-            let added = stmt
-                .execute(params![&row.key.as_bytes()[..], row.raw_len as i64, &row.data[..]])
-                .map_err(|e| {
-                    Stop::sqlite(&format!("inserting {} into {}", row.key, table.name), e)
-                })?;
+            let what = || format!("inserting {} into {}", row.key, table.name);
+            let added = if row.data.len() < LARGE_ROW {
+                let mut stmt = self
+                    .conn
+                    .prepare_cached(&table.insert)
+                    .map_err(|e| Stop::sqlite("preparing an insert", e))?;
+                stmt.execute(params![&row.key.as_bytes()[..], row.raw_len as i64, &row.data[..]])
+                    .map_err(|e| Stop::sqlite(&what(), e))?
+            } else {
+                self.insert_large(row, table).map_err(|e| Stop::sqlite(&what(), e))?
+            };
             if added == 1 {
                 totals.objects += 1;
                 totals.raw += row.raw_len as i64;
@@ -416,6 +422,27 @@ impl Writer {
             }
         }
         Ok(())
+    }
+
+    /// Inserts a large row without handing SQLite a copy of its value: the row is inserted
+    /// with a zeroed value of the right length, which is then written through blob I/O.
+    /// Binding the value would make SQLite copy it first, a third copy of a large object in
+    /// memory beside the caller's bytes and the compressed row.
+    fn insert_large(&self, row: &Row, table: &TableSql) -> rusqlite::Result<usize> {
+        let added = self.conn.prepare_cached(&table.insert_zeroblob)?.execute(params![
+            &row.key.as_bytes()[..],
+            row.raw_len as i64,
+            row.data.len() as i64
+        ])?;
+        if added == 1 {
+            let rowid = self.conn.last_insert_rowid();
+            let mut blob =
+                self.conn.blob_open(rusqlite::MAIN_DB, table.name.as_str(), "data", rowid, false)?;
+            blob.write_all(&row.data).map_err(|e| {
+                rusqlite::Error::ToSqlConversionFailure(Box::new(e))
+            })?;
+        }
+        Ok(added)
     }
 
     fn delete(&self, key: &Key, totals: &mut Delta) -> Result<bool, Stop> {

@@ -196,6 +196,9 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
     if !cli.command.creates() && cli.layout.is_some() {
         return Err(Failure::Usage("--layout applies when creating a stash (put, import)".into()));
     }
+    if !cli.command.creates() && cli.max_object_size.is_some() {
+        return Err(Failure::Usage("--max-object-size applies to put and import".into()));
+    }
     let mut builder = Stash::builder().create(cli.command.creates());
     if let Some(layout) = cli.layout {
         builder = builder.layout(layout);
