@@ -32,7 +32,7 @@ const MAX_DEFLATE_RATIO: usize = 1032;
 /// that a longest match (258 bytes) never needs a bounds check; with room for exactly the
 /// recorded length, the last 260 bytes of every object went through the slow loop. With
 /// the slack, inflating a 1.25 KB object takes 0.86x to 0.91x the time and `get` at a
-/// million objects runs 1.09x faster (notes/performance.md, session 5); the spare room is
+/// million objects runs 1.09x faster (notes/design.md); the spare room is
 /// given back before returning.
 const INFLATE_SLACK: usize = 260;
 

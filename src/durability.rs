@@ -1,7 +1,7 @@
 //! What a stash promises about acknowledged writes, and the SQLite settings that keep it.
 //!
 //! The writer connection applies [`Durability::pragmas`] when it opens; the promise of
-//! each mode is stated on its variant and measured in notes/reliability.md.
+//! each mode is stated on its variant and measured in notes/performance.md.
 
 use std::fmt;
 use std::str::FromStr;

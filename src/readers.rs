@@ -17,7 +17,7 @@ use crate::error::{DbContext, Error, Result, sqlite_code};
 /// are held for one short batch commit, so reaching this means something is wrong.
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
 /// Page cache of the writer connection, in KiB (negative `cache_size`): it holds the index
-/// pages a batch dirties; see notes/schema.md.
+/// pages a batch dirties; see notes/design.md.
 pub(crate) const WRITER_CACHE_KIB: i64 = 16 * 1024;
 /// Page cache of each read connection, in KiB. Reads are point lookups; the OS page cache
 /// serves the rest, and there is one read connection per reading thread, so this is what

@@ -9,7 +9,7 @@
 //!
 //! Each object table is a rowid table with a unique index on the key: rows are appended in
 //! rowid order and only the 32-byte keys go into a randomly ordered B-tree. Measured against
-//! WITHOUT ROWID in notes/schema.md.
+//! WITHOUT ROWID in notes/design.md.
 
 use std::io::Read;
 use std::path::Path;
@@ -27,7 +27,7 @@ pub(crate) const APPLICATION_ID: i32 = 0x6f62_7374;
 pub(crate) const FORMAT_VERSION: i64 = 2;
 /// The format of a stash without dictionaries, which every version reads.
 pub(crate) const BASE_FORMAT_VERSION: i64 = 1;
-/// Page size of new stashes; see notes/schema.md.
+/// Page size of new stashes; see notes/design.md.
 pub(crate) const PAGE_SIZE: u32 = 8192;
 
 const META: &str = "objstash_meta";

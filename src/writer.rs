@@ -436,11 +436,15 @@ impl Writer {
         ])?;
         if added == 1 {
             let rowid = self.conn.last_insert_rowid();
-            let mut blob =
-                self.conn.blob_open(rusqlite::MAIN_DB, table.name.as_str(), "data", rowid, false)?;
-            blob.write_all(&row.data).map_err(|e| {
-                rusqlite::Error::ToSqlConversionFailure(Box::new(e))
-            })?;
+            let mut blob = self.conn.blob_open(
+                rusqlite::MAIN_DB,
+                table.name.as_str(),
+                "data",
+                rowid,
+                false,
+            )?;
+            blob.write_all(&row.data)
+                .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
         }
         Ok(added)
     }
