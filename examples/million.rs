@@ -155,7 +155,7 @@ fn main() -> Result<()> {
         reads.get_many,
         reads.get_many / reads.get
     );
-    let show = |peak: Option<u64>| peak.map_or("unknown".to_string(), common::human);
+    let show = |peak: Option<u64>| peak.map_or("unknown".to_string(), common::mib);
     println!(
         "peak memory        {:>10}  ({} when saving ended)",
         show(peak_memory()),
@@ -173,7 +173,7 @@ fn main() -> Result<()> {
     let row = |name: &str, bytes: u64| {
         println!(
             "{name:<34} {bytes:>14} {:>10} {:>7.2} {:>14.2}",
-            common::human(bytes),
+            common::mib(bytes),
             raw_bytes as f64 / bytes as f64,
             bytes as f64 / sizes.whole_gzip as f64
         );

@@ -29,10 +29,14 @@
 //! # Features
 //! - [`Stash::save`], [`Stash::save_all`] (hash and compress in parallel), [`Stash::get`],
 //!   [`Stash::get_many`], [`Stash::contains`], [`Stash::missing`], [`Stash::remove`],
-//!   [`Stash::flush`], [`Stash::len`], [`Stash::stats`], [`Stash::verify`].
+//!   [`Stash::remove_all`], [`Stash::flush`], [`Stash::len`], [`Stash::stats`],
+//!   [`Stash::verify`], [`repair`].
 //! - Saving an object already stored costs a hash and an index lookup, no compression and
 //!   no write.
-//! - Reads see writes at once, from any thread, before the writer commits them.
+//! - Once `save` returns, every read from any thread sees the object, before the writer
+//!   commits it.
+//! - A stash records its layout, durability and codec; an open without settings uses
+//!   them, and changing one is a deliberate [`StashBuilder::reconfigure`].
 //! - One writer thread batches rows into transactions; the channel to it is bounded, so
 //!   memory stays flat however fast objects arrive.
 //! - [`Layout::Single`] (one table) or [`Layout::Bucketed`] (256 tables by first key byte).

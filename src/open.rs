@@ -55,6 +55,8 @@ pub(crate) fn open(options: &Options, path: &Path) -> Result<Stash> {
     options.validate()?;
     let path = path.to_path_buf();
     check_path(&path, options.create)?;
+    // Recognise what is there before taking the lock, so that nothing is left beside a file
+    // that is not a stash; `prepare` reads the header again under the lock.
     let header = schema::read_header(&path)?;
     if header.is_some_and(|h| h.application_id != APPLICATION_ID && h.application_id != 0) {
         return Err(Error::ForeignDatabase { path });

@@ -117,16 +117,9 @@ fn pipe(e: io::Error) -> Failure {
     }
 }
 
-/// Bytes in binary units with one decimal: `1.5 MiB`.
-pub fn human(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 { format!("{bytes} B") } else { format!("{value:.1} {}", UNITS[unit]) }
+/// Bytes as MiB with one decimal, for messages.
+pub fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
 }
 
 /// The JSON form of a recovery report.
@@ -167,10 +160,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn human_units() {
-        assert_eq!(human(0), "0 B");
-        assert_eq!(human(1023), "1023 B");
-        assert_eq!(human(1536), "1.5 KiB");
-        assert_eq!(human(5 << 30), "5.0 GiB");
+    fn mib_has_one_decimal() {
+        assert_eq!(mib(0), "0.0 MiB");
+        assert_eq!(mib(3 << 19), "1.5 MiB");
     }
 }

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use objstash::Stash;
 use serde::Serialize;
 
-use crate::output::{Failure, Out, human};
+use crate::output::{Failure, Out, mib};
 
 /// Files read per `save_all` call during import, and the bytes that end a chunk early.
 const IMPORT_FILES: usize = 2_048;
@@ -153,8 +153,8 @@ pub fn import(stash: &Stash, dir: &Path, out: &mut Out) -> Result<ExitCode, Fail
     } else {
         out.line(&format!(
             "imported {imported} files, {} raw; {new} new objects, {} stored",
-            human(raw),
-            human(stored)
+            mib(raw),
+            mib(stored)
         ))?;
         if !failed.is_empty() {
             out.warn(&format!("{} files could not be imported (listed above)", failed.len()));
@@ -164,6 +164,12 @@ pub fn import(stash: &Stash, dir: &Path, out: &mut Out) -> Result<ExitCode, Fail
         }
     }
     Ok(code)
+}
+
+/// Reports a path that could not be read, and keeps it for the JSON output.
+fn fail(failed: &mut Vec<Failed>, out: &Out, path: &Path, error: String) {
+    out.warn(&error);
+    failed.push(Failed { path: lossy(path), error });
 }
 
 /// Every regular file under `dir`. Symbolic links are not followed (a link can lead out
@@ -180,19 +186,14 @@ fn walk(
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) => {
-            let error = format!("reading directory {}: {e}", dir.display());
-            out.warn(&error);
-            failed.push(Failed { path: lossy(dir), error });
-            return;
+            return fail(failed, out, dir, format!("reading directory {}: {e}", dir.display()));
         }
     };
     for entry in entries {
         let entry = match entry {
             Ok(entry) => entry,
             Err(e) => {
-                let error = format!("reading directory {}: {e}", dir.display());
-                out.warn(&error);
-                failed.push(Failed { path: lossy(dir), error });
+                fail(failed, out, dir, format!("reading directory {}: {e}", dir.display()));
                 continue;
             }
         };
@@ -200,9 +201,7 @@ fn walk(
         let kind = match entry.file_type() {
             Ok(kind) => kind,
             Err(e) => {
-                let error = format!("reading {}: {e}", path.display());
-                out.warn(&error);
-                failed.push(Failed { path: lossy(&path), error });
+                fail(failed, out, &path, format!("reading {}: {e}", path.display()));
                 continue;
             }
         };
