@@ -41,15 +41,17 @@ pub(crate) fn open_connection(
     };
     let conn =
         Connection::open_with_flags(path, flags).map_err(|e| open_error(path, "connecting", e))?;
-    conn.busy_timeout(BUSY_TIMEOUT)
-        .context(|| format!("setting the busy timeout on {}", path.display()))?;
     conn.set_prepared_statement_cache_capacity(statements);
     let cache = if read_only { READER_CACHE_KIB } else { WRITER_CACHE_KIB };
     // This pragma reads the schema: on a file damaged by a crash it fails, and the open
     // sequence then finds the damage itself and recovers, so the failure is not an error here.
+    // It runs before the busy timeout is set: a read connection opened while the writer
+    // commits must not wait for the commit here (saving never waits for one).
     if let Err(e) = conn.pragma_update(None, "cache_size", -cache) {
         log::debug!("objstash: cache_size on {} failed: {e}", path.display());
     }
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .context(|| format!("setting the busy timeout on {}", path.display()))?;
     Ok(conn)
 }
 
