@@ -3,6 +3,7 @@
 //! The builder only gathers settings; `open.rs` validates them and runs the open sequence.
 
 use std::path::Path;
+use std::time::Duration;
 
 use crate::dict::{self, Codec};
 use crate::durability::Durability;
@@ -17,6 +18,8 @@ const DEFAULT_LEVEL: u32 = 2;
 const DEFAULT_BATCH: usize = 100_000;
 /// Default capacity of the channel to the writer, in objects.
 const DEFAULT_CAPACITY: usize = 4_096;
+/// Default longest wait for another handle's lock; see `busy_timeout`.
+const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default largest object: beyond it a save is refused (see `max_object_size`).
 const DEFAULT_MAX_OBJECT: u64 = 512 << 20;
 
@@ -43,6 +46,8 @@ impl Default for StashBuilder {
                 channel_capacity: DEFAULT_CAPACITY,
                 threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
                 read_mmap: 0,
+                busy_timeout: DEFAULT_BUSY_TIMEOUT,
+                read_only: false,
             },
         }
     }
@@ -185,6 +190,28 @@ impl StashBuilder {
     /// Default: 0 (no mapping; each reader copies pages into an 8 MiB cache).
     pub fn read_mmap_size(mut self, bytes: u64) -> Self {
         self.options.read_mmap = bytes;
+        self
+    }
+
+    /// The longest this handle waits for another handle (in this or another process) that
+    /// holds the stash's write lock, or is opening or closing it. Waits are never errors
+    /// below it; past it, the call that waited gets [`Error::Busy`](crate::Error) and
+    /// nothing is lost: saves stay queued (and readable) and are written once the other
+    /// handle lets go. Reads never wait for writers.
+    ///
+    /// Default: 30 seconds.
+    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
+        self.options.busy_timeout = timeout;
+        self
+    }
+
+    /// Opens the stash for reading only: no writer thread, no lock file created, and
+    /// `save` and `remove` answer [`Error::ReadOnly`](crate::Error). A stash whose file or
+    /// directory cannot be written opens this way without being asked.
+    ///
+    /// Default: off.
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.options.read_only = read_only;
         self
     }
 

@@ -28,7 +28,7 @@ impl Durability {
     /// The `journal_mode` and `synchronous` settings of the writer connection.
     pub(crate) fn pragmas(self) -> (&'static str, &'static str) {
         match self {
-            Durability::Fast => ("MEMORY", "OFF"),
+            Durability::Fast => ("WAL", "OFF"),
             Durability::Safe => ("WAL", "FULL"),
         }
     }

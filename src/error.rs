@@ -152,10 +152,39 @@ pub enum Error {
         reason: String,
     },
 
-    /// Another process (or another handle in this one) has the stash open.
+    /// Another handle kept the stash locked for longer than the busy timeout. Nothing
+    /// stored or queued was lost: saves stay queued and are written once it lets go.
     #[error(
-        "{} is open in another process or handle; close that one first (one handle per \
-         stash, shared between threads)",
+        "{}: {what} for longer than {waited:?}; nothing stored or queued was lost: try again, \
+         or raise StashBuilder::busy_timeout",
+        path.display()
+    )]
+    Busy {
+        /// The file.
+        path: PathBuf,
+        /// How long this handle waited.
+        waited: std::time::Duration,
+        /// What the other handle was doing.
+        what: &'static str,
+    },
+
+    /// The stash was opened read-only (by choice, or because its file or directory cannot
+    /// be written): it cannot save or remove.
+    #[error(
+        "{} is open read-only (its file or directory cannot be written, or the builder asked \
+         for read_only): it cannot save or remove",
+        path.display()
+    )]
+    ReadOnly {
+        /// The file.
+        path: PathBuf,
+    },
+
+    /// The operation needs the stash closed everywhere (a repair replaces the file), and
+    /// a handle in this or another process has it open.
+    #[error(
+        "{} is open in a process (this one or another); close every handle first: a repair \
+         replaces the file",
         path.display()
     )]
     Locked {
@@ -226,17 +255,6 @@ impl Error {
 
     pub(crate) fn db(context: impl Into<String>, source: rusqlite::Error) -> Self {
         Error::Database { context: context.into(), source: Box::new(source) }
-    }
-
-    /// Whether SQLite gave up on a lock another connection held (`SQLITE_BUSY`).
-    pub(crate) fn is_busy(&self) -> bool {
-        match self {
-            Error::Database { source, .. } => source
-                .downcast_ref::<rusqlite::Error>()
-                .and_then(sqlite_code)
-                .is_some_and(|code| code == rusqlite::ErrorCode::DatabaseBusy),
-            _ => false,
-        }
     }
 
     pub(crate) fn corrupt(key: Key, reason: impl Into<String>) -> Self {

@@ -8,8 +8,10 @@ use std::path::{Path, PathBuf};
 /// Suffixes of the files SQLite keeps beside the database while it runs: their bytes
 /// count toward the stash's size, and a damaged database is kept aside with them.
 pub(crate) const JOURNALS: [&str; 3] = ["-wal", "-shm", "-journal"];
-/// Suffix of the lock file (see `lock.rs`).
+/// Suffix of the lock file every live handle holds shared (see `lock.rs`).
 pub(crate) const LOCK: &str = "-lock";
+/// Suffix of the lock file held while a handle opens or closes (see `lock.rs`).
+pub(crate) const GATE: &str = "-open";
 
 /// `path` with `suffix` appended to its file name.
 pub(crate) fn sibling(path: &Path, suffix: &str) -> PathBuf {

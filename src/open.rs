@@ -1,12 +1,15 @@
 //! The open sequence: from a path and settings to a running stash.
 //!
 //! `open` validates every setting before it touches the disk, recognises the file from its
-//! header before it takes the lock (so a path that is not a stash is left exactly as it
-//! was, without a lock file beside it), takes the write lock, recovers the database if the
-//! last fast-mode writer died, settles the durability and codec against what the stash
-//! records, applies the durability pragmas and starts the writer.
+//! header before it takes any lock (so a path that is not a stash is left exactly as it
+//! was, with no lock file beside it), and takes its hold on the stash (`lock.rs`). The
+//! first handle to open a stash that nobody has open looks into an unclean shutdown and
+//! rebuilds a damaged file; later handles find it done. Then the durability and codec are
+//! settled against what the stash records, the pragmas applied and the writer started. A
+//! stash whose file or directory cannot be written opens read-only.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use rusqlite::Connection;
 
@@ -15,7 +18,7 @@ use crate::dict::Codec;
 use crate::durability::Durability;
 use crate::error::{DbContext, Error, Result, sqlite_code};
 use crate::layout::Layout;
-use crate::lock::Lock;
+use crate::lock::Hold;
 use crate::readers::{open_connection, open_error};
 use crate::recovery::{self, RecoveryReport, Trigger};
 use crate::schema::{self, APPLICATION_ID, FORMAT_VERSION, Schema, State};
@@ -41,6 +44,8 @@ pub(crate) struct Options {
     pub channel_capacity: usize,
     pub threads: usize,
     pub read_mmap: u64,
+    pub busy_timeout: Duration,
+    pub read_only: bool,
 }
 
 /// The settings a stash runs with once the recorded and the requested ones are settled.
@@ -50,54 +55,124 @@ struct Settings {
     codec: Codec,
 }
 
+/// A connection to a recognised, recovered, configured stash, ready to start.
+struct Prepared {
+    conn: Connection,
+    schema: Schema,
+    settings: Settings,
+    recovery: Option<RecoveryReport>,
+}
+
 /// Opens (or creates) the stash at `path`.
 pub(crate) fn open(options: &Options, path: &Path) -> Result<Stash> {
     options.validate()?;
     let path = path.to_path_buf();
-    check_path(&path, options.create)?;
-    // Recognise what is there before taking the lock, so that nothing is left beside a file
-    // that is not a stash; `prepare` reads the header again under the lock.
+    check_path(&path, options.create && !options.read_only)?;
+    // Recognise what is there before taking any lock, so that nothing is left beside a
+    // file that is not a stash; `prepare` reads the header again under the lock.
     let header = schema::read_header(&path)?;
     if header.is_some_and(|h| h.application_id != APPLICATION_ID && h.application_id != 0) {
         return Err(Error::ForeignDatabase { path });
     }
-    let lock = Lock::acquire(&path)?;
-    let (conn, schema, settings, recovery) = match options.prepare(&path) {
+    if options.read_only {
+        return open_read_only(options, path);
+    }
+    let mut hold = match Hold::acquire(&path, options.busy_timeout) {
+        Ok(hold) => hold,
+        // A directory this process cannot write: a stash there can still be read.
+        Err(Error::Io { source, .. }) if header.is_some() && is_read_only_error(&source) => {
+            return open_read_only(options, path);
+        }
+        Err(e) => return Err(e),
+    };
+    let prepared = match options.prepare(&path, hold.alone()) {
         Ok(prepared) => prepared,
+        Err(Error::ReadOnly { .. }) if header.is_some() => {
+            hold.abandon();
+            return open_read_only(options, path);
+        }
         Err(e) => {
-            lock.abandon();
+            hold.abandon();
             return Err(e);
         }
     };
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(options.threads)
-        .thread_name(|i| format!("objstash-worker-{i}"))
-        .build()
-        .map_err(|e| {
-            Error::io(
-                format!("starting {} worker threads", options.threads),
-                std::io::Error::other(e),
-            )
-        })?;
-    Stash::start(Parts {
-        path,
-        conn,
-        schema,
-        durability: settings.durability,
-        level: options.level,
-        codec: settings.codec,
-        max_object: options.max_object,
-        sample_bytes: options.sample_bytes,
-        batch_size: options.batch_size,
-        capacity: options.channel_capacity,
-        read_mmap: options.read_mmap,
-        pool,
-        recovery,
-        lock,
-    })
+    hold.opened()?;
+    options.start(path, prepared, Some(hold), false)
+}
+
+/// Opens the stash at `path` for reading only: no writer, no recovery, and the lock taken
+/// only where its file can be opened (a handle that reads still keeps a rebuild from
+/// replacing the file under it).
+fn open_read_only(options: &Options, path: PathBuf) -> Result<Stash> {
+    if schema::read_header(&path)?.is_none() {
+        return Err(Error::NotFound { path });
+    }
+    let hold = Hold::acquire_read_only(&path, options.busy_timeout)?;
+    let statements = Schema::new(Layout::Bucketed).statement_count();
+    let conn = open_connection(&path, true, statements, options.busy_timeout)?;
+    let layout = schema::read_layout(&conn)?.unwrap_or_default();
+    if let Some(requested) = options.layout
+        && requested != layout
+    {
+        return Err(Error::LayoutMismatch { path, stored: layout, requested });
+    }
+    let settings = options.settle(
+        &path,
+        schema::read_setting(&conn, "durability").ok().flatten(),
+        schema::read_setting(&conn, "codec").ok().flatten(),
+    )?;
+    let prepared = Prepared { conn, schema: Schema::new(layout), settings, recovery: None };
+    options.start(path, prepared, hold, true)
+}
+
+/// Whether an I/O error says the file system or directory cannot be written.
+fn is_read_only_error(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+    )
 }
 
 impl Options {
+    /// Starts a stash on a prepared connection.
+    fn start(
+        &self,
+        path: PathBuf,
+        prepared: Prepared,
+        hold: Option<Hold>,
+        read_only: bool,
+    ) -> Result<Stash> {
+        let Prepared { conn, schema, settings, recovery } = prepared;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(self.threads)
+            .thread_name(|i| format!("objstash-worker-{i}"))
+            .build()
+            .map_err(|e| {
+                Error::io(
+                    format!("starting {} worker threads", self.threads),
+                    std::io::Error::other(e),
+                )
+            })?;
+        Stash::start(Parts {
+            path,
+            conn,
+            schema,
+            durability: settings.durability,
+            level: self.level,
+            codec: settings.codec,
+            max_object: self.max_object,
+            sample_bytes: self.sample_bytes,
+            batch_size: self.batch_size,
+            capacity: self.channel_capacity,
+            read_mmap: self.read_mmap,
+            busy_timeout: self.busy_timeout,
+            pool,
+            recovery,
+            read_only,
+            hold,
+        })
+    }
+
     fn validate(&self) -> Result<()> {
         if self.level > codec::MAX_LEVEL {
             return Err(Error::config(format!(
@@ -132,13 +207,17 @@ impl Options {
     }
 
     /// Opens the writer connection on a recognised, recovered, configured stash.
-    fn prepare(
-        &self,
-        path: &Path,
-    ) -> Result<(Connection, Schema, Settings, Option<RecoveryReport>)> {
+    ///
+    /// Only a handle that is `alone` with the stash looks into an unclean shutdown and may
+    /// rebuild the file: with another handle open, the shutdown it would see is that
+    /// handle's running session, and the file must not be replaced under it.
+    fn prepare(&self, path: &Path, alone: bool) -> Result<Prepared> {
         let statements = Schema::new(Layout::Bucketed).statement_count();
         let header = schema::read_header(path)?;
-        let conn = open_connection(path, false, statements)?;
+        let conn = open_connection(path, false, statements, self.busy_timeout)?;
+        if conn.is_readonly(rusqlite::MAIN_DB).unwrap_or(false) {
+            return Err(Error::ReadOnly { path: path.to_path_buf() });
+        }
         let header = match header {
             Some(header) if header.application_id == APPLICATION_ID => header,
             Some(header) if header.application_id != 0 => {
@@ -157,7 +236,8 @@ impl Options {
                     .context(|| format!("setting the page size of {}", path.display()))?;
                 schema.create(&conn)?;
                 let settings = self.settle(path, None, None)?;
-                return Ok((configure(conn, path, settings)?, schema, settings, None));
+                let conn = configure(conn, path, settings, alone)?;
+                return Ok(Prepared { conn, schema, settings, recovery: None });
             }
         };
         if header.user_version > FORMAT_VERSION {
@@ -195,14 +275,29 @@ impl Options {
             schema::read_setting(&conn, "durability").ok().flatten(),
             schema::read_setting(&conn, "codec").ok().flatten(),
         )?;
+        // After a fast-mode session that did not close, the file can only be damaged if the
+        // machine stopped (WAL survives a killed process whatever `synchronous` says): the
+        // check is needed when the boot it recorded is not this one.
+        let unclean = alone
+            && matches!(recorded, Some((State::OpenFast, _)))
+            && schema::read_boot(&conn).ok().flatten().is_none_or(|boot| Some(boot) != boot_id());
         let problem = match recorded {
             None => Some(damage.unwrap_or_else(|| "its meta table cannot be read".to_string())),
-            Some((State::OpenFast, _)) => recovery::check(&conn),
+            Some(_) if unclean => recovery::check(&conn),
             Some(_) => None,
         };
-        let unclean = matches!(recorded, Some((State::OpenFast, _)));
+        if problem.is_some() && !alone {
+            // Another handle has it open: the file cannot be rebuilt under it.
+            return Err(Error::Damaged {
+                context: format!("opening {}", path.display()),
+                reason: problem.unwrap_or_default(),
+            });
+        }
         let (conn, report) = match problem {
             Some(problem) => {
+                // Committed pages still in the write-ahead log go into the file, which the
+                // salvage's page reader reads directly (on a damaged file this may fail).
+                let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
                 drop(conn);
                 let report = recovery::salvage(
                     path,
@@ -210,7 +305,7 @@ impl Options {
                     Trigger::UncleanShutdown,
                     problem,
                 )?;
-                (open_connection(path, false, statements)?, Some(report))
+                (open_connection(path, false, statements, self.busy_timeout)?, Some(report))
             }
             None if unclean => {
                 let totals =
@@ -225,7 +320,8 @@ impl Options {
             None => (conn, None),
         };
         let layout = schema::read_layout(&conn)?.unwrap_or_default();
-        Ok((configure(conn, path, settings)?, Schema::new(layout), settings, report))
+        let conn = configure(conn, path, settings, alone)?;
+        Ok(Prepared { conn, schema: Schema::new(layout), settings, recovery: report })
     }
 
     /// The durability and codec to run with: the requested ones for a new stash, the
@@ -269,8 +365,9 @@ impl Options {
     }
 }
 
-/// Applies the durability pragmas, records the settings and marks the stash open.
-fn configure(conn: Connection, path: &Path, settings: Settings) -> Result<Connection> {
+/// Applies the durability pragmas and records the settings; the first handle to open the
+/// stash (`alone`) also marks it open, with the boot it runs in.
+fn configure(conn: Connection, path: &Path, settings: Settings, alone: bool) -> Result<Connection> {
     let durability = settings.durability;
     let (journal, synchronous) = durability.pragmas();
     let mode: String = conn
@@ -290,14 +387,27 @@ fn configure(conn: Connection, path: &Path, settings: Settings) -> Result<Connec
         // objects; removes are rare in a cache, so the extra writes are too.
         .and_then(|()| conn.pragma_update(None, "secure_delete", "ON"))
         .context(|| format!("configuring {}", path.display()))?;
-    schema::write_setting(&conn, "durability", durability.as_str())?;
-    schema::write_setting(&conn, "codec", settings.codec.as_str())?;
-    let state = match durability {
-        Durability::Fast => State::OpenFast,
-        Durability::Safe => State::OpenSafe,
-    };
-    schema::write_state(&conn, state)?;
+    for (name, value) in [("durability", durability.as_str()), ("codec", settings.codec.as_str())] {
+        if schema::read_setting::<String>(&conn, name)?.as_deref() != Some(value) {
+            schema::write_setting(&conn, name, value)?;
+        }
+    }
+    if alone {
+        let state = match durability {
+            Durability::Fast => State::OpenFast,
+            Durability::Safe => State::OpenSafe,
+        };
+        schema::write_state(&conn, state)?;
+        schema::write_setting(&conn, "boot", boot_id().as_deref().unwrap_or(""))?;
+    }
     Ok(conn)
+}
+
+/// An id of the running boot of the machine, where the system tells one (Linux); `None`
+/// elsewhere, which makes every unclean shutdown of a fast-mode stash be checked.
+fn boot_id() -> Option<String> {
+    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    Some(id.trim().to_string()).filter(|id| !id.is_empty())
 }
 
 /// Rejects an empty path and a directory; with `create`, makes a missing parent

@@ -13,9 +13,6 @@ use rusqlite::{Connection, OpenFlags};
 
 use crate::error::{DbContext, Error, Result, sqlite_code};
 
-/// How long any connection waits for a lock before SQLite reports it busy. Locks in a stash
-/// are held for one short batch commit, so reaching this means something is wrong.
-pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
 /// Page cache of the writer connection, in KiB (negative `cache_size`): it holds the index
 /// pages a batch dirties; see notes/design.md.
 pub(crate) const WRITER_CACHE_KIB: i64 = 16 * 1024;
@@ -31,6 +28,7 @@ pub(crate) fn open_connection(
     path: &Path,
     read_only: bool,
     statements: usize,
+    busy: Duration,
 ) -> Result<Connection> {
     let flags = if read_only {
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
@@ -50,7 +48,7 @@ pub(crate) fn open_connection(
     if let Err(e) = conn.pragma_update(None, "cache_size", -cache) {
         log::debug!("objstash: cache_size on {} failed: {e}", path.display());
     }
-    conn.busy_timeout(BUSY_TIMEOUT)
+    conn.busy_timeout(busy)
         .context(|| format!("setting the busy timeout on {}", path.display()))?;
     Ok(conn)
 }
@@ -77,12 +75,13 @@ pub(crate) struct Readers {
     statements: usize,
     /// `mmap_size` of each connection, in bytes; 0 reads through the page cache only.
     mmap: u64,
+    busy: Duration,
     idle: Mutex<Vec<Connection>>,
 }
 
 impl Readers {
-    pub(crate) fn new(path: PathBuf, statements: usize, mmap: u64) -> Self {
-        Readers { path, statements, mmap, idle: Mutex::new(Vec::new()) }
+    pub(crate) fn new(path: PathBuf, statements: usize, mmap: u64, busy: Duration) -> Self {
+        Readers { path, statements, mmap, busy, idle: Mutex::new(Vec::new()) }
     }
 
     /// An idle read connection, or a new one; it goes back to the pool when dropped.
@@ -91,7 +90,7 @@ impl Readers {
         let conn = match idle {
             Some(conn) => conn,
             None => {
-                let conn = open_connection(&self.path, true, self.statements)?;
+                let conn = open_connection(&self.path, true, self.statements, self.busy)?;
                 let context = || format!("making a read connection to {}", self.path.display());
                 conn.pragma_update(None, "query_only", true).context(context)?;
                 if self.mmap > 0 {

@@ -12,7 +12,7 @@
 use std::collections::{BTreeSet, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rusqlite::{Connection, OpenFlags, params};
 
@@ -166,7 +166,8 @@ pub(crate) fn salvage(
     let claimed = schema::read_totals(&damaged).ok().map(|t| t.objects);
 
     let target = Schema::new(layout);
-    let fresh = open_connection(&fresh_path, false, target.statement_count())?;
+    let fresh =
+        open_connection(&fresh_path, false, target.statement_count(), Duration::from_secs(10))?;
     fresh
         .execute_batch(&format!(
             "PRAGMA page_size = {}; PRAGMA journal_mode = OFF;",

@@ -6,6 +6,7 @@
 //! file is kept aside only when objects were or may have been lost.
 
 use std::path::Path;
+use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
@@ -13,7 +14,7 @@ use crate::codec;
 use crate::dict::Dictionaries;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
-use crate::lock::Lock;
+use crate::lock::Hold;
 use crate::recovery::{self, RecoveryReport, Trigger};
 use crate::scan;
 use crate::schema::{self, Schema};
@@ -28,7 +29,7 @@ const CHUNK: usize = 1_024;
 /// is kept aside when anything was lost.
 ///
 /// # Errors
-/// [`Error::Locked`] if the stash is open; [`Error::NotFound`] if there is no stash at
+/// [`Error::Locked`] if any handle has the stash open; [`Error::NotFound`] if there is no stash at
 /// `path`; [`Error::ForeignDatabase`] or [`Error::NotADatabase`] for other files;
 /// [`Error::Io`] or [`Error::Database`] if the new file cannot be written.
 pub fn repair(path: impl AsRef<Path>) -> Result<RecoveryReport> {
@@ -38,9 +39,15 @@ pub fn repair(path: impl AsRef<Path>) -> Result<RecoveryReport> {
         Some(_) => return Err(Error::ForeignDatabase { path: path.to_path_buf() }),
         None => return Err(Error::NotFound { path: path.to_path_buf() }),
     }
-    let _lock = Lock::acquire(path)?;
+    // Rebuilding replaces the file: nobody else may have it open.
+    let hold = Hold::acquire(path, Duration::from_secs(10))?;
+    if !hold.alone() {
+        return Err(Error::Locked { path: path.to_path_buf() });
+    }
     let problem = {
-        let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        // Opened for writing though it only reads: a WAL database's last connection folds
+        // the log back and removes it on closing, which a read-only one cannot do.
+        let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE)
             .map_err(|e| Error::db(format!("opening {} to check it", path.display()), e))?;
         match find_problem(&conn) {
             Ok(objects) => return Ok(RecoveryReport::sound(Trigger::Repair, objects)),

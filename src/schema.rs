@@ -162,6 +162,11 @@ pub(crate) fn read_setting<T: std::str::FromStr>(
     Ok(word.and_then(|w| w.parse().ok()))
 }
 
+/// The boot the stash was last opened in (see `open.rs`); `None` if not recorded.
+pub(crate) fn read_boot(conn: &Connection) -> Result<Option<String>> {
+    Ok(read_meta::<String>(conn, "boot")?.filter(|boot| !boot.is_empty()))
+}
+
 /// Records a setting in the meta table. Older versions read the meta table by name, so a
 /// setting they do not know is no format change.
 pub(crate) fn write_setting(conn: &Connection, name: &str, value: &str) -> Result<()> {

@@ -17,8 +17,9 @@ mod verify;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
-use crossbeam_channel::{Sender, bounded};
+use crossbeam_channel::{SendTimeoutError, Sender, bounded};
 use rusqlite::Connection;
 
 use crate::dict::{Codec, Dictionaries};
@@ -28,12 +29,12 @@ use crate::error::{DbContext, Error, Result};
 use crate::files;
 use crate::key::Key;
 use crate::layout::Layout;
-use crate::lock::Lock;
+use crate::lock::Hold;
 use crate::readers::Readers;
 use crate::recovery::RecoveryReport;
 use crate::schema::{self, Schema, TableSql};
 use crate::stats::Stats;
-use crate::writer::{self, Message, Shared, Stop};
+use crate::writer::{self, Message, Shared};
 
 use train::Trainer;
 
@@ -57,7 +58,11 @@ pub struct Stash {
     trainer: Mutex<Trainer>,
     durability: Durability,
     recovery: Option<RecoveryReport>,
-    _lock: Lock,
+    read_only: bool,
+    busy_timeout: Duration,
+    /// This handle's hold on the stash (`lock.rs`); `None` for a reader that could not
+    /// take one.
+    hold: Option<Hold>,
 }
 
 /// What the open sequence hands over to start a stash.
@@ -74,8 +79,10 @@ pub(crate) struct Parts {
     pub capacity: usize,
     pub read_mmap: u64,
     pub pool: rayon::ThreadPool,
+    pub busy_timeout: Duration,
     pub recovery: Option<RecoveryReport>,
-    pub lock: Lock,
+    pub hold: Option<Hold>,
+    pub read_only: bool,
 }
 
 impl std::fmt::Debug for Stash {
@@ -95,19 +102,30 @@ impl Stash {
         let dicts = Arc::new(Dictionaries::load(&parts.conn)?);
         let trainer = Trainer::new(parts.codec, &dicts);
         let shared = Arc::new(Shared::new(parts.schema));
-        let (sender, receiver) = bounded(parts.capacity);
-        let writer = writer::spawn(
-            parts.conn,
-            Arc::clone(&shared),
-            receiver,
-            parts.batch_size,
-            parts.durability,
-        )?;
+        let (sender, writer) = if parts.read_only {
+            (None, None)
+        } else {
+            let (sender, receiver) = bounded(parts.capacity);
+            let writer = writer::spawn(
+                parts.conn,
+                Arc::clone(&shared),
+                receiver,
+                parts.batch_size,
+                parts.path.clone(),
+                parts.busy_timeout,
+            )?;
+            (Some(sender), Some(writer))
+        };
         Ok(Stash {
             shared,
-            sender: Some(sender),
-            writer: Some(writer),
-            readers: Readers::new(parts.path.clone(), statements, parts.read_mmap),
+            sender,
+            writer,
+            readers: Readers::new(
+                parts.path.clone(),
+                statements,
+                parts.read_mmap,
+                parts.busy_timeout,
+            ),
             pool: parts.pool,
             path: parts.path,
             level: parts.level,
@@ -118,7 +136,9 @@ impl Stash {
             trainer: Mutex::new(trainer),
             durability: parts.durability,
             recovery: parts.recovery,
-            _lock: parts.lock,
+            read_only: parts.read_only,
+            busy_timeout: parts.busy_timeout,
+            hold: parts.hold,
         })
     }
 
@@ -129,6 +149,9 @@ impl Stash {
     /// [`Error::WriterStopped`] if a commit failed: objects saved since the previous
     /// successful flush may not be stored.
     pub fn flush(&self) -> Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
         let (ack, done) = bounded(1);
         self.send(Message::Flush(ack))?;
         self.wait(&done)
@@ -215,6 +238,14 @@ impl Stash {
         self.codec
     }
 
+    /// Whether this handle only reads: opened with
+    /// [`StashBuilder::read_only`](crate::StashBuilder::read_only), or because the stash's
+    /// file or directory cannot be written.
+    #[must_use]
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
     /// The largest object [`Stash::save`] accepts, in bytes (see
     /// [`StashBuilder::max_object_size`](crate::StashBuilder::max_object_size)).
     #[must_use]
@@ -251,38 +282,71 @@ impl Stash {
     }
 
     fn sender(&self) -> Result<&Sender<Message>> {
+        if self.read_only {
+            return Err(Error::ReadOnly { path: self.path.clone() });
+        }
         if self.shared.stopped().is_some() {
             return Err(self.shared.stopped_error());
         }
         self.sender.as_ref().ok_or_else(|| self.shared.stopped_error())
     }
 
+    /// Hands a message to the writer, waiting at most the busy timeout for room in the
+    /// channel (it stays full while another process holds the write lock).
     fn send(&self, message: Message) -> Result<()> {
-        self.sender()?.send(message).map_err(|_| self.shared.stopped_error())
+        match self.sender()?.send_timeout(message, self.busy_timeout) {
+            Ok(()) => Ok(()),
+            Err(SendTimeoutError::Timeout(_)) => Err(self.busy_error()),
+            Err(SendTimeoutError::Disconnected(_)) => Err(self.shared.stopped_error()),
+        }
+    }
+
+    fn busy_error(&self) -> Error {
+        Error::Busy {
+            path: self.path.clone(),
+            waited: self.busy_timeout,
+            what: "another process held the stash's write lock and the queue to the writer \
+                   stayed full",
+        }
     }
 
     /// Waits for the writer's answer to a message.
-    fn wait<T>(&self, done: &crossbeam_channel::Receiver<Result<T, Stop>>) -> Result<T> {
-        match done.recv() {
-            Ok(answer) => answer.map_err(Stop::into_error),
-            Err(_) => Err(self.shared.stopped_error()),
-        }
+    fn wait<T>(&self, done: &crossbeam_channel::Receiver<Result<T>>) -> Result<T> {
+        done.recv().unwrap_or_else(|_| Err(self.shared.stopped_error()))
     }
 
     fn shutdown(&mut self) -> Result<()> {
         self.readers.close_all();
         drop(self.sender.take());
-        let Some(writer) = self.writer.take() else { return Ok(()) };
-        if writer.join().is_err() {
-            return Err(Error::WriterStopped {
+        let panicked = self.writer.take().is_some_and(|writer| writer.join().is_err());
+        let joined = match self.shared.stopped() {
+            _ if panicked => Err(Error::WriterStopped {
                 reason: "the writer thread panicked".to_string(),
                 source: None,
-            });
-        }
-        match self.shared.stopped() {
+            }),
             Some(stop) => Err(stop.into_error()),
             None => Ok(()),
+        };
+        if let Some(mut hold) = self.hold.take()
+            && !self.read_only
+            && joined.is_ok()
+        {
+            self.mark_closed(&mut hold)?;
         }
+        joined
+    }
+
+    /// The last handle to close marks the stash cleanly closed and folds the write-ahead
+    /// log back into the file; the others leave it to the last.
+    fn mark_closed(&self, hold: &mut Hold) -> Result<()> {
+        if !hold.closing(&self.path, self.busy_timeout)? {
+            return Ok(());
+        }
+        let conn = crate::readers::open_connection(&self.path, false, 16, self.busy_timeout)?;
+        schema::write_state(&conn, schema::State::Clean)?;
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .context(|| format!("checkpointing {}", self.path.display()))?;
+        Ok(())
     }
 }
 

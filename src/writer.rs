@@ -10,6 +10,7 @@
 //! reason instead of hanging or losing rows silently.
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -18,11 +19,10 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use rusqlite::{Connection, params};
 
 use crate::dict::{self, Dictionary};
-use crate::durability::Durability;
 use crate::error::{Error, Result, sqlite_code};
 use crate::key::Key;
 use crate::pending::{Pending, Row};
-use crate::schema::{self, Schema, State, TableSql};
+use crate::schema::{self, Schema, TableSql};
 
 /// A batch is committed once its rows hold this many compressed bytes, whatever its count.
 const MAX_BATCH_BYTES: usize = 32 << 20;
@@ -77,7 +77,25 @@ impl From<Error> for Stop {
 }
 
 /// The answer to a caller waiting on the writer.
-pub(crate) type Ack<T> = Sender<Result<T, Stop>>;
+pub(crate) type Ack<T> = Sender<Result<T, Error>>;
+
+/// Why a batch was not committed.
+enum Failure {
+    /// Another handle held the write lock for longer than the busy timeout: the batch is
+    /// kept and tried again.
+    Busy,
+    /// The writer cannot go on.
+    Fatal(Stop),
+}
+
+impl<E: Into<Stop>> From<E> for Failure {
+    fn from(e: E) -> Self {
+        Failure::Fatal(e.into())
+    }
+}
+
+/// Tries of a kept batch after its senders are gone before the writer gives up on it.
+const TRIES_AT_CLOSE: u32 = 3;
 
 /// What producers send to the writer.
 pub(crate) enum Message {
@@ -156,32 +174,40 @@ struct Batch {
     totals: Delta,
     rows: usize,
     bytes: usize,
+    /// Whether a message asked for a commit now, or the batch reached its size.
+    full: bool,
 }
 
 impl Batch {
-    /// Adds a message; returns true when the batch should be committed now.
-    fn push(&mut self, message: Message, batch_size: usize) -> bool {
+    /// Adds a message.
+    fn push(&mut self, message: Message, batch_size: usize) {
         match message {
             Message::Save(row) => {
                 self.rows += 1;
                 self.bytes += row.data.len();
                 self.ops.push(Op::Save(row));
-                self.rows >= batch_size || self.bytes >= MAX_BATCH_BYTES
+                self.full |= self.rows >= batch_size || self.bytes >= MAX_BATCH_BYTES;
             }
             // The caller waits for the commit, so there is nothing to linger for.
             Message::Remove(keys, ack) => {
                 self.ops.push(Op::Remove(keys, ack));
-                true
+                self.full = true;
             }
             Message::Flush(ack) => {
                 self.flushes.push(ack);
-                true
+                self.full = true;
             }
-            Message::Dictionary(dict, samples) => {
-                self.ops.push(Op::Dictionary(dict, samples));
-                false
-            }
+            Message::Dictionary(dict, samples) => self.ops.push(Op::Dictionary(dict, samples)),
         }
+    }
+
+    /// Whether the batch should be committed now.
+    fn ready(&self, batch_size: usize) -> bool {
+        self.full || self.rows >= batch_size
+    }
+
+    fn is_empty(&self) -> bool {
+        self.ops.is_empty() && self.flushes.is_empty()
     }
 }
 
@@ -191,18 +217,20 @@ pub(crate) fn spawn(
     shared: Arc<Shared>,
     rx: Receiver<Message>,
     batch_size: usize,
-    durability: Durability,
+    path: PathBuf,
+    busy: Duration,
 ) -> Result<JoinHandle<()>> {
     let objects = schema::read_totals(&conn)?.objects;
     let page_size: i64 = conn
         .pragma_query_value(None, "page_size", |r| r.get(0))
         .map_err(|e| Error::db("reading the page size", e))?;
     let page_size = page_size.max(512) as u64;
-    let journal_in_memory = durability == Durability::Fast;
     std::thread::Builder::new()
         .name("objstash-writer".to_string())
         .spawn(move || {
-            Writer { conn, shared, batch_size, objects, page_size, journal_in_memory }.run(rx)
+            let senders_gone = false;
+            Writer { conn, shared, batch_size, objects, page_size, path, busy, senders_gone }
+                .run(rx)
         })
         .map_err(|e| Error::io("starting the writer thread", e))
 }
@@ -211,10 +239,14 @@ struct Writer {
     conn: Connection,
     shared: Arc<Shared>,
     batch_size: usize,
-    /// Objects stored, kept current by each commit.
+    /// Objects stored (by this handle's estimate: other processes add theirs), kept
+    /// current by each commit; it only sizes batches.
     objects: u64,
     page_size: u64,
-    journal_in_memory: bool,
+    path: PathBuf,
+    busy: Duration,
+    /// Whether every sender is gone (the handle is closing).
+    senders_gone: bool,
 }
 
 /// The most rows a batch may hold so that the pages it is expected to change in a key
@@ -237,116 +269,134 @@ impl Writer {
     fn run(mut self, rx: Receiver<Message>) {
         let shared = Arc::clone(&self.shared);
         let _guard = PanicGuard(&shared);
+        let mut batch = Batch::default();
+        let mut tries_at_close = 0;
         loop {
-            // Only worth taking when the writer is about to wait.
-            let shared_lock = rx.is_empty() && self.hold_shared_lock();
-            let first = rx.recv();
-            if shared_lock {
-                self.release_shared_lock();
+            if batch.is_empty() {
+                let Ok(first) = rx.recv() else { break };
+                let limit = self.limit();
+                batch.push(first, limit);
             }
-            let Ok(first) = first else { break };
-            let mut batch = Batch::default();
-            if let Err(stop) = self.batch(&rx, first, &mut batch) {
-                if batch.open {
-                    let _ = self.conn.execute_batch("ROLLBACK");
-                }
-                self.shared.stop(stop.clone());
-                for op in batch.ops {
-                    if let Op::Remove(_, ack) = op {
-                        let _ = ack.send(Err(stop.clone()));
+            match self.batch(&rx, &mut batch) {
+                Ok(()) => self.settle(std::mem::take(&mut batch)),
+                Err(Failure::Busy) => {
+                    self.refuse_waiting(&mut batch);
+                    if self.senders_gone {
+                        tries_at_close += 1;
+                        if tries_at_close >= TRIES_AT_CLOSE {
+                            let rows = batch.rows;
+                            self.fail(
+                                Stop::new(format!(
+                                    "{rows} objects could not be written: another process held \
+                                     the stash's write lock for longer than {:?}, {TRIES_AT_CLOSE} \
+                                     times",
+                                    self.busy
+                                )),
+                                batch,
+                            );
+                            return;
+                        }
                     }
                 }
-                for ack in batch.flushes {
-                    let _ = ack.send(Err(stop.clone()));
-                }
-                return;
-            }
-            let mut removed = batch.removed.into_iter();
-            for op in batch.ops {
-                match op {
-                    Op::Save(row) => self.shared.pending.settle(&row),
-                    Op::Remove(_, ack) => {
-                        let _ = ack.send(Ok(removed.next().unwrap_or_default()));
-                    }
-                    Op::Dictionary(..) => {}
+                Err(Failure::Fatal(stop)) => {
+                    self.fail(stop, batch);
+                    return;
                 }
             }
-            for ack in batch.flushes {
-                let _ = ack.send(Ok(()));
-            }
-        }
-        // Every sender is gone and everything sent is committed: a clean close.
-        if let Err(e) = schema::write_state(&self.conn, State::Clean) {
-            log::warn!(
-                "objstash could not record a clean close ({e}); the next open will check the file"
-            );
         }
     }
 
-    /// In fast mode, opens a read transaction that holds SQLite's shared lock while the
-    /// writer waits for work; returns whether it did.
-    ///
-    /// SQLite counts the shared locks of one process's connections to a file and only
-    /// calls `fcntl` for the first and the last. With the writer holding one, a read
-    /// connection's lock and unlock cost no system call; without it, each `get` on an idle
-    /// stash took and released the lock with four `fcntl` calls (`get` at a million objects
-    /// 1.15x to 1.20x faster with it, notes/performance.md). Readers are not held back:
-    /// shared locks do not exclude each other. What it excludes is a writer in another
-    /// process, which the stash's lock file already forbids. In safe mode (WAL) it would
-    /// pin a snapshot and keep checkpoints from finishing, so it is not taken.
-    fn hold_shared_lock(&self) -> bool {
-        if !self.journal_in_memory {
-            return false;
+    /// After a commit: forgets the committed rows from the pending map and answers every
+    /// remove and flush of the batch.
+    fn settle(&self, batch: Batch) {
+        let mut removed = batch.removed.into_iter();
+        for op in batch.ops {
+            match op {
+                Op::Save(row) => self.shared.pending.settle(&row),
+                Op::Remove(_, ack) => {
+                    let _ = ack.send(Ok(removed.next().unwrap_or_default()));
+                }
+                Op::Dictionary(..) => {}
+            }
         }
-        let held = self.conn.execute_batch("BEGIN").and_then(|()| {
-            self.conn.query_row("SELECT 1 FROM sqlite_schema LIMIT 1", [], |_| Ok(()))
+        for ack in batch.flushes {
+            let _ = ack.send(Ok(()));
+        }
+    }
+
+    /// After a busy timeout: the flushes and removes waiting on the batch get `Busy`; the
+    /// saves stay in it (and readable from the pending map) to be written on the next try.
+    fn refuse_waiting(&self, batch: &mut Batch) {
+        debug_assert!(!batch.open && batch.written == 0, "busy only before the first write");
+        for ack in batch.flushes.drain(..) {
+            let _ = ack.send(Err(self.busy_error()));
+        }
+        batch.ops.retain(|op| match op {
+            Op::Remove(_, ack) => {
+                let _ = ack.send(Err(self.busy_error()));
+                false
+            }
+            _ => true,
         });
-        if let Err(e) = held {
-            log::debug!("objstash writer: no shared lock while idle ({e})");
-            self.release_shared_lock();
-            return false;
-        }
-        true
+        batch.removed.clear();
+        batch.totals = Delta::default();
     }
 
-    /// Ends the read transaction of [`Writer::hold_shared_lock`].
-    fn release_shared_lock(&self) {
-        if !self.conn.is_autocommit()
-            && let Err(e) = self.conn.execute_batch("COMMIT")
-        {
-            log::debug!("objstash writer: ending the idle read transaction: {e}");
+    fn busy_error(&self) -> Error {
+        Error::Busy {
+            path: self.path.clone(),
+            waited: self.busy,
+            what: "another process held the stash's write lock",
+        }
+    }
+
+    /// Stops the writer for good: rolls back, records why, and answers everyone waiting.
+    fn fail(&self, stop: Stop, batch: Batch) {
+        if batch.open {
             let _ = self.conn.execute_batch("ROLLBACK");
         }
+        self.shared.stop(stop.clone());
+        for op in batch.ops {
+            if let Op::Remove(_, ack) = op {
+                let _ = ack.send(Err(stop.clone().into_error()));
+            }
+        }
+        for ack in batch.flushes {
+            let _ = ack.send(Err(stop.clone().into_error()));
+        }
     }
 
-    /// Gathers one batch starting with `first` and commits it. Rows are written into the
-    /// open transaction in sorted runs as they arrive, so SQLite works while producers are
+    /// The most rows the next batch may hold.
+    fn limit(&self) -> usize {
+        journal_bounded_rows(self.batch_size, self.objects, self.page_size)
+    }
+
+    /// Gathers more of `batch` (until it is full, a flush or a remove asks for a commit, or
+    /// no message has come for a while) and commits it. Rows are written into the open
+    /// transaction in sorted runs as they arrive, so SQLite works while producers are
     /// still compressing; only the commit waits for the end of the batch.
-    fn batch(
-        &mut self,
-        rx: &Receiver<Message>,
-        first: Message,
-        batch: &mut Batch,
-    ) -> Result<(), Stop> {
-        let limit = if self.journal_in_memory {
-            journal_bounded_rows(self.batch_size, self.objects, self.page_size)
-        } else {
-            self.batch_size
-        };
-        let mut now = batch.push(first, limit);
+    fn batch(&mut self, rx: &Receiver<Message>, batch: &mut Batch) -> Result<(), Failure> {
+        let limit = self.limit();
         let deadline = Instant::now() + MAX_BATCH_AGE;
-        while !now {
+        while !batch.ready(limit) {
             let message = match rx.try_recv() {
                 Ok(message) => message,
-                Err(TryRecvError::Disconnected) => break,
+                Err(TryRecvError::Disconnected) => {
+                    self.senders_gone = true;
+                    break;
+                }
                 Err(TryRecvError::Empty) => {
                     match rx.recv_deadline(deadline.min(Instant::now() + LINGER)) {
                         Ok(message) => message,
-                        Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
+                        Err(RecvTimeoutError::Timeout) => break,
+                        Err(RecvTimeoutError::Disconnected) => {
+                            self.senders_gone = true;
+                            break;
+                        }
                     }
                 }
             };
-            now = batch.push(message, limit);
+            batch.push(message, limit);
             if batch.ops.len() - batch.written >= RUN_ROWS {
                 self.write(batch)?;
             }
@@ -364,15 +414,19 @@ impl Writer {
     }
 
     /// Writes the operations not yet written into the batch's transaction, opening it first.
-    fn write(&mut self, batch: &mut Batch) -> Result<(), Stop> {
+    fn write(&mut self, batch: &mut Batch) -> Result<(), Failure> {
         if batch.written == batch.ops.len() {
             return Ok(());
         }
         if !batch.open {
-            self.conn
-                .execute_batch("BEGIN IMMEDIATE")
-                .map_err(|e| Stop::sqlite("starting a transaction", e))?;
-            batch.open = true;
+            match self.conn.execute_batch("BEGIN IMMEDIATE") {
+                Ok(()) => batch.open = true,
+                // SQLite waited the busy timeout for another handle's write lock.
+                Err(e) if sqlite_code(&e) == Some(rusqlite::ErrorCode::DatabaseBusy) => {
+                    return Err(Failure::Busy);
+                }
+                Err(e) => return Err(Stop::sqlite("starting a transaction", e).into()),
+            }
         }
         let Batch { ops, removed, totals, written, .. } = batch;
         let mut run: Vec<&Row> = Vec::new();

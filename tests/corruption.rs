@@ -93,9 +93,12 @@ fn damaged_rows_are_reported_not_returned() -> TestResult {
 }
 
 /// Marks the stash as left open by a fast-mode writer, as a crash would.
+/// Leaves the stash as a fast-mode session that ended with the machine (not only the
+/// process) stopping: the unclean marker, and no record of this boot.
 fn mark_unclean(path: &std::path::Path) -> TestResult {
     let conn = Connection::open(path)?;
     conn.execute("UPDATE objstash_meta SET value = 'open-fast' WHERE name = 'state'", [])?;
+    conn.execute("DELETE FROM objstash_meta WHERE name = 'boot'", [])?;
     Ok(())
 }
 

@@ -149,7 +149,8 @@ fn kill_loop(durability: Durability, layout: Layout, kills: u64) -> anyhow::Resu
 
         let stash = Stash::builder().durability(durability).layout(layout).open(&db)?;
         if let Some(report) = stash.recovery() {
-            assert_eq!(durability, Durability::Fast, "safe mode never needs recovery: {report}");
+            // A killed process cannot damage a WAL database in either mode: only a stop of
+            // the machine makes an open look into the file.
             if report.problem.is_some() {
                 tally.salvaged += 1;
             } else {
@@ -162,13 +163,13 @@ fn kill_loop(durability: Durability, layout: Layout, kills: u64) -> anyhow::Resu
         let missing = stash.missing(&keys)?;
         tally.acked += keys.len() as u64;
         tally.acked_lost += missing.len() as u64;
-        if durability == Durability::Safe {
-            assert!(
-                missing.is_empty(),
-                "round {round}: {} acknowledged objects lost",
-                missing.len()
-            );
-        }
+        // Both modes keep every flushed object when only the process dies: a commit is in
+        // the write-ahead log, which the operating system keeps whatever `synchronous` says.
+        assert!(
+            missing.is_empty(),
+            "{durability} round {round}: {} acknowledged objects lost",
+            missing.len()
+        );
         // Whatever survived reads back right: never a wrong byte.
         for (i, value) in stash.get_many(&keys)?.into_iter().enumerate() {
             if let Some(value) = value {
@@ -196,10 +197,11 @@ fn fast_mode_reopens_after_every_kill_and_serves_no_bad_bytes() -> TestResult {
     let tally = kill_loop(Durability::Fast, Layout::Bucketed, 20)?;
     eprintln!("fast: {tally:?}");
     assert!(tally.acked > 0, "the child never acknowledged anything: {tally:?}");
+    assert_eq!(tally.acked_lost, 0);
     assert_eq!(
-        tally.salvaged + tally.unclean_sound,
-        tally.kills,
-        "every kill is noticed: {tally:?}"
+        (tally.salvaged, tally.unclean_sound),
+        (0, 0),
+        "a killed process leaves nothing to recover: {tally:?}"
     );
     Ok(())
 }
@@ -209,6 +211,7 @@ fn fast_mode_reopens_after_every_kill_and_serves_no_bad_bytes() -> TestResult {
 fn safe_mode_long() -> TestResult {
     let tally = kill_loop(Durability::Safe, Layout::Bucketed, 200)?;
     eprintln!("safe long: {tally:?}");
+    assert_eq!(tally.salvaged, 0);
     assert_eq!(tally.acked_lost, 0);
     Ok(())
 }
@@ -245,9 +248,11 @@ fn a_kill_during_recovery_still_ends_in_a_usable_stash() -> TestResult {
             stash.save_all(&objects)?;
             stash.close()?;
         }
-        // Damage the file and mark it unclean, as a crash in mid-commit would.
-        rusqlite::Connection::open(&db)?
-            .execute("UPDATE objstash_meta SET value = 'open-fast' WHERE name = 'state'", [])?;
+        // Damage the file and mark it unclean, as a power loss in mid-commit could.
+        let conn = rusqlite::Connection::open(&db)?;
+        conn.execute("UPDATE objstash_meta SET value = 'open-fast' WHERE name = 'state'", [])?;
+        conn.execute("DELETE FROM objstash_meta WHERE name = 'boot'", [])?;
+        drop(conn);
         let len = fs::metadata(&db)?.len();
         let mut f = OpenOptions::new().write(true).open(&db)?;
         std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(len / 3 / 8192 * 8192))?;

@@ -65,18 +65,36 @@ fn asking_for_another_layout_is_an_error() -> TestResult {
     Ok(())
 }
 
+/// Two handles in one process share a stash: each sees what the other flushed, the
+/// stash is marked closed only when the last one closes, and a repair (which replaces the
+/// file) is refused while any is open.
 #[test]
-fn a_second_handle_is_refused_until_the_first_closes() -> TestResult {
+fn two_handles_share_a_stash_and_the_last_close_marks_it_clean() -> TestResult {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("x.db");
     let first = Stash::open(&path)?;
     let key = first.save(b"held")?;
-    match Stash::open(&path) {
-        Err(Error::Locked { .. }) => {}
-        other => panic!("expected Locked, got {other:?}"),
-    }
-    first.close()?;
+    first.flush()?;
     let second = Stash::open(&path)?;
-    assert!(second.contains(&key)?);
+    assert_eq!(second.get(&key)?.as_deref(), Some(&b"held"[..]));
+    let other = second.save(b"from the second")?;
+    second.flush()?;
+    assert_eq!(first.get(&other)?.as_deref(), Some(&b"from the second"[..]));
+    assert!(matches!(objstash::repair(&path), Err(Error::Locked { .. })));
+    first.close()?;
+    let state = |p: &std::path::Path| -> rusqlite::Result<String> {
+        rusqlite::Connection::open(p)?.query_row(
+            "SELECT value FROM objstash_meta WHERE name = 'state'",
+            [],
+            |r| r.get(0),
+        )
+    };
+    assert_eq!(state(&path)?, "open-fast", "one handle is still open");
+    assert_eq!(second.len()?, 2);
+    second.close()?;
+    assert_eq!(state(&path)?, "clean");
+    let third = Stash::open(&path)?;
+    assert!(third.recovery().is_none());
+    assert_eq!(third.len()?, 2);
     Ok(())
 }

@@ -7,15 +7,13 @@
 //! object never costs the others, the writer or the handle.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use rayon::prelude::*;
 
 use crate::codec;
-use crate::error::{DbContext, Error, Result};
+use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::pending::Row;
-use crate::readers::BUSY_TIMEOUT;
 use crate::writer::Message;
 
 use super::Stash;
@@ -93,11 +91,9 @@ impl Stash {
     /// compressed and sent again. A key wrongly taken for unknown only costs compressing
     /// it again: the writer's `INSERT OR IGNORE` drops the duplicate.
     ///
-    /// All keys are looked up in one read transaction, which takes SQLite's file lock once
-    /// instead of once per key (measured 25% of the save time). The lookup does not wait
-    /// for the writer: while it commits it holds the lock every reader needs, and waiting
-    /// would idle the compressing threads for the whole commit. Then only pending keys count
-    /// as known.
+    /// All keys are looked up in one read transaction, which takes SQLite's locks once
+    /// instead of once per key (per-key locking cost 25% of the save time). A reader never
+    /// waits for the writer (WAL), so compressing threads are not idled by commits.
     ///
     /// A chunk whose first [`PROBE_KEYS`] keys are all unknown is taken for new data and
     /// the rest is not looked up either: for new objects a lookup only repeats the writer's
@@ -107,12 +103,7 @@ impl Stash {
     /// stored objects, or of half stored ones, is looked up in full with near certainty).
     fn known(&self, keys: &[Key]) -> Result<Vec<bool>> {
         let mut known: Vec<bool> = keys.iter().map(|k| self.shared.pending.contains(k)).collect();
-        let reader = self.readers.checkout()?;
-        let set_timeout = |timeout| {
-            reader.busy_timeout(timeout).context(|| "setting the busy timeout".to_string())
-        };
-        set_timeout(Duration::ZERO)?;
-        let looked = reader.in_transaction(|conn| {
+        let stored = self.readers.checkout()?.in_transaction(|conn| {
             let mut stored = Vec::with_capacity(keys.len());
             for (i, key) in keys.iter().enumerate() {
                 if i == PROBE_KEYS && !stored.contains(&true) {
@@ -121,19 +112,14 @@ impl Stash {
                 stored.push(known[i] || self.stored(conn, key)?);
             }
             Ok(stored)
-        });
-        set_timeout(BUSY_TIMEOUT)?;
-        match looked {
-            Err(e) if e.is_busy() => {}
-            Err(e) => return Err(e),
-            Ok(stored) => known[..stored.len()].copy_from_slice(&stored),
-        }
+        })?;
+        known[..stored.len()].copy_from_slice(&stored);
         Ok(known)
     }
 
     /// Compresses an object found not stored and queues it for the writer.
     fn send_new(&self, key: Key, object: &[u8]) -> Result<()> {
-        let sender = self.sender()?;
+        self.sender()?;
         // A duplicate earlier in the same batch call may have been queued meanwhile.
         if self.shared.pending.contains(&key) {
             return Ok(());
@@ -145,9 +131,11 @@ impl Stash {
             data: Arc::new(codec::encode(object, self.level, dict.as_deref())),
         };
         self.shared.pending.insert(row.clone());
-        if sender.send(Message::Save(row)).is_err() {
-            return Err(self.shared.stopped_error());
+        let sent = self.send(Message::Save(row.clone()));
+        if sent.is_err() {
+            // Not queued: reads must not show it.
+            self.shared.pending.settle(&row);
         }
-        Ok(())
+        sent
     }
 }

@@ -11,7 +11,6 @@ use std::collections::HashSet;
 use rayon::prelude::*;
 use rusqlite::Connection;
 
-use crate::durability::Durability;
 use crate::error::{DbContext, Result};
 use crate::key::Key;
 use crate::pagescan;
@@ -69,13 +68,11 @@ impl Stash {
     /// directly (as salvage does) and look every key found there up as `get` would, to
     /// name the keys `get` cannot serve.
     fn verify_pages(&self, report: &mut VerifyReport) {
-        if self.durability == Durability::Safe {
-            // Bring committed pages from the write-ahead log into the file the scanner
-            // reads; PASSIVE never waits for the writer. Whatever it leaves in the log is
-            // only newer than what the scan sees, and every key is checked through SQLite.
-            if let Ok(reader) = self.readers.checkout() {
-                let _ = reader.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
-            }
+        // Bring committed pages from the write-ahead log into the file the scanner reads;
+        // PASSIVE never waits for a writer. Whatever it leaves in the log is only newer
+        // than what the scan sees, and every key is checked through SQLite.
+        if let Ok(reader) = self.readers.checkout() {
+            let _ = reader.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
         }
         let mut listed: HashSet<Key> =
             report.corrupt.iter().chain(&report.unreachable).copied().collect();
