@@ -205,7 +205,7 @@ impl StashBuilder {
         self
     }
 
-    /// Opens the stash for reading only: no writer thread, no lock file created, and
+    /// Opens an existing stash for reading only: no writer thread, no recovery, and
     /// `save` and `remove` answer [`Error::ReadOnly`](crate::Error). A stash whose file or
     /// directory cannot be written opens this way without being asked.
     ///

@@ -336,8 +336,11 @@ impl Stash {
         joined
     }
 
-    /// The last handle to close marks the stash cleanly closed and folds the write-ahead
-    /// log back into the file; the others leave it to the last.
+    /// The last handle to close marks the stash cleanly closed, folds the write-ahead log
+    /// back into the file and leaves the file in rollback-journal mode, which a reader on a
+    /// read-only file system can open (a WAL file there needs its `-shm` file, which
+    /// cannot be made); the next open switches to WAL again. The others leave it to the
+    /// last.
     fn mark_closed(&self, hold: &mut Hold) -> Result<()> {
         if !hold.closing(&self.path, self.busy_timeout)? {
             return Ok(());
@@ -346,6 +349,8 @@ impl Stash {
         schema::write_state(&conn, schema::State::Clean)?;
         conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
             .context(|| format!("checkpointing {}", self.path.display()))?;
+        conn.pragma_update(None, "journal_mode", "DELETE")
+            .context(|| format!("closing {}", self.path.display()))?;
         Ok(())
     }
 }

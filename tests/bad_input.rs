@@ -129,7 +129,7 @@ fn a_missing_directory_is_created() -> TestResult {
 
 #[test]
 #[ignore = "mounts a tmpfs: needs root; .ci/run runs it with --ignored as root"]
-fn a_read_only_location_is_a_clear_error_and_loses_nothing() -> TestResult {
+fn a_read_only_location_opens_for_reading_and_loses_nothing() -> TestResult {
     let fs = Tmpfs::mount("8m").expect("mounting a tmpfs (needs root: run as root)");
     let path = fs.path().join("ro.db");
     let objs = objects(41, 200);
@@ -140,16 +140,49 @@ fn a_read_only_location_is_a_clear_error_and_loses_nothing() -> TestResult {
         keys
     };
     assert!(fs.remount_read_only(), "remount read-only");
-    let err = Stash::open(&path).unwrap_err();
-    let text = err.to_string();
-    assert!(matches!(err, Error::Io { .. }), "{err:?}");
-    assert!(text.contains("writable directory"), "{text}");
+    // Where writing is impossible, a stash opens for reading without being asked.
+    let stash = Stash::open(&path)?;
+    assert!(stash.is_read_only());
+    for (value, obj) in stash.get_many(&keys)?.iter().zip(&objs) {
+        assert_eq!(value.as_deref(), Some(&obj[..]));
+    }
+    assert_eq!(stash.len()?, 200);
+    assert!(stash.verify()?.is_ok());
+    let err = stash.save(b"new").unwrap_err();
+    assert!(matches!(err, Error::ReadOnly { .. }), "{err:?}");
+    assert!(err.to_string().contains("read-only"), "{err}");
+    assert!(matches!(stash.remove(&keys[0]), Err(Error::ReadOnly { .. })));
+    stash.close()?;
+    // A new stash cannot be made there: a clear error.
     let err = Stash::open(fs.path().join("new.db")).unwrap_err();
     assert!(err.to_string().contains("writable"), "{err}");
     // Everything stored is still there, byte for byte.
     let conn = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
     let n: i64 = conn.query_row("SELECT count(*) FROM objects", [], |r| r.get(0))?;
     assert_eq!(n, keys.len() as i64);
+    Ok(())
+}
+
+/// `read_only(true)` opens a stash for reading beside a handle that writes it: it sees
+/// what the writer flushed and refuses to write.
+#[test]
+fn a_read_only_handle_reads_beside_a_writer() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("r.db");
+    assert!(matches!(Stash::builder().read_only(true).open(&path), Err(Error::NotFound { .. })));
+    let writer = Stash::open(&path)?;
+    let key = writer.save(b"written")?;
+    writer.flush()?;
+    let reader = Stash::builder().read_only(true).open(&path)?;
+    assert!(reader.is_read_only());
+    assert_eq!(reader.get(&key)?.as_deref(), Some(&b"written"[..]));
+    assert!(matches!(reader.save(b"x"), Err(Error::ReadOnly { .. })));
+    reader.flush()?;
+    let later = writer.save(b"later")?;
+    writer.flush()?;
+    assert_eq!(reader.get(&later)?.as_deref(), Some(&b"later"[..]));
+    reader.close()?;
+    writer.close()?;
     Ok(())
 }
 

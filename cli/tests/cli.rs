@@ -505,3 +505,41 @@ fn config_shows_and_changes_the_recorded_settings() -> TestResult {
     assert_eq!(env.run(&["get", &key_of(b"x")]).stdout, b"x");
     Ok(())
 }
+
+/// Other processes read the stash while `import` writes it: `get`, `stats` and `has` all
+/// succeed, and see what was stored before.
+#[test]
+fn reading_commands_run_while_import_writes() -> TestResult {
+    let env = Env::new();
+    let key = stdout(&env.run_with_stdin(&["put"], b"stored before")).trim().to_string();
+    let src = env.root.join("src");
+    for i in 0..20_000u64 {
+        env.file(&format!("src/d{}/o{i}.json", i % 20), &speckle_gen::object(8, i));
+    }
+    let mut import =
+        env.cmd(&["import", s(&src)]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn()?;
+    let (mut rounds, mut during) = (0, 0);
+    loop {
+        let running = import.try_wait()?.is_none();
+        if !running && rounds >= 3 {
+            break;
+        }
+        during += usize::from(running);
+        let out = env.run(&["get", &key]);
+        assert_eq!(out.stdout, b"stored before", "{}", stderr(&out));
+        let out = env.run(&["stats", "--json"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let stats: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+        assert!(stats["objects"].as_u64().is_some_and(|n| n >= 1), "{stats}");
+        let out = env.run(&["has", &key]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        rounds += 1;
+    }
+    assert!(during >= 1, "no read ran while the import was writing");
+    let out = import.wait_with_output()?;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stats: serde_json::Value = serde_json::from_slice(&env.run(&["stats", "--json"]).stdout)?;
+    assert_eq!(stats["objects"], 20_001);
+    assert!(env.run(&["verify"]).status.success());
+    Ok(())
+}
