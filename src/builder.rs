@@ -224,7 +224,8 @@ impl StashBuilder {
     /// stash and creating is off; `NotADatabase`, `ForeignDatabase`, `UnsupportedFormat`,
     /// `LayoutMismatch` or `SettingMismatch` for a file that is not a stash this handle
     /// can open (the file is left untouched); `JournalUnsupported` when the file system
-    /// cannot give the durability its journal; `Locked` when another handle has it open;
+    /// cannot give the durability its journal; `Busy` when another handle's open or close
+    /// took longer than the busy timeout;
     /// `Io` or `Database` when the file cannot be created or read.
     pub fn open(self, path: impl AsRef<Path>) -> Result<Stash> {
         open::open(&self.options, path.as_ref())

@@ -1,7 +1,9 @@
 //! What a stash promises about acknowledged writes, and the SQLite settings that keep it.
 //!
 //! The writer connection applies [`Durability::pragmas`] when it opens; the promise of
-//! each mode is stated on its variant and measured in notes/performance.md.
+//! each mode is stated on its variant and measured in notes/performance.md. Both modes
+//! use a write-ahead log, which is what lets processes share a stash and survive each
+//! other's kills; they differ in whether commits wait for the disk.
 
 use std::fmt;
 use std::str::FromStr;
@@ -14,9 +16,10 @@ use crate::parse::ParseSettingError;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Durability {
-    /// `journal_mode=MEMORY`, `synchronous=OFF`: the fastest. A crash can lose recent
-    /// writes and can damage the file; the next open detects that, and recovers every
-    /// object that still verifies. The default.
+    /// `journal_mode=WAL`, `synchronous=OFF`: the fastest. A killed process loses only
+    /// what it had not committed; a power loss or OS crash can lose recent writes and can
+    /// damage the file, which the next open detects and rebuilds from every object that
+    /// still verifies. The default.
     #[default]
     Fast,
     /// `journal_mode=WAL`, `synchronous=FULL`: every write acknowledged by `flush` survives

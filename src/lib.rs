@@ -46,21 +46,27 @@
 //!   everything as one stream, and faster. Either setting reads rows of both.
 //!
 //! # Durability
-//! - [`Durability::Fast`] (default): SQLite `journal_mode=MEMORY`, `synchronous=OFF`.
-//!   Nothing is synced to disk; a process crash loses writes not yet committed and, if it
-//!   hits a commit, can damage the file. The next open notices the unclean shutdown, runs
-//!   SQLite's integrity check and, if the file is damaged, rebuilds it from every object
-//!   that still verifies, keeping the damaged file aside; [`Stash::recovery`] says what
-//!   was kept and lost. A power loss or OS crash can lose anything written since the OS
-//!   last wrote its cache back, and is recovered the same way. Wrong bytes are never
-//!   served in any case: every read checks the hash.
-//! - [`Durability::Safe`]: `journal_mode=WAL`, `synchronous=FULL`. Every object saved
-//!   before a [`Stash::flush`] that returned `Ok` survives a process kill or power loss.
+//! Both modes keep a write-ahead log (`journal_mode=WAL`), so a killed process never damages
+//! the file and loses only what it had not committed; they differ in what reaches the disk.
+//! - [`Durability::Fast`] (default): `synchronous=OFF`. Nothing is synced: a power loss or
+//!   OS crash can lose anything the OS had not written back and can damage the file. The
+//!   next open after such a stop runs SQLite's integrity check and, if the file is damaged,
+//!   rebuilds it from every object that still verifies; [`Stash::recovery`] says what was
+//!   kept and lost. Wrong bytes are never served in any case: every read checks the hash.
+//! - [`Durability::Safe`]: `synchronous=FULL`. Every object saved before a
+//!   [`Stash::flush`] that returned `Ok` survives a process kill or a power loss.
+//!
+//! # Many handles, many processes
+//! Any number of handles, in this process or others, may have a stash open at once; each
+//! saves, reads and removes. Their writers take turns (SQLite's write lock); reads never
+//! wait for a writer. A wait for another handle's lock is bounded by
+//! [`StashBuilder::busy_timeout`]: past it the call that waited gets [`Error::Busy`] and
+//! nothing is lost. Once one process's `flush` returns, every other process's next read
+//! sees its objects. A stash whose file or directory cannot be written opens read-only.
 //!
 //! # What it is not
-//! Not a database of mutable records (an object's key is its content), not a network
-//! cache, and not shared between processes for writing: one handle per file, shared by
-//! reference between threads; a second handle gets [`Error::Locked`].
+//! Not a database of mutable records (an object's key is its content), and not a network
+//! cache.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

@@ -37,10 +37,10 @@ const RUN_ROWS: usize = 2_048;
 const LINGER: Duration = Duration::from_millis(20);
 /// The longest a row waits for its commit when rows keep trickling in.
 const MAX_BATCH_AGE: Duration = Duration::from_millis(500);
-/// Memory the rollback journal of one transaction may take in fast mode. With
-/// `journal_mode=MEMORY` SQLite keeps the original of every page a transaction changes in
-/// memory, and random keys spread a batch over the whole key index: left unbounded, a batch
-/// of 100,000 rows into a 10-million-object stash would journal ~500 MB.
+/// Bytes of pages one transaction may change. Random keys spread a batch over the whole key
+/// index, and every page a transaction changes goes into the write-ahead log: left
+/// unbounded, a batch of 100,000 rows into a 10-million-object stash would log ~500 MB
+/// and hold the write lock (which other processes wait for) for as long as that takes.
 const JOURNAL_BUDGET: f64 = 32.0 * 1024.0 * 1024.0;
 /// Bytes one entry of the key index takes (32-byte key, rowid, cell overhead).
 const INDEX_ENTRY_BYTES: f64 = 48.0;
