@@ -42,22 +42,8 @@ impl Hold {
     pub(crate) fn acquire(db: &Path, wait: Duration) -> Result<Hold> {
         let mut created = Vec::new();
         let gate = open_lock_file(&sibling(db, GATE), &mut created)?;
-        let deadline = Instant::now() + wait;
-        loop {
-            match gate.try_lock() {
-                Ok(()) => break,
-                Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
-                    std::thread::sleep(RETRY);
-                }
-                Err(TryLockError::WouldBlock) => {
-                    return Err(Error::Busy {
-                        path: db.to_path_buf(),
-                        waited: wait,
-                        what: "another handle was opening, closing or recovering the stash",
-                    });
-                }
-                Err(TryLockError::Error(e)) => return Err(lock_error(db, e)),
-            }
+        if !take_gate(&gate, Kind::Exclusive, wait).map_err(|e| lock_error(db, e))? {
+            return Err(gate_busy(db, wait));
         }
         let life = open_lock_file(&sibling(db, LOCK), &mut created)?;
         let alone = match life.try_lock() {
@@ -89,22 +75,8 @@ impl Hold {
                 Err(_) => Ok(None),
             };
         };
-        let deadline = Instant::now() + wait;
-        loop {
-            match gate.try_lock_shared() {
-                Ok(()) => break,
-                Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
-                    std::thread::sleep(RETRY);
-                }
-                Err(TryLockError::WouldBlock) => {
-                    return Err(Error::Busy {
-                        path: db.to_path_buf(),
-                        waited: wait,
-                        what: "another handle was opening, closing or recovering the stash",
-                    });
-                }
-                Err(TryLockError::Error(e)) => return Err(lock_error(db, e)),
-            }
+        if !take_gate(&gate, Kind::Shared, wait).map_err(|e| lock_error(db, e))? {
+            return Err(gate_busy(db, wait));
         }
         life.lock_shared().map_err(|e| lock_error(db, e))?;
         let _ = gate.unlock();
@@ -137,16 +109,8 @@ impl Hold {
     pub(crate) fn closing(&mut self, db: &Path, wait: Duration) -> Result<bool> {
         let mut created = Vec::new();
         let gate = open_lock_file(&sibling(db, GATE), &mut created)?;
-        let deadline = Instant::now() + wait;
-        loop {
-            match gate.try_lock() {
-                Ok(()) => break,
-                Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
-                    std::thread::sleep(RETRY);
-                }
-                Err(TryLockError::WouldBlock) => return Ok(false),
-                Err(TryLockError::Error(e)) => return Err(lock_error(db, e)),
-            }
+        if !take_gate(&gate, Kind::Exclusive, wait).map_err(|e| lock_error(db, e))? {
+            return Ok(false);
         }
         self.gate = Some(gate);
         let _ = self.life.unlock();
@@ -163,6 +127,39 @@ impl Hold {
                 log::debug!("objstash: removing {}: {e}", path.display());
             }
         }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Shared,
+    Exclusive,
+}
+
+/// Takes `gate`, trying again until `wait` has passed; returns whether it was taken.
+fn take_gate(gate: &File, kind: Kind, wait: Duration) -> std::io::Result<bool> {
+    let deadline = Instant::now() + wait;
+    loop {
+        let taken = match kind {
+            Kind::Shared => gate.try_lock_shared(),
+            Kind::Exclusive => gate.try_lock(),
+        };
+        match taken {
+            Ok(()) => return Ok(true),
+            Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
+                std::thread::sleep(RETRY);
+            }
+            Err(TryLockError::WouldBlock) => return Ok(false),
+            Err(TryLockError::Error(e)) => return Err(e),
+        }
+    }
+}
+
+fn gate_busy(db: &Path, wait: Duration) -> Error {
+    Error::Busy {
+        path: db.to_path_buf(),
+        waited: wait,
+        what: "another handle was opening, closing or recovering the stash",
     }
 }
 

@@ -51,7 +51,12 @@ pub fn repair(path: impl AsRef<Path>) -> Result<RecoveryReport> {
             .map_err(|e| Error::db(format!("opening {} to check it", path.display()), e))?;
         match find_problem(&conn) {
             Ok(objects) => return Ok(RecoveryReport::sound(Trigger::Repair, objects)),
-            Err(problem) => problem,
+            Err(problem) => {
+                // Committed pages still in the write-ahead log go into the file, which the
+                // salvage's page reader reads directly (on a damaged file this may fail).
+                let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+                problem
+            }
         }
     };
     recovery::salvage(path, None, Trigger::Repair, problem)
