@@ -40,9 +40,10 @@ use train::Trainer;
 
 /// A content-addressed object cache in one SQLite file.
 ///
-/// One `Stash` per file and process; share it between threads by reference (it is
-/// `Send + Sync`). Dropping it flushes and stops the writer, as [`Stash::close`] does, but
-/// can only log a failure.
+/// Share one handle between threads by reference (it is `Send + Sync`); other handles, in
+/// this process or others, may have the same stash open at once (each with its own writer,
+/// taking turns at SQLite's write lock). Dropping it flushes and stops the writer, as
+/// [`Stash::close`] does, but can only log a failure.
 pub struct Stash {
     shared: Arc<Shared>,
     sender: Option<Sender<Message>>,
