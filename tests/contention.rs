@@ -186,3 +186,31 @@ fn a_held_write_lock_delays_only_flushes_and_loses_nothing() -> TestResult {
     }
     Ok(())
 }
+
+/// A handle closing while another connection holds the write lock tries its queued batch a
+/// few times, each for the busy timeout, and then says what it could not write: the loss
+/// is an error of `close`, never silent.
+#[test]
+fn a_close_that_cannot_write_says_what_it_lost() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("close.db");
+    let stash = Stash::builder().busy_timeout(Duration::from_millis(200)).open(&path)?;
+    stash.save(b"committed")?;
+    stash.flush()?;
+    let other = rusqlite::Connection::open(&path)?;
+    other.execute_batch(
+        "BEGIN IMMEDIATE; UPDATE objstash_meta SET value = value WHERE name = 'codec';",
+    )?;
+    stash.save_all(&common::objects(43, 10))?;
+    let start = Instant::now();
+    let err = stash.close().unwrap_err();
+    assert!(start.elapsed() >= Duration::from_millis(600), "gave up after {:?}", start.elapsed());
+    assert!(matches!(err, Error::WriterStopped { .. }), "{err:?}");
+    assert!(err.to_string().contains("10 objects could not be written"), "{err}");
+    other.execute_batch("COMMIT")?;
+    drop(other);
+    let stash = Stash::open(&path)?;
+    assert_eq!(stash.len()?, 1, "only what was flushed before is stored");
+    assert!(stash.verify()?.is_ok());
+    Ok(())
+}
