@@ -9,6 +9,8 @@
 
 use std::time::Instant;
 
+mod common;
+
 use anyhow::Result;
 use clap::Parser;
 use objstash::{Key, Stash};
@@ -45,14 +47,7 @@ fn main() -> Result<()> {
         stash.close()?;
     }
     let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let picks: Vec<Key> = (0..args.reads)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            keys[(x % keys.len() as u64) as usize]
-        })
-        .collect();
+    let picks: Vec<Key> = common::pick(&keys, args.reads, &mut x);
     let file_mb = std::fs::metadata(&path)?.len() as f64 / 1e6;
     println!(
         "{} objects, {file_mb:.0} MB file, {} random keys per measurement",

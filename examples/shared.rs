@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
 use anyhow::{Context, Result};
 use clap::Parser;
 use objstash::{Durability, Key, Layout, Stash};
@@ -168,14 +170,7 @@ fn run_child(args: &Args, spec: &str) -> Result<()> {
                     }
                 }
                 read += 1_000;
-                let batch: Vec<Key> = (0..1_000)
-                    .map(|_| {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        keys[(x % keys.len() as u64) as usize]
-                    })
-                    .collect();
+                let batch = common::pick(&keys, 1_000, &mut x);
                 stash.get_many(&batch)?;
             }
         }

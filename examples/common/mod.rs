@@ -13,3 +13,15 @@ pub fn peak_memory() -> Option<u64> {
 pub fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
 }
+
+/// Random picks from `items` (xorshift; `state` carries the generator between calls).
+pub fn pick<T: Copy>(items: &[T], count: usize, state: &mut u64) -> Vec<T> {
+    (0..count)
+        .map(|_| {
+            *state ^= *state << 13;
+            *state ^= *state >> 7;
+            *state ^= *state << 17;
+            items[(*state % items.len() as u64) as usize]
+        })
+        .collect()
+}
