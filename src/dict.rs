@@ -266,11 +266,14 @@ impl Dictionaries {
 /// Creates the dictionary table if needed and stores `dict` in it, marking the file with
 /// the format version that knows zstd rows. Runs inside the writer's transaction.
 pub(crate) fn store(conn: &Connection, dict: &Dictionary, samples: usize) -> Result<()> {
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .context(|| "reading the format version".to_string())?;
     conn.execute_batch(&format!(
         "CREATE TABLE IF NOT EXISTS {TABLE}(seq INTEGER PRIMARY KEY, id INTEGER NOT NULL UNIQUE, \
          bytes BLOB NOT NULL, samples INTEGER NOT NULL, created INTEGER NOT NULL);\n\
          PRAGMA user_version = {};",
-        crate::schema::FORMAT_VERSION
+        version.max(crate::schema::DICT_FORMAT_VERSION)
     ))
     .context(|| "creating the dictionary table".to_string())?;
     let created = std::time::SystemTime::now()

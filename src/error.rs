@@ -145,6 +145,16 @@ pub enum Error {
         limit: u64,
     },
 
+    /// A name is empty or longer than [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) bytes; nothing
+    /// of the call is stored.
+    #[error("a name must be 1 to {limit} bytes long, not {len}")]
+    BadName {
+        /// The name's length in bytes.
+        len: usize,
+        /// The longest name accepted.
+        limit: usize,
+    },
+
     /// A dictionary could not be trained ([`Codec::ZstdDict`](crate::Codec)).
     #[error("cannot train a dictionary: {reason}")]
     Training {

@@ -9,7 +9,7 @@
 //! under another name whenever objects were or may have been lost. A kill at any point of this leaves either the damaged
 //! file in place (and the next open salvages again) or the finished new one.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -22,6 +22,7 @@ use crate::error::{DbContext, Error, Result};
 use crate::files::{JOURNALS, sibling};
 use crate::key::Key;
 use crate::layout::Layout;
+use crate::names;
 use crate::pagescan;
 use crate::readers::open_connection;
 use crate::scan::{self, Columns, ScannedRow};
@@ -65,8 +66,13 @@ pub struct RecoveryReport {
     /// Objects the damaged file's totals claimed, when they could be read: see
     /// [`RecoveryReport::lost`].
     pub claimed: Option<u64>,
-    /// Where the damaged file was kept: only when objects were or may have been lost.
+    /// Where the damaged file was kept: only when objects or names were or may have been
+    /// lost.
     pub damaged_copy: Option<PathBuf>,
+    /// Names carried into the new file (each pointing to a recovered object).
+    pub names_recovered: u64,
+    /// Names the damaged file's totals claimed, when they could be read.
+    pub names_claimed: Option<u64>,
 }
 
 impl RecoveryReport {
@@ -79,6 +85,8 @@ impl RecoveryReport {
             dropped: 0,
             claimed: None,
             damaged_copy: None,
+            names_recovered: 0,
+            names_claimed: None,
         }
     }
 
@@ -95,6 +103,19 @@ impl RecoveryReport {
     #[must_use]
     pub fn lost_objects(&self) -> bool {
         self.problem.is_some() && (self.dropped > 0 || self.lost().is_none_or(|lost| lost > 0))
+    }
+
+    /// Names the stash recorded before the damage that are not in it now (their objects
+    /// were lost, or the names table was damaged), when the old totals could be read.
+    #[must_use]
+    pub fn lost_names(&self) -> Option<u64> {
+        self.names_claimed.map(|claimed| claimed.saturating_sub(self.names_recovered))
+    }
+
+    /// Whether the stash was rebuilt and objects or names were, or may have been, lost.
+    #[must_use]
+    pub fn lost_anything(&self) -> bool {
+        self.lost_objects() || (self.problem.is_some() && self.lost_names() != Some(0))
     }
 }
 
@@ -126,6 +147,17 @@ impl std::fmt::Display for RecoveryReport {
         }
         if self.dropped > 0 {
             write!(f, "; {} damaged rows dropped", self.dropped)?;
+        }
+        match self.lost_names() {
+            Some(0) if self.names_recovered == 0 => {}
+            Some(0) => write!(f, "; kept all {} names", self.names_recovered)?,
+            Some(lost) => write!(
+                f,
+                "; kept {} of {} names: {lost} names are lost",
+                self.names_recovered,
+                self.names_claimed.unwrap_or_default()
+            )?,
+            None => write!(f, "; kept {} names, of an unknown number", self.names_recovered)?,
         }
         match &self.damaged_copy {
             Some(copy) => write!(f, "; the damaged file is kept at {}", copy.display()),
@@ -236,6 +268,12 @@ pub(crate) fn salvage(
     }
     salvager.write()?;
     let (recovered, dropped) = (salvager.recovered, salvager.dropped);
+    let names_recovered = salvage_names(&damaged, &fresh, &target)?;
+    let names_claimed = if names::table_exists(&damaged).unwrap_or(true) {
+        schema::read_totals(&damaged).ok().map(|t| t.names)
+    } else {
+        Some(0)
+    };
     schema::recount_totals(&fresh, &target)?;
     drop(damaged);
     fresh.close().map_err(|(_, e)| Error::db(format!("closing {}", fresh_path.display()), e))?;
@@ -250,8 +288,10 @@ pub(crate) fn salvage(
         dropped,
         claimed,
         damaged_copy: None,
+        names_recovered,
+        names_claimed,
     };
-    if report.lost_objects() {
+    if report.lost_anything() {
         report.damaged_copy = Some(keep_damaged(path)?);
     } else {
         // The old file's journals must not be applied to the new one.
@@ -264,6 +304,53 @@ pub(crate) fn salvage(
     sync_dir(path);
     log::warn!("objstash: {report}");
     Ok(report)
+}
+
+/// Copies every name of the damaged file that SQLite can still read and whose object was
+/// recovered into the fresh file; returns how many. Damage can cut any path through a
+/// B-tree, so names are read four ways: the names table forwards and backwards, and its key
+/// index (which holds each name beside its key) forwards and backwards. The report counts
+/// what none of them reached.
+fn salvage_names(damaged: &Connection, fresh: &Connection, target: &Schema) -> Result<u64> {
+    if !names::table_exists(damaged).unwrap_or(false) {
+        return Ok(0);
+    }
+    names::create(fresh)?;
+    let mut found: HashMap<Vec<u8>, Key> = HashMap::new();
+    let table = names::TABLE;
+    for (source, order) in [
+        (table.to_string(), "name ASC"),
+        (table.to_string(), "name DESC"),
+        (format!("{table} INDEXED BY {table}_key"), "key ASC"),
+        (format!("{table} INDEXED BY {table}_key"), "key DESC"),
+    ] {
+        let read = (|| -> rusqlite::Result<()> {
+            let mut stmt =
+                damaged.prepare(&format!("SELECT name, key FROM {source} ORDER BY {order}"))?;
+            let mut rows = stmt.query([])?;
+            while let Some(row) = rows.next()? {
+                let (name, key): (Vec<u8>, Vec<u8>) = (row.get(0)?, row.get(1)?);
+                if let Some(key) = Key::from_slice(&key) {
+                    found.entry(name).or_insert(key);
+                }
+            }
+            Ok(())
+        })();
+        if let Err(e) = read {
+            log::warn!("objstash salvage: reading the names ({order}) stopped: {e}");
+        }
+    }
+    let tx = fresh.unchecked_transaction().context(|| "starting to copy names".to_string())?;
+    let mut copied = 0;
+    for (name, key) in found {
+        let table = &target.tables[target.layout.table_of(&key)];
+        copied += tx
+            .prepare_cached(&names::NameSql::insert(&table.name))
+            .and_then(|mut s| s.execute(params![name, &key.as_bytes()[..]]))
+            .context(|| format!("copying the names of {key}"))? as u64;
+    }
+    tx.commit().context(|| "committing the copied names".to_string())?;
+    Ok(copied)
 }
 
 struct Salvager<'a> {

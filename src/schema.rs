@@ -5,7 +5,10 @@
 //! its durability and codec, whether the last writer closed cleanly, and running totals (objects, raw and stored
 //! bytes) that the writer updates in the same transaction as the rows they count, so the
 //! size report costs one read instead of a scan. A stash that uses the zstd codec also has
-//! an `objstash_dicts` table (see `dict.rs`) and format version 2.
+//! an `objstash_dicts` table (see `dict.rs`) and format version 2 or more; one with names
+//! has an `objstash_names` table (`names.rs`) and format version 3. Each feature raises the
+//! version only when first used, so a stash that does not use it stays readable by
+//! versions that do not know it.
 //!
 //! Each object table is a rowid table with a unique index on the key: rows are appended in
 //! rowid order and only the 32-byte keys go into a randomly ordered B-tree. Measured against
@@ -18,13 +21,15 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::{DbContext, Error, Result};
 use crate::layout::Layout;
+use crate::names;
 use crate::scan::{self, Columns};
 
 /// `PRAGMA application_id` of every stash: "obst" in ASCII.
 pub(crate) const APPLICATION_ID: i32 = 0x6f62_7374;
-/// The newest format this version reads, and the one a stash is marked with once it stores
-/// a zstd dictionary (rows older versions cannot decode).
-pub(crate) const FORMAT_VERSION: i64 = 2;
+/// The newest format this version reads: a stash with names (`names.rs`).
+pub(crate) const FORMAT_VERSION: i64 = names::FORMAT_VERSION;
+/// The format of a stash that stores a zstd dictionary (rows older versions cannot decode).
+pub(crate) const DICT_FORMAT_VERSION: i64 = 2;
 /// The format of a stash without dictionaries, which every version reads.
 pub(crate) const BASE_FORMAT_VERSION: i64 = 1;
 /// Page size of new stashes; see notes/design.md.
@@ -59,6 +64,8 @@ pub(crate) struct Totals {
     pub objects: u64,
     pub raw_bytes: u64,
     pub stored_bytes: u64,
+    /// Names (see `names.rs`); 0 for a stash without a names table.
+    pub names: u64,
 }
 
 /// The SQL statements of one object table.
@@ -124,7 +131,7 @@ impl Schema {
 
     /// How many prepared statements a connection should cache to never re-prepare.
     pub(crate) fn statement_count(&self) -> usize {
-        self.tables.len() * 7 + 16
+        self.tables.len() * 9 + 16
     }
 
     /// Creates the tables and meta rows of a new stash in an empty database.
@@ -194,21 +201,41 @@ pub(crate) fn write_state(conn: &Connection, state: State) -> Result<()> {
 }
 
 pub(crate) fn read_totals(conn: &Connection) -> Result<Totals> {
-    let get =
-        |name| -> Result<u64> { Ok(read_meta::<i64>(conn, name)?.unwrap_or(0).max(0) as u64) };
+    let get = |name| read_count(conn, name);
     Ok(Totals {
         objects: get("objects")?,
         raw_bytes: get("raw_bytes")?,
         stored_bytes: get("stored_bytes")?,
+        names: get("names")?,
     })
 }
 
-/// Adds signed deltas to the running totals, inside the caller's transaction.
-pub(crate) fn add_totals(conn: &Connection, objects: i64, raw: i64, stored: i64) -> Result<()> {
+/// A count recorded in the meta table; 0 when it is not recorded.
+pub(crate) fn read_count(conn: &Connection, name: &str) -> Result<u64> {
+    Ok(read_meta::<i64>(conn, name)?.unwrap_or(0).max(0) as u64)
+}
+
+/// Signed changes to the running totals.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Delta {
+    pub objects: i64,
+    pub raw: i64,
+    pub stored: i64,
+    pub names: i64,
+}
+
+/// Adds signed deltas to the running totals, inside the caller's transaction. The `names`
+/// row exists once the names table does, which any name change needs first.
+pub(crate) fn add_totals(conn: &Connection, delta: &Delta) -> Result<()> {
     let mut stmt = conn
         .prepare_cached(&format!("UPDATE {META} SET value = value + ?2 WHERE name = ?1"))
         .context(|| "preparing the totals update".to_string())?;
-    for (name, delta) in [("objects", objects), ("raw_bytes", raw), ("stored_bytes", stored)] {
+    for (name, delta) in [
+        ("objects", delta.objects),
+        ("raw_bytes", delta.raw),
+        ("stored_bytes", delta.stored),
+        ("names", delta.names),
+    ] {
         if delta != 0 {
             stmt.execute(params![name, delta]).context(|| format!("updating the {name} total"))?;
         }
@@ -227,11 +254,13 @@ pub(crate) fn recount_totals(conn: &Connection, schema: &Schema) -> Result<Total
         totals.raw_bytes += raw as u64;
         totals.stored_bytes += stored as u64;
     }
+    totals.names = names::count(conn)?;
     let sql = format!("UPDATE {META} SET value = ?2 WHERE name = ?1");
     for (name, value) in [
         ("objects", totals.objects),
         ("raw_bytes", totals.raw_bytes),
         ("stored_bytes", totals.stored_bytes),
+        ("names", totals.names),
     ] {
         conn.execute(&sql, params![name, value as i64])
             .context(|| format!("storing the recounted {name} total"))?;

@@ -8,6 +8,7 @@
 //! returns, so every thread reads its writes; no byte reaches a caller before its blake3
 //! hash has been checked against the key it was asked for.
 
+mod named;
 mod read;
 mod remove;
 mod save;
@@ -30,6 +31,7 @@ use crate::files;
 use crate::key::Key;
 use crate::layout::Layout;
 use crate::lock::Hold;
+use crate::names;
 use crate::readers::Readers;
 use crate::recovery::RecoveryReport;
 use crate::schema::{self, Schema, TableSql};
@@ -102,7 +104,8 @@ impl Stash {
         let statements = parts.schema.statement_count();
         let dicts = Arc::new(Dictionaries::load(&parts.conn)?);
         let trainer = Trainer::new(parts.codec, &dicts);
-        let shared = Arc::new(Shared::new(parts.schema));
+        let names_table = names::table_exists(&parts.conn)?;
+        let shared = Arc::new(Shared::new(parts.schema, names_table));
         let (sender, writer) = if parts.read_only {
             (None, None)
         } else {
@@ -193,6 +196,7 @@ impl Stash {
             durability: self.durability,
             codec: self.codec,
             dictionaries: self.dicts.len(),
+            names: totals.names,
         })
     }
 

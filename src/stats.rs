@@ -30,6 +30,8 @@ pub struct Stats {
     pub codec: Codec,
     /// Zstd dictionaries stored (see [`Codec::ZstdDict`](crate::Codec)); 0 for a gzip stash.
     pub dictionaries: usize,
+    /// Names saved with [`Stash::save_named`](crate::Stash::save_named).
+    pub names: u64,
 }
 
 impl Stats {
@@ -77,6 +79,9 @@ impl fmt::Display for Stats {
             human(self.file_bytes),
             per_object(self.file_bytes)
         )?;
+        if self.names > 0 {
+            writeln!(f, "names              {:>16}", self.names)?;
+        }
         writeln!(f, "compression ratio  {:>16.2}  (raw / stored)", self.compression_ratio())?;
         writeln!(
             f,
@@ -97,6 +102,8 @@ impl fmt::Display for Stats {
 pub struct VerifyReport {
     /// Objects read and checked.
     pub checked: u64,
+    /// Names counted (each checked to point to a stored object).
+    pub names: u64,
     /// Keys whose stored row does not decompress or does not hash to the key.
     pub corrupt: Vec<Key>,
     /// Keys whose row is intact but that the key index does not find (damage to index
@@ -186,11 +193,13 @@ mod tests {
             durability: Durability::Safe,
             codec: Codec::ZstdDict,
             dictionaries: 1,
+            names: 5,
         };
         assert_eq!(stats.compression_ratio(), 3.0);
         assert_eq!(stats.overhead_per_object(), 3596.0);
         let text = stats.to_string();
         assert!(text.contains("compression ratio              3.00"), "{text}");
+        assert!(text.contains("names                             5"), "{text}");
         assert!(
             text.contains("layout bucketed, durability safe, codec zstd-dict, 1 zstd dictionaries"),
             "{text}"

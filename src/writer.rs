@@ -21,8 +21,9 @@ use rusqlite::{Connection, params};
 use crate::dict::{self, Dictionary};
 use crate::error::{Error, Result, sqlite_code};
 use crate::key::Key;
+use crate::names::{self, NameRow, NameSql, PendingNames};
 use crate::pending::{Pending, Row};
-use crate::schema::{self, Schema, TableSql};
+use crate::schema::{self, Delta, Schema, TableSql};
 
 /// A batch is committed once its rows hold this many compressed bytes, whatever its count.
 const MAX_BATCH_BYTES: usize = 32 << 20;
@@ -101,8 +102,12 @@ const TRIES_AT_CLOSE: u32 = 3;
 pub(crate) enum Message {
     /// Store a row (already in [`Pending`]).
     Save(Row),
-    /// Delete keys in one transaction; answers whether each was stored.
+    /// Delete keys and their names in one transaction; answers whether each was stored.
     Remove(Vec<Key>, Ack<Vec<bool>>),
+    /// Record names (already in [`PendingNames`]) for objects saved before.
+    Name(Vec<NameRow>),
+    /// Delete names in one transaction; answers whether each was there.
+    Unname(Vec<Arc<[u8]>>, Ack<Vec<bool>>),
     /// Commit everything sent before; answers once it is committed.
     Flush(Ack<()>),
     /// Store a newly trained dictionary (trained on this many samples) before any row
@@ -114,13 +119,20 @@ pub(crate) enum Message {
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub pending: Pending,
+    pub names: PendingNames,
     pub schema: Schema,
     stopped: Mutex<Option<Stop>>,
 }
 
 impl Shared {
-    pub(crate) fn new(schema: Schema) -> Self {
-        Shared { pending: Pending::new(), schema, stopped: Mutex::new(None) }
+    /// `names_table`: whether the stash has a names table yet.
+    pub(crate) fn new(schema: Schema, names_table: bool) -> Self {
+        Shared {
+            pending: Pending::new(),
+            names: PendingNames::new(names_table),
+            schema,
+            stopped: Mutex::new(None),
+        }
     }
 
     /// Why the writer stopped, if it did.
@@ -140,6 +152,7 @@ impl Shared {
         drop(stopped);
         // Rows still pending will never be committed; reads must stop showing them.
         self.pending.clear();
+        self.names.clear();
     }
 }
 
@@ -158,14 +171,27 @@ impl Drop for PanicGuard<'_> {
 enum Op {
     Save(Row),
     Remove(Vec<Key>, Ack<Vec<bool>>),
+    Name(Vec<NameRow>),
+    Unname(Vec<Arc<[u8]>>, Ack<Vec<bool>>),
     Dictionary(Arc<Dictionary>, usize),
+}
+
+impl Op {
+    /// The caller waiting for this operation's answer, if one is.
+    fn ack(&self) -> Option<&Ack<Vec<bool>>> {
+        match self {
+            Op::Remove(_, ack) | Op::Unname(_, ack) => Some(ack),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Default)]
 struct Batch {
     ops: Vec<Op>,
     flushes: Vec<Ack<()>>,
-    /// Whether each remove found its keys, in the order of the removes in `ops`.
+    /// Whether each remove (of keys or names) found what it was given, in the order of the
+    /// removes in `ops`.
     removed: Vec<Vec<bool>>,
     /// How many of `ops` are written into the open transaction.
     written: usize,
@@ -188,9 +214,18 @@ impl Batch {
                 self.ops.push(Op::Save(row));
                 self.full |= self.rows >= batch_size || self.bytes >= MAX_BATCH_BYTES;
             }
+            Message::Name(names) => {
+                self.rows += names.len();
+                self.ops.push(Op::Name(names));
+                self.full |= self.rows >= batch_size;
+            }
             // The caller waits for the commit, so there is nothing to linger for.
             Message::Remove(keys, ack) => {
                 self.ops.push(Op::Remove(keys, ack));
+                self.full = true;
+            }
+            Message::Unname(names, ack) => {
+                self.ops.push(Op::Unname(names, ack));
                 self.full = true;
             }
             Message::Flush(ack) => {
@@ -313,7 +348,8 @@ impl Writer {
         for op in batch.ops {
             match op {
                 Op::Save(row) => self.shared.pending.settle(&row),
-                Op::Remove(_, ack) => {
+                Op::Name(rows) => rows.iter().for_each(|row| self.shared.names.settle(row)),
+                Op::Remove(_, ack) | Op::Unname(_, ack) => {
                     let _ = ack.send(Ok(removed.next().unwrap_or_default()));
                 }
                 Op::Dictionary(..) => {}
@@ -331,12 +367,12 @@ impl Writer {
         for ack in batch.flushes.drain(..) {
             let _ = ack.send(Err(self.busy_error()));
         }
-        batch.ops.retain(|op| match op {
-            Op::Remove(_, ack) => {
+        batch.ops.retain(|op| match op.ack() {
+            Some(ack) => {
                 let _ = ack.send(Err(self.busy_error()));
                 false
             }
-            _ => true,
+            None => true,
         });
         batch.removed.clear();
         batch.totals = Delta::default();
@@ -357,7 +393,7 @@ impl Writer {
         }
         self.shared.stop(stop.clone());
         for op in batch.ops {
-            if let Op::Remove(_, ack) = op {
+            if let Some(ack) = op.ack() {
                 let _ = ack.send(Err(stop.clone().into_error()));
             }
         }
@@ -405,11 +441,13 @@ impl Writer {
         if !batch.open {
             return Ok(());
         }
-        let totals = &batch.totals;
-        schema::add_totals(&self.conn, totals.objects, totals.raw, totals.stored)?;
+        schema::add_totals(&self.conn, &batch.totals)?;
         self.conn.execute_batch("COMMIT").map_err(|e| Stop::sqlite("committing a batch", e))?;
         batch.open = false;
-        self.objects = self.objects.saturating_add_signed(totals.objects);
+        if !self.shared.names.table_known() && names::table_exists(&self.conn)? {
+            self.shared.names.table_made();
+        }
+        self.objects = self.objects.saturating_add_signed(batch.totals.objects);
         Ok(())
     }
 
@@ -429,27 +467,103 @@ impl Writer {
             }
         }
         let Batch { ops, removed, totals, written, .. } = batch;
-        let mut run: Vec<&Row> = Vec::new();
+        let mut run = Run::default();
         for op in &ops[*written..] {
             match op {
-                Op::Save(row) => run.push(row),
+                Op::Save(row) => run.rows.push(row),
+                Op::Name(names) => {
+                    run.rows.extend(names.iter().filter_map(|name| name.row.as_ref()));
+                    run.names.extend(names);
+                }
                 Op::Remove(keys, _) => {
-                    self.insert(&mut run, totals)?;
+                    self.write_run(&mut run, totals)?;
+                    let names = self.names_table()?;
                     let found = keys
                         .iter()
-                        .map(|key| self.delete(key, totals))
+                        .map(|key| self.delete(key, names, totals))
                         .collect::<Result<_, _>>()?;
                     removed.push(found);
                 }
+                Op::Unname(names, _) => {
+                    self.write_run(&mut run, totals)?;
+                    let found = if self.names_table()? {
+                        names
+                            .iter()
+                            .map(|name| self.unname(name, totals))
+                            .collect::<Result<_, _>>()?
+                    } else {
+                        vec![false; names.len()]
+                    };
+                    removed.push(found);
+                }
                 Op::Dictionary(dict, samples) => {
-                    self.insert(&mut run, totals)?;
+                    self.write_run(&mut run, totals)?;
                     dict::store(&self.conn, dict, *samples)?;
                 }
             }
         }
-        self.insert(&mut run, totals)?;
+        self.write_run(&mut run, totals)?;
         *written = ops.len();
         Ok(())
+    }
+
+    /// Writes a run: its rows, then its names, which may name those rows.
+    fn write_run(&self, run: &mut Run<'_>, totals: &mut Delta) -> Result<(), Stop> {
+        self.insert(&mut run.rows, totals)?;
+        if !run.names.is_empty() {
+            self.insert_names(&mut run.names, totals)?;
+        }
+        Ok(())
+    }
+
+    /// Whether the stash has a names table (another process may have made it).
+    /// The shared flag is only set after a commit: this connection sees its own
+    /// uncommitted table, readers do not.
+    fn names_table(&self) -> Result<bool, Stop> {
+        Ok(self.shared.names.table_known() || names::table_exists(&self.conn)?)
+    }
+
+    /// Inserts a run of names in name order, each only if its object is stored (it may
+    /// have been removed, by another process too, since the name was saved).
+    fn insert_names(&self, run: &mut Vec<&NameRow>, totals: &mut Delta) -> Result<(), Stop> {
+        if !self.names_table()? {
+            // Readers learn of the table once it is committed (see `Writer::batch`).
+            names::create(&self.conn)?;
+        }
+        run.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        let schema = &self.shared.schema;
+        for row in run.drain(..) {
+            let table = &schema.tables[schema.layout.table_of(&row.key)];
+            let key = &row.key.as_bytes()[..];
+            let what = || format!("naming {}", row.key);
+            let mut insert = self
+                .conn
+                .prepare_cached(&NameSql::insert(&table.name))
+                .map_err(|e| Stop::sqlite("preparing a name insert", e))?;
+            if insert.execute(params![&row.name[..], key]).map_err(|e| Stop::sqlite(&what(), e))?
+                == 1
+            {
+                totals.names += 1;
+                continue;
+            }
+            let mut repoint = self
+                .conn
+                .prepare_cached(&NameSql::repoint(&table.name))
+                .map_err(|e| Stop::sqlite("preparing a name update", e))?;
+            repoint.execute(params![&row.name[..], key]).map_err(|e| Stop::sqlite(&what(), e))?;
+        }
+        Ok(())
+    }
+
+    /// Deletes a name; whether it was there.
+    fn unname(&self, name: &[u8], totals: &mut Delta) -> Result<bool, Stop> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(NameSql::DELETE)
+            .map_err(|e| Stop::sqlite("preparing a name delete", e))?;
+        let gone = stmt.execute([name]).map_err(|e| Stop::sqlite("removing a name", e))?;
+        totals.names -= gone as i64;
+        Ok(gone > 0)
     }
 
     /// Inserts a run of saves in key order, which keeps the key index's page accesses local.
@@ -503,7 +617,8 @@ impl Writer {
         Ok(added)
     }
 
-    fn delete(&self, key: &Key, totals: &mut Delta) -> Result<bool, Stop> {
+    /// Deletes an object and, if the stash has names, its names.
+    fn delete(&self, key: &Key, names: bool, totals: &mut Delta) -> Result<bool, Stop> {
         let schema = &self.shared.schema;
         let table = &schema.tables[schema.layout.table_of(key)];
         let mut stmt = self
@@ -524,15 +639,26 @@ impl Writer {
             totals.stored -= stored;
             removed = true;
         }
+        drop(rows);
+        if removed && names {
+            let mut stmt = self
+                .conn
+                .prepare_cached(NameSql::DELETE_BY_KEY)
+                .map_err(|e| Stop::sqlite("preparing a name delete", e))?;
+            let gone = stmt
+                .execute([&key.as_bytes()[..]])
+                .map_err(|e| Stop::sqlite(&format!("removing the names of {key}"), e))?;
+            totals.names -= gone as i64;
+        }
         Ok(removed)
     }
 }
 
+/// Operations gathered for writing in order: rows sorted by key, then names by name.
 #[derive(Default)]
-struct Delta {
-    objects: i64,
-    raw: i64,
-    stored: i64,
+struct Run<'a> {
+    rows: Vec<&'a Row>,
+    names: Vec<&'a NameRow>,
 }
 
 /// A writer failure in words a user can act on.

@@ -1,7 +1,7 @@
 //! Crash tests with real processes killed by SIGKILL.
 //!
 //! The child is this test binary run again with `OBJSTASH_CRASH_CHILD` set: it saves
-//! objects in a loop, flushes every few hundred, and after each `flush` returns appends the
+//! objects in a loop (one batch in three under names), flushes every few hundred, and after each `flush` returns appends the
 //! acknowledged indexes to a side file. The parent kills it at a random moment, reopens the
 //! stash and checks what each durability mode promises. The ignored `*_long` variants run
 //! hundreds of kills: `cargo test --release --test crash -- --ignored`.
@@ -44,11 +44,19 @@ fn crash_child() -> TestResult {
     let mut i = start;
     loop {
         let batch: Vec<Vec<u8>> = (i..i + FLUSH_EVERY).map(object).collect();
-        if (i / FLUSH_EVERY).is_multiple_of(2) {
-            stash.save_all(&batch)?;
-        } else {
-            for o in &batch {
-                stash.save(o)?;
+        match (i / FLUSH_EVERY) % 3 {
+            0 => {
+                stash.save_all(&batch)?;
+            }
+            1 => {
+                for o in &batch {
+                    stash.save(o)?;
+                }
+            }
+            _ => {
+                let named: Vec<(String, &Vec<u8>)> =
+                    (i..i + FLUSH_EVERY).map(name).zip(&batch).collect();
+                stash.save_named(&named)?;
             }
         }
         stash.flush()?;
@@ -56,6 +64,11 @@ fn crash_child() -> TestResult {
         writeln!(acked, "{i} {}", i + FLUSH_EVERY)?;
         i += FLUSH_EVERY;
     }
+}
+
+/// The name object `index` is saved under when its batch is named.
+fn name(index: u64) -> String {
+    format!("object-{index}")
 }
 
 fn sibling(path: &Path, suffix: &str) -> PathBuf {
@@ -170,12 +183,23 @@ fn kill_loop(durability: Durability, layout: Layout, kills: u64) -> anyhow::Resu
             "{durability} round {round}: {} acknowledged objects lost",
             missing.len()
         );
+        // Every acknowledged name resolves to its object.
+        let named: Vec<u64> = ranges
+            .iter()
+            .filter(|&&(a, _)| (a / FLUSH_EVERY) % 3 == 2)
+            .flat_map(|&(a, b)| a..b)
+            .collect();
+        let resolved = stash.resolve(&named.iter().map(|&i| name(i)).collect::<Vec<_>>())?;
+        for (&i, key) in named.iter().zip(resolved) {
+            assert_eq!(key, Some(Key::of(&object(i))), "{durability} round {round}: name {i}");
+        }
         // Whatever survived reads back right: never a wrong byte.
         for (i, value) in stash.get_many(&keys)?.into_iter().enumerate() {
             if let Some(value) = value {
                 assert_eq!(Key::of(&value), keys[i]);
             }
         }
+        // Verify also counts the names and finds none without its object.
         let report = stash.verify()?;
         assert!(report.is_ok(), "round {round}: corrupt after reopen: {report}");
         stash.close()?;

@@ -1,5 +1,5 @@
 //! Both layouts in both durability modes give the same answers as a plain in-memory map for any sequence of
-//! operations, including reopening.
+//! operations, names included, and reopening.
 
 mod common;
 
@@ -16,6 +16,10 @@ enum Op {
     GetMany(Vec<u8>),
     Missing(Vec<u8>),
     Remove(u8),
+    /// Save objects under names: (name, object) pairs.
+    SaveNamed(Vec<(u8, u8)>),
+    GetNamed(Vec<u8>),
+    RemoveNamed(Vec<u8>),
     Flush,
     Reopen,
 }
@@ -29,6 +33,10 @@ fn object(i: u8) -> Vec<u8> {
     }
 }
 
+fn name(n: u8) -> String {
+    format!("name-{n}")
+}
+
 fn op() -> impl Strategy<Value = Op> {
     let id = 0u8..40;
     prop_oneof![
@@ -37,7 +45,10 @@ fn op() -> impl Strategy<Value = Op> {
         3 => id.clone().prop_map(Op::Get),
         1 => prop::collection::vec(id.clone(), 0..20).prop_map(Op::GetMany),
         1 => prop::collection::vec(id.clone(), 0..20).prop_map(Op::Missing),
-        2 => id.prop_map(Op::Remove),
+        2 => id.clone().prop_map(Op::Remove),
+        3 => prop::collection::vec((0u8..12, id.clone()), 0..8).prop_map(Op::SaveNamed),
+        2 => prop::collection::vec(0u8..12, 0..8).prop_map(Op::GetNamed),
+        1 => prop::collection::vec(0u8..12, 0..4).prop_map(Op::RemoveNamed),
         1 => Just(Op::Flush),
         1 => Just(Op::Reopen),
     ]
@@ -64,6 +75,7 @@ proptest! {
         let mut stashes: Vec<Option<Stash>> =
             CONFIGS.iter().zip(&dirs).map(|(config, dir)| Some(open(dir.path(), *config))).collect();
         let mut model: HashMap<Key, Vec<u8>> = HashMap::new();
+        let mut names: HashMap<u8, Key> = HashMap::new();
         for op in ops {
             let key = |i: u8| Key::of(&object(i));
             match &op {
@@ -73,6 +85,12 @@ proptest! {
                 Op::SaveAll(ids) => {
                     for i in ids {
                         model.insert(key(*i), object(*i));
+                    }
+                }
+                Op::SaveNamed(pairs) => {
+                    for (n, i) in pairs {
+                        model.insert(key(*i), object(*i));
+                        names.insert(*n, key(*i));
                     }
                 }
                 _ => {}
@@ -106,11 +124,34 @@ proptest! {
                         format!("{got:?}")
                     }
                     Op::Remove(i) => format!("{}", stash.remove(&key(*i)).unwrap()),
+                    Op::SaveNamed(pairs) => {
+                        let items: Vec<(String, Vec<u8>)> =
+                            pairs.iter().map(|(n, i)| (name(*n), object(*i))).collect();
+                        format!("{:?}", stash.save_named(&items).unwrap())
+                    }
+                    Op::GetNamed(ns) => {
+                        let asked: Vec<String> = ns.iter().map(|n| name(*n)).collect();
+                        let got = stash.get_named(&asked).unwrap();
+                        let want: Vec<Option<Vec<u8>>> =
+                            ns.iter().map(|n| names.get(n).and_then(|k| model.get(k)).cloned()).collect();
+                        prop_assert_eq!(&got, &want);
+                        let missing = stash.missing_named(&asked).unwrap();
+                        let want: Vec<&String> =
+                            asked.iter().zip(ns).filter(|(_, n)| !names.contains_key(n)).map(|(a, _)| a).collect();
+                        prop_assert_eq!(&missing, &want);
+                        format!("{got:?}")
+                    }
+                    Op::RemoveNamed(ns) => {
+                        let asked: Vec<String> = ns.iter().map(|n| name(*n)).collect();
+                        format!("{:?}", stash.remove_named(&asked).unwrap())
+                    }
                     Op::Flush => {
                         stash.flush().unwrap();
                         String::new()
                     }
                     Op::Reopen => {
+                        let report = stash.verify().unwrap();
+                        prop_assert!(report.is_ok(), "{}", report);
                         slot.take().unwrap().close().unwrap();
                         *slot = Some(open(dirs[n].path(), CONFIGS[n]));
                         String::new()
@@ -118,14 +159,28 @@ proptest! {
                 };
                 answers.push(answer);
             }
-            if let Op::Remove(i) = op {
-                prop_assert_eq!(&answers[0], &model.remove(&key(i)).is_some().to_string());
+            match &op {
+                Op::Remove(i) => {
+                    prop_assert_eq!(&answers[0], &model.remove(&key(*i)).is_some().to_string());
+                    // Removing an object drops its names.
+                    names.retain(|_, k| *k != key(*i));
+                }
+                Op::RemoveNamed(ns) => {
+                    let mut seen = Vec::new();
+                    for n in ns {
+                        seen.push(names.remove(n).is_some());
+                    }
+                    prop_assert_eq!(&answers[0], &format!("{seen:?}"));
+                }
+                _ => {}
             }
             for (config, answer) in CONFIGS.iter().zip(&answers).skip(1) {
                 prop_assert_eq!(&answers[0], answer, "{:?} disagrees on {:?}", config, op);
             }
             for slot in &stashes {
-                prop_assert_eq!(slot.as_ref().unwrap().len().unwrap(), model.len() as u64);
+                let stats = slot.as_ref().unwrap().stats().unwrap();
+                prop_assert_eq!(stats.objects, model.len() as u64);
+                prop_assert_eq!(stats.names, names.len() as u64);
             }
         }
     }

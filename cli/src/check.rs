@@ -23,6 +23,7 @@ pub fn stats(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
             durability: String,
             codec: String,
             dictionaries: usize,
+            names: u64,
         }
         out.json(&Stats {
             objects: s.objects,
@@ -35,6 +36,7 @@ pub fn stats(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
             durability: s.durability.to_string(),
             codec: s.codec.to_string(),
             dictionaries: s.dictionaries,
+            names: s.names,
         })?;
     } else {
         out.line(&s.to_string())?;
@@ -83,7 +85,7 @@ pub fn repair(db: &Path, out: &mut Out) -> Result<ExitCode, Failure> {
     } else {
         out.line(&report.to_string())?;
     }
-    if report.lost_objects() {
+    if report.lost_anything() {
         out.warn(&report.to_string());
     }
     out.flush()?;

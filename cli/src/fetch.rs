@@ -14,16 +14,30 @@ use crate::parse_key;
 /// Objects `export` reads per `get_many` call.
 const EXPORT_BATCH: usize = 1_024;
 
+/// How `get` finds its object.
+pub enum Object<'a> {
+    Key(&'a str),
+    Name(&'a str),
+}
+
 pub fn get(
     stash: &Stash,
-    key: &str,
+    object: Object<'_>,
     output: Option<&Path>,
     out: &mut Out,
 ) -> Result<ExitCode, Failure> {
-    let key = parse_key(key)?;
-    let Some(bytes) = stash.get(&key)? else {
-        return Err(Failure::NotFound(format!("no object {key} in the stash")));
+    let found = match object {
+        Object::Key(key) => {
+            let key = parse_key(key)?;
+            stash.get(&key)?.ok_or_else(|| format!("no object {key} in the stash"))
+        }
+        Object::Name(name) => stash
+            .get_named(&[name])?
+            .pop()
+            .flatten()
+            .ok_or_else(|| format!("no object named {name:?} in the stash")),
     };
+    let bytes = found.map_err(Failure::NotFound)?;
     match output {
         Some(path) => std::fs::write(path, &bytes)
             .map_err(|e| Failure::io(format!("writing {}", path.display()), e))?,
@@ -69,6 +83,18 @@ fn stdin_keys() -> Result<Vec<Key>, Failure> {
         }
     }
     Ok(keys)
+}
+
+/// Names from stdin, one per line (a name may hold spaces; empty lines are skipped).
+fn stdin_lines() -> Result<Vec<String>, Failure> {
+    let mut names = Vec::new();
+    for line in io::stdin().lock().lines() {
+        let line = line.map_err(|e| Failure::io("reading names from stdin", e))?;
+        if !line.is_empty() {
+            names.push(line);
+        }
+    }
+    Ok(names)
 }
 
 pub fn missing(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
@@ -165,4 +191,31 @@ pub fn ls(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
         out.line(&format!("{} {:>10} {:>10}", e.key, e.raw_bytes, e.stored_bytes))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+pub fn resolve(stash: &Stash, names: &[String], out: &mut Out) -> Result<ExitCode, Failure> {
+    #[derive(Serialize)]
+    struct Resolved<'a> {
+        name: &'a str,
+        key: Option<String>,
+    }
+    let names: Vec<String> = if names == ["-"] { stdin_lines()? } else { names.to_vec() };
+    let keys = stash.resolve(&names)?;
+    let all = keys.iter().all(Option::is_some);
+    if out.json {
+        let resolved: Vec<Resolved<'_>> = names
+            .iter()
+            .zip(&keys)
+            .map(|(name, key)| Resolved { name, key: key.map(|k| k.to_string()) })
+            .collect();
+        out.json(&resolved)?;
+    } else {
+        for (name, key) in names.iter().zip(&keys) {
+            match key {
+                Some(key) => out.line(&format!("{key} {name}"))?,
+                None => out.line(&format!("- {name}"))?,
+            }
+        }
+    }
+    Ok(if all { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

@@ -70,12 +70,21 @@ enum Command {
     Put {
         /// Files to store; `-` or nothing reads stdin.
         files: Vec<PathBuf>,
+        /// Also save the object under this name (your own id for it; one input only).
+        #[arg(long, value_name = "NAME")]
+        name: Option<String>,
     },
     /// Write an object to stdout or a file.
-    #[command(after_help = "Example:\n  objstash --db cache.db get 5566db…131d -o wall.json")]
+    #[command(
+        after_help = "Example:\n  objstash --db cache.db get 5566db…131d -o wall.json\n  objstash --db cache.db get --name wall-17 -o wall.json"
+    )]
     Get {
         /// The object's key: 64 hex digits.
-        key: String,
+        #[arg(required_unless_present = "name", conflicts_with = "name")]
+        key: Option<String>,
+        /// Find the object by a name it was saved under instead.
+        #[arg(long, value_name = "NAME")]
+        name: Option<String>,
         /// Write to this file instead of stdout.
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
@@ -128,6 +137,22 @@ enum Command {
         #[arg(required = true)]
         keys: Vec<String>,
     },
+    /// Print the key each name maps to (`KEY NAME`, or `- NAME` when not saved); exit 1 if
+    /// any is not saved.
+    #[command(after_help = "Example:\n  objstash --db cache.db resolve wall-17 beam-3")]
+    Resolve {
+        /// Names to look up; `-` alone reads them from stdin, one per line.
+        #[arg(required = true)]
+        names: Vec<String>,
+    },
+    /// Remove names (their objects stay); exit 1 if any was not saved. `rm` of an object
+    /// removes its names.
+    #[command(after_help = "Example:\n  objstash --db cache.db unname wall-17")]
+    Unname {
+        /// Names to remove.
+        #[arg(required = true)]
+        names: Vec<String>,
+    },
     /// Show the stash's recorded settings, or change one: durability (fast, safe) or
     /// codec (gzip, zstd-dict).
     #[command(
@@ -147,7 +172,7 @@ impl Command {
     /// usage error whatever the state of the stash.
     fn check_keys(&self) -> Result<(), Failure> {
         let keys: &[String] = match self {
-            Command::Get { key, .. } => std::slice::from_ref(key),
+            Command::Get { key: Some(key), .. } => std::slice::from_ref(key),
             Command::Has { keys } if keys != &["-"] => keys,
             Command::Rm { keys } => keys,
             _ => &[],
@@ -214,16 +239,25 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
     }
     let stash = builder.open(&db)?;
     if let Some(report) = stash.recovery() {
-        if report.lost_objects() {
+        if report.lost_anything() {
             out.warn(&report.to_string());
         } else {
             out.say(&report.to_string());
         }
     }
     let code = match &cli.command {
-        Command::Put { files } => store::put(&stash, files, &mut out)?,
+        Command::Put { files, name } => store::put(&stash, files, name.as_deref(), &mut out)?,
         Command::Import { dir } => store::import(&stash, dir, &mut out)?,
-        Command::Get { key, output } => fetch::get(&stash, key, output.as_deref(), &mut out)?,
+        Command::Get { key, name, output } => {
+            let object = match (key, name) {
+                (Some(key), _) => fetch::Object::Key(key),
+                (None, Some(name)) => fetch::Object::Name(name),
+                (None, None) => unreachable!("clap requires a key or a name"),
+            };
+            fetch::get(&stash, object, output.as_deref(), &mut out)?
+        }
+        Command::Resolve { names } => fetch::resolve(&stash, names, &mut out)?,
+        Command::Unname { names } => manage::unname(&stash, names, &mut out)?,
         Command::Has { keys } => fetch::has(&stash, keys, &mut out)?,
         Command::Missing => fetch::missing(&stash, &mut out)?,
         Command::Export { dir } => fetch::export(&stash, dir, &mut out)?,

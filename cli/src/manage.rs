@@ -29,6 +29,25 @@ pub fn rm(stash: &Stash, keys: &[String], out: &mut Out) -> Result<ExitCode, Fai
     Ok(if absent.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
+pub fn unname(stash: &Stash, names: &[String], out: &mut Out) -> Result<ExitCode, Failure> {
+    let removed = stash.remove_named(names)?;
+    let absent: Vec<&String> =
+        names.iter().zip(&removed).filter(|(_, r)| !**r).map(|(n, _)| n).collect();
+    if out.json {
+        #[derive(Serialize)]
+        struct Unname<'a> {
+            removed: usize,
+            absent: &'a [&'a String],
+        }
+        out.json(&Unname { removed: removed.iter().filter(|r| **r).count(), absent: &absent })?;
+    } else {
+        for name in &absent {
+            out.say(&format!("no name {name:?} in the stash"));
+        }
+    }
+    Ok(if absent.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
 #[derive(Serialize)]
 struct Config {
     layout: String,
@@ -85,7 +104,7 @@ pub fn config_set(
         other => return Err(usage(format!("unknown setting {other:?}: use durability or codec"))),
     };
     let stash = builder.open(db)?;
-    if let Some(report) = stash.recovery().filter(|r| r.lost_objects()) {
+    if let Some(report) = stash.recovery().filter(|r| r.lost_anything()) {
         out.warn(&report.to_string());
     }
     show(&stash, out)?;

@@ -132,6 +132,8 @@ pub struct RecoveryJson {
     pub claimed: Option<u64>,
     pub lost: Option<u64>,
     pub lost_objects: bool,
+    pub names_recovered: u64,
+    pub lost_names: Option<u64>,
     pub damaged_copy: Option<String>,
     pub message: String,
 }
@@ -149,6 +151,8 @@ impl From<&objstash::RecoveryReport> for RecoveryJson {
             claimed: r.claimed,
             lost: r.lost(),
             lost_objects: r.lost_objects(),
+            names_recovered: r.names_recovered,
+            lost_names: r.lost_names(),
             damaged_copy: r.damaged_copy.as_ref().map(|p| p.to_string_lossy().into_owned()),
             message: r.to_string(),
         }

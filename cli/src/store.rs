@@ -60,13 +60,25 @@ fn read_object(stash: &Stash, file: &Path) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
-pub fn put(stash: &Stash, files: &[PathBuf], out: &mut Out) -> Result<ExitCode, Failure> {
+pub fn put(
+    stash: &Stash,
+    files: &[PathBuf],
+    name: Option<&str>,
+    out: &mut Out,
+) -> Result<ExitCode, Failure> {
     let stdin_only = [PathBuf::from("-")];
     let files = if files.is_empty() { &stdin_only[..] } else { files };
+    if name.is_some() && files.len() > 1 {
+        return Err(Failure::Usage("--name names one object: give one file (or stdin)".into()));
+    }
     let (mut stored, mut failed) = (Vec::new(), Vec::new());
     for file in files {
+        let save = |bytes: Vec<u8>| match name {
+            Some(name) => stash.save_named(&[(name, bytes)]).map(|keys| keys[0]),
+            None => stash.save(&bytes),
+        };
         let key = read_object(stash, file)
-            .and_then(|bytes| stash.save(&bytes).map_err(|e| format!("{}: {e}", file.display())));
+            .and_then(|bytes| save(bytes).map_err(|e| format!("{}: {e}", file.display())));
         match key {
             Ok(key) => {
                 if !out.json {

@@ -543,3 +543,56 @@ fn reading_commands_run_while_import_writes() -> TestResult {
     assert!(env.run(&["verify"]).status.success());
     Ok(())
 }
+
+#[test]
+fn names_put_get_resolve_unname_and_rm() -> TestResult {
+    let env = Env::new();
+    let wall = env.file("wall.json", br#"{"wall":1}"#);
+    let out = env.run(&["put", "--name", "wall-17", s(&wall)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let key = key_of(br#"{"wall":1}"#);
+    assert_eq!(stdout(&out).trim(), key);
+    let out = env.run_with_stdin(&["put", "--name", "also the wall"], br#"{"wall":1}"#);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let out = env.run(&["get", "--name", "wall-17"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(out.stdout, br#"{"wall":1}"#);
+    let out = env.run(&["get", "--name", "nope"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("no object named \"nope\""), "{}", stderr(&out));
+
+    let out = env.run(&["resolve", "wall-17", "nope"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stdout(&out), format!("{key} wall-17\n- nope\n"));
+    let out = env.run_with_stdin(&["resolve", "--json", "-"], b"also the wall\n");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), format!("[{{\"name\":\"also the wall\",\"key\":\"{key}\"}}]"));
+
+    let out = env.run(&["stats", "--json"]);
+    assert!(stdout(&out).contains("\"objects\":1,") && stdout(&out).contains("\"names\":2"));
+
+    // Removing a name leaves the object; removing the object drops its other names.
+    let out = env.run(&["unname", "wall-17", "wall-17"]);
+    assert_eq!(out.status.code(), Some(1), "the second is no longer there");
+    let out = env.run(&["get", &key]);
+    assert!(out.status.success());
+    let out = env.run(&["rm", &key]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = env.run(&["resolve", "also the wall"]);
+    assert_eq!(stdout(&out), "- also the wall\n");
+    let out = env.run(&["stats", "--json"]);
+    assert!(stdout(&out).contains("\"names\":0"), "{}", stdout(&out));
+
+    // One name names one object; a name no save accepts is a clear error.
+    let other = env.file("other.json", b"{}");
+    let out = env.run(&["put", "--name", "x", s(&wall), s(&other)]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let long = "n".repeat(objstash::MAX_NAME_LEN + 1);
+    let out = env.run(&["put", "--name", &long, s(&wall)]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("a name must be 1 to 1024 bytes long"), "{}", stderr(&out));
+    let out = env.run(&["get", "--name", "x", &key]);
+    assert_eq!(out.status.code(), Some(2), "a key and a name conflict");
+    Ok(())
+}

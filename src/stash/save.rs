@@ -55,13 +55,30 @@ impl Stash {
     /// them is stored; otherwise as [`Stash::save`], and objects saved before an error stay
     /// saved.
     pub fn save_all<T: AsRef<[u8]> + Sync>(&self, objects: &[T]) -> Result<Vec<Key>> {
-        for object in objects {
-            self.check_size(object.as_ref())?;
+        self.save_each(objects, |object| object.as_ref(), |_, _| Ok(()))
+    }
+
+    /// Saves the object `object(item)` of every item in parallel, chunk by chunk, and calls
+    /// `then` with each chunk and its keys once the chunk's new objects are queued.
+    pub(super) fn save_each<I: Sync>(
+        &self,
+        items: &[I],
+        object: impl Fn(&I) -> &[u8] + Sync,
+        then: impl Fn(&[I], &[Key]) -> Result<()> + Sync,
+    ) -> Result<Vec<Key>> {
+        for item in items {
+            self.check_size(object(item))?;
         }
-        let chunk = (objects.len() / (self.pool.current_num_threads() * 4)).clamp(1, SAVE_CHUNK);
+        let chunk = (items.len() / (self.pool.current_num_threads() * 4)).clamp(1, SAVE_CHUNK);
         self.pool.install(|| {
-            let chunks: Vec<Vec<Key>> =
-                objects.par_chunks(chunk).map(|c| self.save_chunk(c)).collect::<Result<_>>()?;
+            let chunks: Vec<Vec<Key>> = items
+                .par_chunks(chunk)
+                .map(|c| {
+                    let keys = self.save_chunk(c, &object)?;
+                    then(c, &keys)?;
+                    Ok(keys)
+                })
+                .collect::<Result<_>>()?;
             Ok(chunks.into_iter().flatten().collect())
         })
     }
@@ -76,12 +93,12 @@ impl Stash {
 
     /// Hashes a chunk, looks all its keys up at once, then compresses and sends the ones
     /// not known to be stored.
-    fn save_chunk<T: AsRef<[u8]>>(&self, objects: &[T]) -> Result<Vec<Key>> {
-        let keys: Vec<Key> = objects.iter().map(|o| Key::of(o.as_ref())).collect();
+    fn save_chunk<I>(&self, items: &[I], object: impl Fn(&I) -> &[u8]) -> Result<Vec<Key>> {
+        let keys: Vec<Key> = items.iter().map(|i| Key::of(object(i))).collect();
         let stored = self.known(&keys)?;
-        for ((object, key), stored) in objects.iter().zip(&keys).zip(stored) {
+        for ((item, key), stored) in items.iter().zip(&keys).zip(stored) {
             if !stored {
-                self.send_new(*key, object.as_ref())?;
+                self.send_new(*key, object(item))?;
             }
         }
         Ok(keys)

@@ -13,6 +13,7 @@ use rusqlite::Connection;
 
 use crate::error::{DbContext, Result};
 use crate::key::Key;
+use crate::names;
 use crate::pagescan;
 use crate::recovery;
 use crate::scan;
@@ -48,11 +49,15 @@ impl Stash {
         // (damage to index pages) do not show up above; the recorded count and SQLite's
         // own check find them. Already flushed above: read the totals without a flush.
         match schema::read_totals(&*self.readers.checkout()?) {
-            Ok(totals) if totals.objects == report.checked => {}
-            Ok(totals) => report.problems.push(format!(
-                "the stash records {} objects but {} were found",
-                totals.objects, report.checked
-            )),
+            Ok(totals) => {
+                if totals.objects != report.checked {
+                    report.problems.push(format!(
+                        "the stash records {} objects but {} were found",
+                        totals.objects, report.checked
+                    ));
+                }
+                self.verify_names(totals.names, &mut report);
+            }
             Err(e) => report.problems.push(format!("the recorded totals cannot be read: {e}")),
         }
         if let Some(problem) = recovery::check(&*self.readers.checkout()?) {
@@ -62,6 +67,38 @@ impl Stash {
             self.verify_pages(&mut report);
         }
         Ok(report)
+    }
+
+    /// Counts the names against the recorded total and looks for names whose object is
+    /// missing (which only damage to the file can make).
+    fn verify_names(&self, recorded: u64, report: &mut VerifyReport) {
+        let counted = self.readers.checkout().and_then(|r| {
+            r.in_transaction(|conn| {
+                let mut names = 0;
+                let mut dangling = 0;
+                names::each_key(conn, |key| {
+                    names += 1;
+                    if !key.is_some_and(|key| matches!(self.stored(conn, &key), Ok(true))) {
+                        dangling += 1;
+                    }
+                })?;
+                Ok((names, dangling))
+            })
+        });
+        match counted {
+            Ok((names, dangling)) => {
+                report.names = names;
+                if names != recorded {
+                    report
+                        .problems
+                        .push(format!("the stash records {recorded} names but {names} were found"));
+                }
+                if dangling > 0 {
+                    report.problems.push(format!("{dangling} names point to no stored object"));
+                }
+            }
+            Err(e) => report.problems.push(format!("the names cannot be checked: {e}")),
+        }
     }
 
     /// The file is damaged: SQLite may not reach every row, so read the table leaf pages

@@ -1,0 +1,157 @@
+//! Names: saving objects under the caller's own ids and reading them back by those ids.
+//!
+//! A named save is a save (the same parallel pipeline) followed, chunk by chunk, by one
+//! message of names to the writer. Each name carries the pending row of its object when
+//! the object is not yet committed, so the writer can store the object first whatever
+//! order messages from several threads arrive in: a name is never committed without its
+//! object (`names.rs`).
+//!
+//! Reads resolve names the way reads find rows: the pending names first, for all names,
+//! then the names table in one read transaction (see `read.rs` for why that order).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crossbeam_channel::bounded;
+
+use crate::error::Result;
+use crate::key::Key;
+use crate::names;
+use crate::writer::Message;
+
+use super::Stash;
+
+impl Stash {
+    /// Stores each object and records its name, in parallel; returns the keys in input
+    /// order. A name saved again is pointed at its new object (a name given twice in one
+    /// call names the last of its objects); several names may share one object. Once it returns, every read sees the names and their objects; each name is
+    /// committed with or after its object, never before.
+    ///
+    /// # Errors
+    /// [`Error::BadName`](crate::Error::BadName) for an empty name or one over
+    /// [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) bytes, and
+    /// [`Error::TooLarge`](crate::Error::TooLarge), both before anything is stored;
+    /// otherwise as [`Stash::save_all`].
+    pub fn save_named<N, T>(&self, items: &[(N, T)]) -> Result<Vec<Key>>
+    where
+        N: AsRef<[u8]> + Sync,
+        T: AsRef<[u8]> + Sync,
+    {
+        let mut last = HashMap::with_capacity(items.len());
+        for (i, (name, _)) in items.iter().enumerate() {
+            names::check(name.as_ref())?;
+            last.insert(name.as_ref(), i);
+        }
+        // A name given twice names the last of its objects; the others are only saved.
+        let items: Vec<(Option<&[u8]>, &[u8])> = items
+            .iter()
+            .enumerate()
+            .map(|(i, (name, object))| {
+                let name = name.as_ref();
+                (last.get(name).is_some_and(|&l| l == i).then_some(name), object.as_ref())
+            })
+            .collect();
+        self.save_each(
+            &items,
+            |(_, object)| object,
+            |chunk, keys| {
+                let rows = chunk
+                    .iter()
+                    .zip(keys)
+                    .filter_map(|((name, _), key)| {
+                        let row = self.shared.pending.get(key);
+                        Some(self.shared.names.insert((*name)?, *key, row))
+                    })
+                    .collect::<Vec<_>>();
+                if rows.is_empty() {
+                    return Ok(());
+                }
+                let sent = self.send(Message::Name(rows.clone()));
+                if sent.is_err() {
+                    rows.iter().for_each(|row| self.shared.names.settle(row));
+                }
+                sent
+            },
+        )
+    }
+
+    /// The keys `names` map to, in input order; `None` for a name not saved.
+    ///
+    /// # Errors
+    /// [`Error::BadName`](crate::Error::BadName) for a name no save accepts;
+    /// [`Error::Database`](crate::Error::Database) if a lookup fails.
+    pub fn resolve<N: AsRef<[u8]>>(&self, names: &[N]) -> Result<Vec<Option<Key>>> {
+        for name in names {
+            names::check(name.as_ref())?;
+        }
+        let queued: Vec<Option<Key>> =
+            names.iter().map(|name| self.shared.names.get(name.as_ref())).collect();
+        if queued.iter().all(Option::is_some) {
+            return Ok(queued);
+        }
+        let reader = self.readers.checkout()?;
+        if !self.shared.names.table_exists(&reader)? {
+            return Ok(queued);
+        }
+        reader.in_transaction(|conn| {
+            names
+                .iter()
+                .zip(queued)
+                .map(|(name, queued)| match queued {
+                    Some(key) => Ok(Some(key)),
+                    None => names::lookup(conn, name.as_ref()),
+                })
+                .collect()
+        })
+    }
+
+    /// The objects saved under `names`, in input order; `None` for a name not saved. Every
+    /// object is checked against its key, as [`Stash::get`] does.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`](crate::Error::Corrupt) for the first damaged object; otherwise
+    /// as [`Stash::resolve`] and [`Stash::get_many`].
+    pub fn get_named<N: AsRef<[u8]>>(&self, names: &[N]) -> Result<Vec<Option<Vec<u8>>>> {
+        let keys = self.resolve(names)?;
+        if let [key] = keys[..] {
+            // One name: no hand-over to the pool.
+            return Ok(vec![match key {
+                Some(key) => self.get(&key)?,
+                None => None,
+            }]);
+        }
+        let found: Vec<Key> = keys.iter().flatten().copied().collect();
+        let mut objects = self.get_many(&found)?.into_iter();
+        Ok(keys.iter().map(|key| key.and_then(|_| objects.next().flatten())).collect())
+    }
+
+    /// The names among `names` that are not saved, in input order: what still has to be
+    /// fetched.
+    ///
+    /// # Errors
+    /// As [`Stash::resolve`].
+    pub fn missing_named<'a, N: AsRef<[u8]>>(&self, names: &'a [N]) -> Result<Vec<&'a N>> {
+        let keys = self.resolve(names)?;
+        Ok(names.iter().zip(keys).filter(|(_, key)| key.is_none()).map(|(name, _)| name).collect())
+    }
+
+    /// Deletes names (not their objects, which other names or keys may still reach) in one
+    /// transaction; returns whether each was saved. Committed when it returns. Removing an
+    /// object ([`Stash::remove_all`]) drops its names.
+    ///
+    /// # Errors
+    /// [`Error::BadName`](crate::Error::BadName) before anything is removed;
+    /// [`Error::WriterStopped`](crate::Error::WriterStopped) if the writer has stopped.
+    pub fn remove_named<N: AsRef<[u8]>>(&self, names: &[N]) -> Result<Vec<bool>> {
+        for name in names {
+            names::check(name.as_ref())?;
+        }
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let names: Vec<Arc<[u8]>> = names.iter().map(|n| Arc::from(n.as_ref())).collect();
+        let (ack, done) = bounded(1);
+        self.send(Message::Unname(names, ack))?;
+        self.wait(&done)
+    }
+}

@@ -1,0 +1,207 @@
+//! Names: the caller's own ids for objects. The model test in `layouts_agree.rs` checks
+//! names against a map in every layout and mode; these check what a model cannot: shared
+//! objects, bad names, reads from other threads before a commit, names racing removes, the
+//! format version, and names across a salvage.
+
+mod common;
+
+use std::io::{Seek, SeekFrom, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use common::{LAYOUTS, MODES, TestResult, objects};
+use objstash::{Durability, Error, Key, MAX_NAME_LEN, Stash};
+use rusqlite::Connection;
+
+fn user_version(path: &std::path::Path) -> rusqlite::Result<i64> {
+    Connection::open(path)?.query_row("PRAGMA user_version", [], |r| r.get(0))
+}
+
+#[test]
+fn names_share_objects_and_follow_a_new_save() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let stash = Stash::open(dir.path().join("n.db"))?;
+    let keys = stash.save_named(&[("a", "one"), ("b", "one"), ("c", "two")])?;
+    assert_eq!(keys[0], keys[1]);
+    stash.flush()?;
+    let stats = stash.stats()?;
+    assert_eq!((stats.objects, stats.names), (2, 3));
+    // Saving a name again points it at the new object; the old object stays.
+    stash.save_named(&[("a", "three")])?;
+    assert_eq!(
+        stash.get_named(&["a", "b", "c", "d"])?,
+        vec![Some(b"three".to_vec()), Some(b"one".to_vec()), Some(b"two".to_vec()), None]
+    );
+    assert_eq!(stash.resolve(&["a"])?, vec![Some(Key::of(b"three"))]);
+    let stats = stash.stats()?;
+    assert_eq!((stats.objects, stats.names), (3, 3));
+    // Names are bytes, not text.
+    stash.save_named(&[(vec![0u8, 255, 10], b"bin")])?;
+    assert_eq!(stash.get_named(&[[0u8, 255, 10]])?, vec![Some(b"bin".to_vec())]);
+    let report = stash.verify()?;
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(report.names, 4);
+    stash.close()?;
+    Ok(())
+}
+
+#[test]
+fn bad_names_are_refused_before_anything_is_stored() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let stash = Stash::open(dir.path().join("n.db"))?;
+    let long = vec![b'x'; MAX_NAME_LEN + 1];
+    for bad in [Vec::new(), long] {
+        let err = stash.save_named(&[(b"fine".to_vec(), b"a"), (bad.clone(), b"b")]).unwrap_err();
+        assert!(matches!(err, Error::BadName { .. }), "{err}");
+        assert!(matches!(stash.get_named(&[&bad]), Err(Error::BadName { .. })));
+        assert!(matches!(stash.remove_named(&[&bad]), Err(Error::BadName { .. })));
+    }
+    stash.save_named(&[(vec![b'y'; MAX_NAME_LEN], b"longest")])?;
+    stash.flush()?;
+    let stats = stash.stats()?;
+    assert_eq!((stats.objects, stats.names), (1, 1), "nothing of a refused call is stored");
+    Ok(())
+}
+
+#[test]
+fn a_named_save_is_read_by_other_threads_before_its_commit() -> TestResult {
+    for layout in LAYOUTS {
+        for durability in MODES {
+            let dir = tempfile::tempdir()?;
+            let stash = common::open(dir.path(), layout, durability)?;
+            let objs = objects(41, 3_000);
+            for round in 0..30 {
+                let part = &objs[round * 100..(round + 1) * 100];
+                let named: Vec<(String, &Vec<u8>)> =
+                    part.iter().enumerate().map(|(i, o)| (format!("{round}/{i}"), o)).collect();
+                stash.save_named(&named)?;
+                let names: Vec<&String> = named.iter().map(|(n, _)| n).collect();
+                let got = std::thread::scope(|scope| {
+                    scope.spawn(|| stash.get_named(&names)).join().expect("reader thread")
+                })?;
+                for (got, want) in got.iter().zip(part) {
+                    assert_eq!(got.as_ref(), Some(want), "{layout}/{durability} round {round}");
+                }
+                let first = std::thread::scope(|scope| {
+                    scope.spawn(|| stash.get_named(&names[..1])).join().expect("reader thread")
+                })?;
+                assert_eq!(first[0].as_ref(), Some(&part[0]));
+            }
+            assert!(stash.verify()?.is_ok());
+        }
+    }
+    Ok(())
+}
+
+/// Names saved while other threads remove their objects: whatever the interleaving, a
+/// name never outlives its object, and the totals match a recount.
+#[test]
+fn names_racing_removes_never_dangle() -> TestResult {
+    for durability in MODES {
+        let dir = tempfile::tempdir()?;
+        let stash = common::open(dir.path(), objstash::Layout::Single, durability)?;
+        let objs = objects(42, 400);
+        let keys: Vec<Key> = objs.iter().map(|o| Key::of(o)).collect();
+        let done = AtomicBool::new(false);
+        std::thread::scope(|scope| -> TestResult {
+            let remover = scope.spawn(|| -> objstash::Result<u64> {
+                let mut removed = 0;
+                while !done.load(Ordering::Relaxed) {
+                    for chunk in keys.chunks(37) {
+                        removed += stash.remove_all(chunk)?.iter().filter(|r| **r).count() as u64;
+                    }
+                }
+                Ok(removed)
+            });
+            for round in 0..40 {
+                let named: Vec<(String, &Vec<u8>)> =
+                    objs.iter().enumerate().map(|(i, o)| (format!("{round}-{i}"), o)).collect();
+                stash.save_named(&named)?;
+            }
+            done.store(true, Ordering::Relaxed);
+            let removed = remover.join().expect("remover")?;
+            assert!(removed > 0, "the removes never met the saves");
+            Ok(())
+        })?;
+        let report = stash.verify()?;
+        assert!(report.is_ok(), "{durability}: {report}");
+        // Every name that survived reads its object.
+        let names: Vec<String> =
+            (0..40).flat_map(|r| (0..400).map(move |i| format!("{r}-{i}"))).collect();
+        let keys = stash.resolve(&names)?;
+        let found: Vec<Key> = keys.iter().flatten().copied().collect();
+        assert!(stash.get_many(&found)?.iter().all(Option::is_some), "{durability}");
+        assert_eq!(stash.stats()?.names, found.len() as u64);
+    }
+    Ok(())
+}
+
+#[test]
+fn names_raise_the_format_version_only_when_used() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("v.db");
+    let stash = Stash::open(&path)?;
+    stash.save(b"plain")?;
+    assert!(stash.get_named(&["none yet"])?[0].is_none());
+    assert!(!stash.remove_named(&["none yet"])?[0]);
+    stash.close()?;
+    assert_eq!(user_version(&path)?, 1, "a stash without names stays readable by v1");
+    let stash = Stash::open(&path)?;
+    stash.save_named(&[("n", "named")])?;
+    stash.close()?;
+    assert_eq!(user_version(&path)?, 3);
+    let stash = Stash::open(&path)?;
+    assert_eq!(stash.get_named(&["n"])?, vec![Some(b"named".to_vec())]);
+    Ok(())
+}
+
+#[test]
+fn a_salvage_keeps_the_names_of_the_objects_it_keeps() -> TestResult {
+    for layout in LAYOUTS {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("s.db");
+        let objs = objects(43, 4_000);
+        let names: Vec<String> = (0..objs.len()).map(|i| format!("object {i}")).collect();
+        {
+            let stash = Stash::builder().layout(layout).durability(Durability::Fast).open(&path)?;
+            let named: Vec<(&String, &Vec<u8>)> = names.iter().zip(&objs).collect();
+            stash.save_named(&named)?;
+            stash.close()?;
+        }
+        let conn = Connection::open(&path)?;
+        conn.execute("UPDATE objstash_meta SET value = 'open-fast' WHERE name = 'state'", [])?;
+        conn.execute("DELETE FROM objstash_meta WHERE name = 'boot'", [])?;
+        drop(conn);
+        // Zero a run of pages in the middle of the file (object and name pages alike).
+        let len = std::fs::metadata(&path)?.len();
+        let mut file = std::fs::OpenOptions::new().write(true).open(&path)?;
+        file.seek(SeekFrom::Start(len / 2 / 8192 * 8192))?;
+        file.write_all(&vec![0u8; 8192 * 4])?;
+        drop(file);
+
+        let stash = Stash::builder().layout(layout).open(&path)?;
+        let report = stash.recovery().expect("damage is reported").clone();
+        assert!(report.problem.is_some(), "{layout}: {report}");
+        eprintln!("{layout}: {report}");
+        assert_eq!(report.names_claimed, Some(4_000));
+        assert!(report.names_recovered <= report.recovered, "{layout}: {report}");
+        assert!(report.names_recovered > 3_000, "most names survive: {report}");
+        // Lost names are news, and the damaged file is kept for them.
+        let lost = 4_000 - report.names_recovered;
+        assert_eq!(report.lost_names(), Some(lost));
+        assert_eq!(report.to_string().contains(&format!("{lost} names are lost")), lost > 0);
+        assert_eq!(report.damaged_copy.is_some(), report.lost_anything(), "{report}");
+        assert_eq!(stash.stats()?.names, report.names_recovered);
+        let keys = stash.resolve(&names)?;
+        let got = stash.get_named(&names)?;
+        assert_eq!(keys.iter().flatten().count() as u64, report.names_recovered);
+        for ((key, value), obj) in keys.iter().zip(&got).zip(&objs) {
+            assert_eq!(key.is_some(), value.is_some());
+            if let Some(value) = value {
+                assert_eq!(value, obj);
+            }
+        }
+        let report = stash.verify()?;
+        assert!(report.is_ok(), "{report}");
+    }
+    Ok(())
+}
