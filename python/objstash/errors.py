@@ -1,0 +1,83 @@
+"""The exceptions objstash raises. Every one is an ``objstash.Error``; those about a bad
+argument are also ``ValueError``.
+
+- ``CorruptError``: a stored object failed its hash check (its bytes are never returned).
+- ``NotFoundError``: there is no stash at the path (opened with ``create=False``).
+- ``NotAStashError``: the path is not a stash (not SQLite, or another application's).
+- ``LockedError``: the operation needs every other handle closed.
+- ``BusyError``: another process held the write lock too long; nothing was lost, retry.
+- ``ReadOnlyError``: the stash is open read-only.
+- ``SettingsError``: a setting the stash does not allow (or a newer format).
+- ``WriterStoppedError``: the writer failed; writes since the last flush may be lost.
+- ``ClosedError``: the handle was closed.
+- ``TooLargeError``, ``BadNameError``, ``BadKeyError``: bad arguments (also ValueError).
+"""
+
+
+class Error(Exception):
+    """Every objstash error."""
+
+
+class CorruptError(Error):
+    """A stored object failed its hash check; its bytes are never returned."""
+
+
+class NotFoundError(Error):
+    """There is no stash at the path."""
+
+
+class NotAStashError(Error):
+    """The path holds something that is not a stash."""
+
+
+class LockedError(Error):
+    """The operation needs every other handle on the stash closed."""
+
+
+class BusyError(Error):
+    """Another process held the stash's write lock for too long; retry."""
+
+
+class ReadOnlyError(Error):
+    """The stash is open read-only."""
+
+
+class SettingsError(Error):
+    """A setting the stash does not allow."""
+
+
+class WriterStoppedError(Error):
+    """The stash's writer stopped; writes since the last flush may be lost."""
+
+
+class ClosedError(Error):
+    """The stash handle is closed."""
+
+
+class TooLargeError(Error, ValueError):
+    """An object is larger than the stash accepts."""
+
+
+class BadNameError(Error, ValueError):
+    """A name is empty, too long, or not str/bytes."""
+
+
+class BadKeyError(Error, ValueError):
+    """Not a key: a str of 64 hex digits or 32 bytes."""
+
+
+__all__ = [
+    "Error",
+    "CorruptError",
+    "NotFoundError",
+    "NotAStashError",
+    "LockedError",
+    "BusyError",
+    "ReadOnlyError",
+    "SettingsError",
+    "WriterStoppedError",
+    "ClosedError",
+    "TooLargeError",
+    "BadNameError",
+    "BadKeyError",
+]

@@ -1,0 +1,209 @@
+"""A specklepy transport that keeps objects in an objstash stash: the local cache of a
+Speckle client, in one line.
+
+    from objstash.speckle import ObjstashTransport
+
+    cache = ObjstashTransport()                  # where SQLiteTransport() was
+    obj_id = operations.send(base, [cache, server], use_default_cache=False)
+    base = operations.receive(obj_id, remote_transport=server, local_transport=cache)
+
+Each object is saved under its Speckle id as an objstash name and stored once under the
+blake3 hash of its bytes, compressed; every read checks that hash, so a damaged object
+raises ``objstash.CorruptError`` instead of reaching the deserializer. Writes are
+buffered and handed to objstash in batches (hashed and compressed in parallel);
+``end_write`` commits them. Objects saved and not yet committed are read back from the
+buffer, so a transport always reads its own writes.
+
+Needs specklepy (``pip install 'objstash[speckle]'``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Dict, List, Optional, Tuple
+
+from specklepy.logging.exceptions import SpeckleException
+from specklepy.transports.abstract_transport import AbstractTransport
+
+from objstash import Stash
+
+#: Objects buffered before they are handed to objstash in one batch.
+BATCH_OBJECTS = 10_000
+#: Bytes buffered before the same.
+BATCH_BYTES = 16 * 1000 * 1000
+#: Children read per call when copying an object and its children.
+COPY_CHUNK = 10_000
+
+
+def default_base_path(app_name: str) -> str:
+    """Where specklepy keeps its SQLite cache for `app_name`: the same directory."""
+    from specklepy.core.helpers import speckle_path_provider
+
+    return str(speckle_path_provider.user_application_data_path().joinpath(app_name))
+
+
+class ObjstashTransport(AbstractTransport):
+    """A specklepy transport backed by objstash.
+
+    Arguments mirror ``SQLiteTransport``: the stash is ``{base_path}/{scope}.objstash``
+    (default: specklepy's application data directory, scope "Objects"). Pass ``path`` to
+    choose the file, or ``stash`` to use an open ``objstash.Stash`` (which the transport
+    then does not close). ``durability`` ("fast" or "safe") and ``codec`` ("gzip" or
+    "zstd-dict") apply when the stash is created.
+    """
+
+    def __init__(
+        self,
+        base_path: Optional[str] = None,
+        app_name: Optional[str] = None,
+        scope: Optional[str] = None,
+        name: str = "Objstash",
+        *,
+        path: Optional[str] = None,
+        stash: Optional[Stash] = None,
+        durability: Optional[str] = None,
+        codec: Optional[str] = None,
+    ) -> None:
+        super().__init__()
+        self._name = name
+        self.app_name = app_name or "Speckle"
+        self.scope = scope or "Objects"
+        self._owns_stash = stash is None
+        if stash is None:
+            if path is None:
+                base = base_path or default_base_path(self.app_name)
+                os.makedirs(base, exist_ok=True)
+                path = os.path.join(base, f"{self.scope}.objstash")
+            try:
+                stash = Stash(path, durability=durability, codec=codec)
+            except Exception as ex:
+                raise SpeckleException(
+                    f"ObjstashTransport could not open {path}: {ex}"
+                ) from ex
+        self.stash = stash
+        self._buffer: Dict[str, bytes] = {}
+        self._buffer_bytes = 0
+        self.saved_obj_count = 0
+
+    def __repr__(self) -> str:
+        return f"ObjstashTransport({str(self.stash.path)!r})"
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    # Writing -------------------------------------------------------------------------
+
+    def begin_write(self) -> None:
+        self.saved_obj_count = 0
+
+    def save_object(self, id: str, serialized_object: str) -> None:
+        """Buffers an object under its id; the buffer goes to objstash in batches."""
+        data = serialized_object.encode("utf-8")
+        previous = self._buffer.get(id)
+        if previous is not None:
+            self._buffer_bytes -= len(previous)
+        self._buffer[id] = data
+        self._buffer_bytes += len(data)
+        self.saved_obj_count += 1
+        if len(self._buffer) >= BATCH_OBJECTS or self._buffer_bytes >= BATCH_BYTES:
+            self._send_buffer()
+
+    def save_object_from_transport(
+        self, id: str, source_transport: AbstractTransport
+    ) -> None:
+        serialized_object = source_transport.get_object(id)
+        if serialized_object is None:
+            raise SpeckleException(
+                f"{source_transport.name} has no object {id} to copy"
+            )
+        self.save_object(id, serialized_object)
+
+    def end_write(self) -> None:
+        """Hands over what is buffered and waits until everything is committed."""
+        self._send_buffer()
+        self.stash.flush()
+
+    def _send_buffer(self) -> None:
+        if not self._buffer:
+            return
+        items: List[Tuple[str, bytes]] = list(self._buffer.items())
+        # Once save_named returns, every read sees the objects (before their commit).
+        self.stash.save_named(items)
+        self._buffer = {}
+        self._buffer_bytes = 0
+
+    # Reading -------------------------------------------------------------------------
+
+    def get_object(self, id: str) -> Optional[str]:
+        buffered = self._buffer.get(id)
+        if buffered is not None:
+            return buffered.decode("utf-8")
+        data = self.stash.get_named(id)
+        return None if data is None else data.decode("utf-8")
+
+    def get_objects(self, ids: List[str]) -> List[Optional[str]]:
+        """Many objects in one call (read and checked in parallel), None where absent."""
+        found = self.stash.get_many_named(ids)
+        out: List[Optional[str]] = []
+        for id, data in zip(ids, found):
+            if data is None:
+                data = self._buffer.get(id)
+            out.append(None if data is None else data.decode("utf-8"))
+        return out
+
+    def has_objects(self, id_list: List[str]) -> Dict[str, bool]:
+        missing = set(self.stash.missing_named(id_list))
+        return {id: id not in missing or id in self._buffer for id in id_list}
+
+    def copy_object_and_children(
+        self, id: str, target_transport: AbstractTransport
+    ) -> str:
+        """Copies an object and every child its ``__closure`` lists into the target;
+        returns the object's JSON."""
+        root = self.get_object(id)
+        if root is None:
+            raise SpeckleException(f"{self.name} has no object {id}")
+        children = list(json.loads(root).get("__closure", {}).keys())
+        present = target_transport.has_objects(children) if children else {}
+        wanted = [child for child in children if not present.get(child, False)]
+        target_transport.begin_write()
+        for start in range(0, len(wanted), COPY_CHUNK):
+            chunk = wanted[start : start + COPY_CHUNK]
+            for child, serialized in zip(chunk, self.get_objects(chunk)):
+                if serialized is None:
+                    raise SpeckleException(
+                        f"{self.name} has object {id} but not its child {child}"
+                    )
+                target_transport.save_object(child, serialized)
+        target_transport.save_object(id, root)
+        target_transport.end_write()
+        return root
+
+    # Life cycle ----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Commits what is buffered and closes the stash (if the transport opened it)."""
+        if self.stash.closed:
+            return
+        self._send_buffer()
+        if self._owns_stash:
+            self.stash.close()
+        else:
+            self.stash.flush()
+
+    def __enter__(self) -> "ObjstashTransport":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+__all__ = ["ObjstashTransport", "BATCH_OBJECTS", "BATCH_BYTES"]

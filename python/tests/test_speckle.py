@@ -1,0 +1,162 @@
+"""The objstash transport driven by real specklepy: sends and receives of generated
+models compared with specklepy's own SQLiteTransport and MemoryTransport, and the
+transport interface as specklepy's serializer and its server transport use it."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import warnings
+
+import pytest
+
+pytest.importorskip("specklepy")
+
+from specklepy.api import operations  # noqa: E402
+from specklepy.transports.memory import MemoryTransport  # noqa: E402
+from specklepy.transports.sqlite import SQLiteTransport  # noqa: E402
+
+import objstash  # noqa: E402
+from objstash.speckle import ObjstashTransport  # noqa: E402
+from speckle_model import base, build_model  # noqa: E402
+
+# specklepy 2026.9 marks its JSON pipeline deprecated (in favour of parquet bundles); it is
+# the pipeline every transport serves, and the one tested here.
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def closure_ids(transport, root_id: str) -> list[str]:
+    root = json.loads(transport.get_object(root_id))
+    return [root_id] + list(root.get("__closure", {}).keys())
+
+
+@pytest.fixture(scope="module")
+def model():
+    return build_model(4800)
+
+
+def test_a_large_model_round_trips_like_sqlite_and_memory(model, tmp_path):
+    memory = MemoryTransport()
+    sqlite = SQLiteTransport(base_path=str(tmp_path / "sqlite"))
+    ours = ObjstashTransport(base_path=str(tmp_path / "objstash"))
+    ids = {}
+    for name, transport in [("memory", memory), ("sqlite", sqlite), ("objstash", ours)]:
+        ids[name] = operations.send(model, [transport], use_default_cache=False)
+    assert ids["objstash"] == ids["sqlite"] == ids["memory"]
+    root_id = ids["memory"]
+    everything = closure_ids(memory, root_id)
+    assert len(everything) >= 10_000, len(everything)
+    assert len(memory.objects) == len(everything)
+    # Every object byte for byte as the other transports hold it.
+    ours_objects = ours.get_objects(everything)
+    for obj_id, text in zip(everything, ours_objects):
+        assert text == memory.objects[obj_id] == sqlite.get_object(obj_id)
+    assert all(ours.has_objects(everything).values())
+    # Received back, the three give the same object.
+    received = {
+        name: operations.receive(root_id, local_transport=t)
+        for name, t in [("memory", memory), ("sqlite", sqlite), ("objstash", ours)]
+    }
+    serialized = {name: operations.serialize(base) for name, base in received.items()}
+    assert serialized["objstash"] == serialized["sqlite"] == serialized["memory"]
+    # An id computed without detaching differs from the sent root's id, for any transport.
+    assert received["objstash"].get_id() == model.get_id()
+    assert len(received["objstash"]["@elements"]) == 4800
+    stats = ours.stash.stats()
+    assert stats.names == len(everything) and stats.objects <= len(everything)
+    assert ours.stash.verify().ok
+    sqlite.close()
+    ours.close()
+
+
+def test_a_closed_transport_reopens_with_everything(model, tmp_path):
+    small = build_model(40, seed=3)
+    with ObjstashTransport(base_path=str(tmp_path)) as t:
+        root_id = operations.send(small, [t], use_default_cache=False)
+    with ObjstashTransport(base_path=str(tmp_path)) as t:
+        received = operations.receive(root_id, local_transport=t)
+        assert received.get_id() == small.get_id()
+        assert received["@elements"][2]["@level"].name == "Level 2"
+
+
+def test_detached_and_chunked_members_survive(tmp_path):
+    obj = base(name="detach and chunk")
+    obj["@detach"] = base(name="detached")
+    obj["@detached_list"] = [base(name=f"item {i}") for i in range(5)]
+    obj["@(100)colours"] = list(range(250))
+    obj["@()default_chunk"] = [1.5] * 10
+    obj["nested"] = base(inner=base(deeper=[1, 2, 3]))
+    with ObjstashTransport(base_path=str(tmp_path)) as t:
+        root_id = operations.send(obj, [t], use_default_cache=False)
+        root = json.loads(t.get_object(root_id))
+        assert root["@detach"]["speckle_type"] == "reference"
+        assert len(root["@(100)colours"]) == 3
+        received = operations.receive(root_id, local_transport=t)
+    assert received.get_id() == obj.get_id()
+    assert received["@(100)colours"] == list(range(250))
+    assert received["@detached_list"][4].name == "item 4"
+    assert received["nested"]["inner"]["deeper"] == [1, 2, 3]
+
+
+def test_transport_interface(tmp_path):
+    t = ObjstashTransport(base_path=str(tmp_path), name="cache")
+    assert t.name == "cache"
+    t.begin_write()
+    t.save_object("a" * 32, '{"id": "aaa", "speckle_type": "Base"}')
+    # Read its own writes before end_write, as the serializer may.
+    assert t.get_object("a" * 32) == '{"id": "aaa", "speckle_type": "Base"}'
+    assert t.has_objects(["a" * 32, "b" * 32]) == {"a" * 32: True, "b" * 32: False}
+    t.end_write()
+    assert t.saved_obj_count == 1
+    assert t.get_object("a" * 32) is not None and t.get_object("b" * 32) is None
+    # Text with characters beyond ASCII comes back as it went in.
+    t.save_object("c" * 32, '{"name": "Wand – Geschoss 2 ✓"}')
+    t.end_write()
+    assert t.get_object("c" * 32) == '{"name": "Wand – Geschoss 2 ✓"}'
+    source = MemoryTransport()
+    source.save_object("d" * 32, '{"from": "memory"}')
+    t.save_object_from_transport("d" * 32, source)
+    assert t.get_object("d" * 32) == '{"from": "memory"}'
+    t.close()
+
+
+def test_copy_object_and_children_fills_another_transport(tmp_path):
+    model = build_model(60, seed=5)
+    with ObjstashTransport(base_path=str(tmp_path)) as t:
+        root_id = operations.send(model, [t], use_default_cache=False)
+        target = MemoryTransport()
+        # The objstash cache acts as the remote a receive copies from.
+        received = operations.receive(root_id, remote_transport=t, local_transport=target)
+        assert received.get_id() == model.get_id()
+        assert set(target.objects) == set(closure_ids(t, root_id))
+        with pytest.raises(Exception, match="has no object"):
+            t.copy_object_and_children("f" * 32, MemoryTransport())
+
+
+def test_a_damaged_object_is_an_error_not_json(tmp_path):
+    with ObjstashTransport(base_path=str(tmp_path)) as t:
+        t.save_object("e" * 32, '{"wall": "precious"}')
+        t.end_write()
+        path = str(t.stash.path)
+    db = sqlite3.connect(path)
+    (data,) = db.execute("SELECT data FROM objects").fetchone()
+    damaged = bytearray(data)
+    damaged[-9] ^= 0x01  # inside the gzip trailer's CRC
+    db.execute("UPDATE objects SET data = ?", (bytes(damaged),))
+    db.commit()
+    db.close()
+    with ObjstashTransport(base_path=str(tmp_path)) as t:
+        with pytest.raises(objstash.CorruptError):
+            t.get_object("e" * 32)
+
+
+def test_an_existing_stash_can_back_the_transport(tmp_path):
+    stash = objstash.Stash(str(tmp_path / "shared.db"), durability="safe")
+    with ObjstashTransport(stash=stash) as t:
+        root_id = operations.send(build_model(8, seed=9), [t], use_default_cache=False)
+    assert not stash.closed, "the transport leaves a stash it was given open"
+    assert stash.get_named(root_id) is not None
+    stash.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert ObjstashTransport(path=str(tmp_path / "shared.db")).get_object(root_id)

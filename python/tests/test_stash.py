@@ -1,0 +1,220 @@
+"""The Python API over the library: round trips, names, errors, threads, processes."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import objstash
+from objstash import Stash
+
+
+def objects(n: int, seed: int = 0) -> list[bytes]:
+    return [b'{"n": %d, "seed": %d, "pad": "%s"}' % (i, seed, b"x" * (i % 50)) for i in range(n)]
+
+
+@pytest.fixture
+def path(tmp_path):
+    return str(tmp_path / "stash.db")
+
+
+@pytest.mark.parametrize("layout", ["single", "bucketed"])
+@pytest.mark.parametrize("durability", ["fast", "safe"])
+def test_round_trip(path, layout, durability):
+    objs = objects(2000)
+    with Stash(path, layout=layout, durability=durability) as stash:
+        keys = stash.save_all(objs)
+        assert len(keys) == 2000 and all(len(k) == 64 for k in keys)
+        assert stash.save(objs[0]) == keys[0]
+        assert stash.get(keys[5]) == objs[5]
+        assert stash.get(bytes.fromhex(keys[5])) == objs[5]  # 32 raw bytes work too
+        assert stash.get_many(keys[:10] + ["0" * 64]) == objs[:10] + [None]
+        assert keys[3] in stash and stash.contains(keys[3])
+        assert stash.missing([keys[0], "f" * 64]) == ["f" * 64]
+        assert stash.remove(keys[0]) is True
+        assert stash.remove_all([keys[0], keys[1]]) == [False, True]
+        assert len(stash) == 1998
+        stats = stash.stats()
+        assert (stats.objects, stats.layout, stats.durability) == (1998, layout, durability)
+        assert stats.compression_ratio > 1.0
+    with Stash(path, create=False) as stash:
+        assert stash.get(keys[2]) == objs[2]
+        report = stash.verify()
+        assert report.ok and report.checked == 1998, str(report)
+
+
+def test_names(path):
+    with Stash(path) as stash:
+        keys = stash.save_named([("wall", b"W"), (b"\x00bin", b"B"), ("also wall", b"W")])
+        assert keys[0] == keys[2]
+        assert stash.get_named("wall") == b"W"
+        assert stash.get_named(b"\x00bin") == b"B"
+        assert stash.get_named("nope") is None
+        assert stash.get_many_named(["wall", "nope", "also wall"]) == [b"W", None, b"W"]
+        assert stash.resolve("wall") == keys[0]
+        assert stash.resolve_many(["wall", "nope"]) == [keys[0], None]
+        assert stash.missing_named(["wall", "nope", b"zz"]) == ["nope", b"zz"]
+        assert stash.remove_named(["wall", "wall"]) == [True, False]
+        assert stash.get(keys[0]) == b"W", "the object stays"
+        assert stash.stats().names == 2
+        stash.remove(keys[0])
+        assert stash.get_named("also wall") is None, "removing an object drops its names"
+        assert stash.verify().names == 1
+
+
+def test_errors_are_a_hierarchy(path, tmp_path):
+    with pytest.raises(objstash.NotFoundError):
+        Stash(str(tmp_path / "absent.db"), create=False)
+    text = tmp_path / "text.db"
+    text.write_text("not a database, just text that is long enough " * 10)
+    with pytest.raises(objstash.NotAStashError):
+        Stash(str(text))
+    with pytest.raises(objstash.SettingsError):
+        Stash(path, layout="sideways")
+    stash = Stash(path)
+    for bad in ["zz", "0" * 63, b"short", 42]:
+        with pytest.raises(objstash.BadKeyError):
+            stash.get(bad)
+    with pytest.raises(ValueError):  # BadKeyError is a ValueError too
+        stash.get("zz")
+    with pytest.raises(objstash.BadNameError):
+        stash.save_named([("", b"x")])
+    with pytest.raises(objstash.BadNameError):
+        stash.get_named("n" * (objstash.MAX_NAME_LEN + 1))
+    with pytest.raises(TypeError):
+        stash.save("text is not bytes")
+    assert len(stash) == 0, "nothing of a refused call is stored"
+    stash.close()
+    stash.close()  # twice is fine
+    assert stash.closed
+    with pytest.raises(objstash.ClosedError):
+        stash.get("0" * 64)
+    small = Stash(str(tmp_path / "small.db"), max_object_size=10)
+    with pytest.raises(objstash.TooLargeError):
+        small.save(b"x" * 11)
+    small.close()
+    with pytest.raises(objstash.SettingsError):
+        Stash(path, durability="safe")  # the stash records fast
+    assert issubclass(objstash.CorruptError, objstash.Error)
+
+
+def test_a_corrupt_object_is_an_error_never_bytes(path):
+    with Stash(path) as stash:
+        key = stash.save(b'{"precious": true}')
+        stash.save_named([("precious", b'{"precious": true}')])
+    db = sqlite3.connect(path)
+    (data,) = db.execute("SELECT data FROM objects").fetchone()
+    flipped = bytearray(data)
+    flipped[len(flipped) // 2] ^= 0x40
+    db.execute("UPDATE objects SET data = ?", (bytes(flipped),))
+    db.commit()
+    db.close()
+    with Stash(path) as stash:
+        with pytest.raises(objstash.CorruptError):
+            stash.get(key)
+        with pytest.raises(objstash.CorruptError):
+            stash.get_named("precious")
+        report = stash.verify()
+        assert not report.ok and report.corrupt == [key]
+
+
+def test_threads_share_a_handle(path):
+    stash = Stash(path)
+    errors = []
+
+    def work(seed):
+        try:
+            objs = objects(3000, seed)
+            keys = stash.save_all(objs)
+            named = [(f"{seed}/{i}", o) for i, o in enumerate(objs[:500])]
+            stash.save_named(named)
+            assert stash.get_many(keys) == objs
+            assert stash.get_many_named([n for n, _ in named]) == objs[:500]
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    stats = stash.stats()
+    assert stats.objects == 6 * 3000 and stats.names == 6 * 500
+    assert stash.verify().ok
+    stash.close()
+
+
+def test_the_gil_is_released_during_batch_calls(path):
+    """A Python thread keeps running while another thread is inside save_all: the
+    longest pause between its ticks is a small part of the call. Were the GIL held
+    through the call, one pause would last about as long as the call itself."""
+    stash = Stash(path)
+    objs = [os.urandom(2000) for _ in range(60000)]
+    stamps = []
+    done = threading.Event()
+
+    def ticker():
+        while not done.is_set():
+            stamps.append(time.monotonic())
+            time.sleep(0.001)
+
+    t = threading.Thread(target=ticker)
+    t.start()
+    start = time.monotonic()
+    stash.save_all(objs)
+    stash.flush()
+    end = time.monotonic()
+    done.set()
+    t.join()
+    stash.close()
+    inside = [s for s in stamps if start <= s <= end]
+    gaps = [b - a for a, b in zip([start] + inside, inside + [end])]
+    assert end - start > 0.2, "too quick to tell"
+    assert max(gaps) < (end - start) / 3, (max(gaps), end - start)
+
+
+CHILD = """
+import sys
+from objstash import Stash
+path, seed = sys.argv[1], int(sys.argv[2])
+with Stash(path) as stash:
+    objs = [b'{"proc": %d, "i": %d}' % (seed, i) for i in range(3000)]
+    stash.save_named([("p%d/%d" % (seed, i), o) for i, o in enumerate(objs)])
+    stash.flush()
+    print(len(stash.missing_named(["p%d/%d" % (s, 0) for s in range(4)])))
+"""
+
+
+def test_processes_share_a_stash(path):
+    Stash(path).close()
+    procs = [
+        subprocess.Popen([sys.executable, "-c", CHILD, path, str(seed)], stdout=subprocess.PIPE)
+        for seed in range(4)
+    ]
+    for p in procs:
+        out, _ = p.communicate(timeout=120)
+        assert p.returncode == 0
+    with Stash(path) as stash:
+        names = [f"p{s}/{i}" for s in range(4) for i in range(3000)]
+        got = stash.get_many_named(names)
+        for name, value in zip(names, got):
+            s, i = name[1:].split("/")
+            assert value == b'{"proc": %d, "i": %d}' % (int(s), int(i))
+        assert stash.stats().names == 12000
+        assert stash.verify().ok
+
+
+def test_keys_are_blake3_hex(path):
+    with Stash(path) as stash:
+        key = stash.save(b"abc")
+    # blake3("abc") from the reference test vectors
+    assert key == "6437b3ac38465133ffb63b75273a8db548c558465d79db03fd359c6cd5bd9d85"
+    assert hashlib.sha256(b"abc").hexdigest() != key
