@@ -88,7 +88,7 @@ fn main() -> Result<()> {
     let mut state = 0x9E37_79B9_7F4A_7C15u64;
     let picks: Vec<usize> =
         common::pick(&(0..keys.len()).collect::<Vec<_>>(), args.reads, &mut state);
-    let (mut by_key, mut by_id) = (Vec::new(), Vec::new());
+    let (mut by_key, mut by_id, mut two_steps) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..args.rounds {
         let start = Instant::now();
         for &i in &picks {
@@ -101,12 +101,19 @@ fn main() -> Result<()> {
             assert!(stash.get_named(&[&ids[i]])?[0].is_some());
         }
         by_id.push(args.reads as f64 / start.elapsed().as_secs_f64());
+        let start = Instant::now();
+        for &i in &picks {
+            let key = stash.resolve(&[&ids[i]])?[0].expect("saved");
+            assert!(stash.get(&key)?.is_some());
+        }
+        two_steps.push(args.reads as f64 / start.elapsed().as_secs_f64());
     }
-    let (by_key, by_id) = (median(by_key), median(by_id));
+    let (by_key, by_id, two_steps) = (median(by_key), median(by_id), median(two_steps));
     println!("\n| one thread, warm | objects/s |");
     println!("|---|---:|");
     println!("| get | {by_key:.0} |");
     println!("| get_named (one name a call) | {by_id:.0} ({:.2}x get) |", by_id / by_key);
+    println!("| resolve, then get | {two_steps:.0} ({:.2}x get) |", two_steps / by_key);
     let names: Vec<&String> = picks.iter().map(|&i| &ids[i]).collect();
     let start = Instant::now();
     let got = stash.get_named(&names)?;

@@ -14,6 +14,11 @@ buffered and handed to objstash in batches (hashed and compressed in parallel);
 ``end_write`` commits them. Objects saved and not yet committed are read back from the
 buffer, so a transport always reads its own writes.
 
+Reads follow a receive: when ``get_object`` reads an object that lists its children (a
+``__closure``), the transport reads those children ahead, ``COPY_CHUNK`` at a time in one
+batch call each (read and checked in parallel), so the deserializer's one-by-one requests
+are served from memory. At most ``READ_AHEAD_MAX`` objects are held ahead.
+
 Needs specklepy (``pip install 'objstash[speckle]'``).
 """
 
@@ -32,8 +37,10 @@ from objstash import Stash
 BATCH_OBJECTS = 10_000
 #: Bytes buffered before the same.
 BATCH_BYTES = 16 * 1000 * 1000
-#: Children read per call when copying an object and its children.
+#: Children read per call when copying an object and its children, and when reading ahead.
 COPY_CHUNK = 10_000
+#: The most objects read ahead and not yet asked for that a transport keeps.
+READ_AHEAD_MAX = 100_000
 
 
 def default_base_path(app_name: str) -> str:
@@ -82,7 +89,12 @@ class ObjstashTransport(AbstractTransport):
                     f"ObjstashTransport could not open {path}: {ex}"
                 ) from ex
         self.stash = stash
-        self._buffer: Dict[str, bytes] = {}
+        self._buffer: Dict[str, str] = {}
+        # Read ahead: children listed by an object read, in order, not fetched yet
+        # (``_ahead`` and the set of the same ids), and fetched ones not yet asked for.
+        self._ahead: List[str] = []
+        self._ahead_ids: set = set()
+        self._fetched: Dict[str, str] = {}
         self._buffer_bytes = 0
         self.saved_obj_count = 0
 
@@ -100,12 +112,13 @@ class ObjstashTransport(AbstractTransport):
 
     def save_object(self, id: str, serialized_object: str) -> None:
         """Buffers an object under its id; the buffer goes to objstash in batches."""
-        data = serialized_object.encode("utf-8")
+        self._fetched.pop(id, None)
+        # Kept as str: objstash stores a str as its UTF-8 bytes, read without a copy.
         previous = self._buffer.get(id)
         if previous is not None:
             self._buffer_bytes -= len(previous)
-        self._buffer[id] = data
-        self._buffer_bytes += len(data)
+        self._buffer[id] = serialized_object
+        self._buffer_bytes += len(serialized_object)
         self.saved_obj_count += 1
         if len(self._buffer) >= BATCH_OBJECTS or self._buffer_bytes >= BATCH_BYTES:
             self._send_buffer()
@@ -128,7 +141,7 @@ class ObjstashTransport(AbstractTransport):
     def _send_buffer(self) -> None:
         if not self._buffer:
             return
-        items: List[Tuple[str, bytes]] = list(self._buffer.items())
+        items: List[Tuple[str, str]] = list(self._buffer.items())
         # Once save_named returns, every read sees the objects (before their commit).
         self.stash.save_named(items)
         self._buffer = {}
@@ -139,9 +152,46 @@ class ObjstashTransport(AbstractTransport):
     def get_object(self, id: str) -> Optional[str]:
         buffered = self._buffer.get(id)
         if buffered is not None:
-            return buffered.decode("utf-8")
+            return buffered
+        fetched = self._fetched.pop(id, None)
+        if fetched is not None:
+            return fetched
+        if id in self._ahead_ids:
+            self._read_ahead(id)
+            fetched = self._fetched.pop(id, None)
+            if fetched is not None:
+                return fetched
         data = self.stash.get_named(id)
-        return None if data is None else data.decode("utf-8")
+        if data is None:
+            return None
+        text = data.decode("utf-8")
+        if '"__closure"' in text:
+            self._plan_read_ahead(text)
+        return text
+
+    def _plan_read_ahead(self, text: str) -> None:
+        """Notes the children an object lists, to be read ahead."""
+        children = json.loads(text).get("__closure") or {}
+        new = [c for c in children if c not in self._ahead_ids and c not in self._fetched]
+        self._ahead.extend(new)
+        self._ahead_ids.update(new)
+
+    def _read_ahead(self, wanted: str) -> None:
+        """Reads `wanted` and the next children in line, in one batch."""
+        self._ahead_ids.discard(wanted)
+        chunk = [wanted]
+        while self._ahead and len(chunk) < COPY_CHUNK:
+            take = self._ahead[: COPY_CHUNK - len(chunk)]
+            del self._ahead[: len(take)]
+            for child in take:
+                if child in self._ahead_ids:  # not read since
+                    self._ahead_ids.discard(child)
+                    chunk.append(child)
+        if len(self._fetched) + len(chunk) > READ_AHEAD_MAX:
+            self._fetched.clear()  # read in an order we did not guess: start over
+        for child, data in zip(chunk, self.stash.get_many_named(chunk)):
+            if data is not None:
+                self._fetched[child] = data.decode("utf-8")
 
     def get_objects(self, ids: List[str]) -> List[Optional[str]]:
         """Many objects in one call (read and checked in parallel), None where absent."""
@@ -149,8 +199,9 @@ class ObjstashTransport(AbstractTransport):
         out: List[Optional[str]] = []
         for id, data in zip(ids, found):
             if data is None:
-                data = self._buffer.get(id)
-            out.append(None if data is None else data.decode("utf-8"))
+                out.append(self._buffer.get(id))
+            else:
+                out.append(data.decode("utf-8"))
         return out
 
     def has_objects(self, id_list: List[str]) -> Dict[str, bool]:

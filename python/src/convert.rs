@@ -1,5 +1,5 @@
-//! Conversions at the boundary: keys (a 64-hex `str` or 32 `bytes`), names (`str`, as
-//! UTF-8, or `bytes`) and objects (`bytes`). Names and objects are borrowed from their
+//! Conversions at the boundary: keys (a 64-hex `str` or 32 `bytes`), names and objects
+//! (`bytes`, or `str` as UTF-8). Names and objects are borrowed from their
 //! Python values, not copied: callers collect the values first (which keeps them alive),
 //! then borrow slices that the library reads with the GIL released.
 
@@ -59,15 +59,18 @@ pub fn name<'a>(value: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
     ))
 }
 
-/// An object's bytes: `bytes` only. A `str` is refused (encode it, so that the bytes stored
-/// are the ones you chose).
+/// An object's bytes: `bytes`, or a `str` as its UTF-8 bytes (reads return `bytes`).
 pub fn object<'a>(value: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
-    value.cast::<PyBytes>().map(|b| b.as_bytes()).map_err(|_| {
-        pyo3::exceptions::PyTypeError::new_err(format!(
-            "an object is bytes, not {}: encode text first",
-            type_name(value)
-        ))
-    })
+    if let Ok(bytes) = value.cast::<PyBytes>() {
+        return Ok(bytes.as_bytes());
+    }
+    if let Ok(text) = value.cast::<PyString>() {
+        return Ok(text.to_str()?.as_bytes());
+    }
+    Err(pyo3::exceptions::PyTypeError::new_err(format!(
+        "an object is bytes (or str, stored as UTF-8), not {}",
+        type_name(value)
+    )))
 }
 
 fn type_name(value: &Bound<'_, PyAny>) -> String {

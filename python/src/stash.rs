@@ -110,7 +110,7 @@ impl Stash {
         Ok(Stash { inner: RwLock::new(Some(opened)), path })
     }
 
-    /// Stores an object (bytes); returns its key (64 hex digits).
+    /// Stores an object (bytes, or str as UTF-8); returns its key (64 hex digits).
     fn save(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<String> {
         let data = convert::object(data)?;
         Ok(self.with(py, |s| s.save(data))?.to_string())

@@ -160,3 +160,34 @@ def test_an_existing_stash_can_back_the_transport(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert ObjstashTransport(path=str(tmp_path / "shared.db")).get_object(root_id)
+
+
+def test_read_ahead_serves_any_order_and_stays_bounded(tmp_path, monkeypatch):
+    import objstash.speckle as speckle
+
+    monkeypatch.setattr(speckle, "COPY_CHUNK", 7)
+    monkeypatch.setattr(speckle, "READ_AHEAD_MAX", 20)
+    model = build_model(150, seed=11)
+    memory = MemoryTransport()
+    root_id = operations.send(model, [memory], use_default_cache=False)
+    with ObjstashTransport(base_path=str(tmp_path)) as t:
+        operations.send(model, [t], use_default_cache=False)
+    children = list(json.loads(memory.objects[root_id])["__closure"])
+    with ObjstashTransport(base_path=str(tmp_path)) as t:
+        assert t.get_object(root_id) == memory.objects[root_id]
+        # Against the order the read ahead guesses: every answer still right.
+        for child in reversed(children):
+            assert t.get_object(child) == memory.objects[child]
+            assert len(t._fetched) <= 20
+        # A name saved again is not served stale from the read ahead.
+        t.get_object(root_id)
+        t.get_object(children[0])
+        t.save_object(children[1], '{"changed": true}')
+        assert t.get_object(children[1]) == '{"changed": true}'
+        t.end_write()
+        assert t.get_object(children[1]) == '{"changed": true}'
+        t.save_object(children[1], memory.objects[children[1]])
+        t.end_write()
+    with ObjstashTransport(base_path=str(tmp_path)) as t:
+        received = operations.receive(root_id, local_transport=t)
+        assert len(received["@elements"]) == 150

@@ -50,6 +50,13 @@ def test_round_trip(path, layout, durability):
         assert report.ok and report.checked == 1998, str(report)
 
 
+def test_text_is_stored_as_utf8(path):
+    with Stash(path) as stash:
+        key = stash.save("Wand – Geschoss 2 ✓")
+        assert stash.get(key) == "Wand – Geschoss 2 ✓".encode()
+        assert key == stash.save("Wand – Geschoss 2 ✓".encode())
+
+
 def test_names(path):
     with Stash(path) as stash:
         keys = stash.save_named([("wall", b"W"), (b"\x00bin", b"B"), ("also wall", b"W")])
@@ -89,7 +96,9 @@ def test_errors_are_a_hierarchy(path, tmp_path):
     with pytest.raises(objstash.BadNameError):
         stash.get_named("n" * (objstash.MAX_NAME_LEN + 1))
     with pytest.raises(TypeError):
-        stash.save("text is not bytes")
+        stash.save(12345)
+    with pytest.raises(TypeError):
+        stash.save_all([b"fine", None])
     assert len(stash) == 0, "nothing of a refused call is stored"
     stash.close()
     stash.close()  # twice is fine

@@ -112,17 +112,33 @@ impl Stash {
     /// [`Error::Corrupt`](crate::Error::Corrupt) for the first damaged object; otherwise
     /// as [`Stash::resolve`] and [`Stash::get_many`].
     pub fn get_named<N: AsRef<[u8]>>(&self, names: &[N]) -> Result<Vec<Option<Vec<u8>>>> {
-        let keys = self.resolve(names)?;
-        if let [key] = keys[..] {
-            // One name: no hand-over to the pool.
-            return Ok(vec![match key {
-                Some(key) => self.get(&key)?,
-                None => None,
-            }]);
+        if let [name] = names {
+            return Ok(vec![self.get_one_named(name.as_ref())?]);
         }
+        let keys = self.resolve(names)?;
         let found: Vec<Key> = keys.iter().flatten().copied().collect();
         let mut objects = self.get_many(&found)?.into_iter();
         Ok(keys.iter().map(|key| key.and_then(|_| objects.next().flatten())).collect())
+    }
+
+    /// One name: no hand-over to the pool and no explicit transaction. (One statement
+    /// joining the names table to the single layout's table was measured 0.77x the speed
+    /// of these two lookups: `examples/names.rs`.)
+    fn get_one_named(&self, name: &[u8]) -> Result<Option<Vec<u8>>> {
+        names::check(name)?;
+        if let Some(key) = self.shared.names.get(name) {
+            return self.get(&key);
+        }
+        let key = {
+            let reader = self.readers.checkout()?;
+            if !self.shared.names.table_exists(&reader)? {
+                return Ok(None);
+            }
+            names::lookup(&reader, name)?
+        };
+        // The name was committed with or after its object: unless a remove came between
+        // the two reads, the object is found.
+        key.map_or(Ok(None), |key| self.get(&key))
     }
 
     /// The names among `names` that are not saved, in input order: what still has to be
