@@ -105,6 +105,13 @@ impl NameSql {
         )
     }
 
+    /// Adds a name for an object the transaction has just written or found.
+    pub(crate) const INSERT_KNOWN: &str =
+        "INSERT OR IGNORE INTO objstash_names(name, key) VALUES (?1, ?2)";
+    /// Points an existing name at an object the transaction has just written or found.
+    pub(crate) const REPOINT_KNOWN: &str =
+        "UPDATE objstash_names SET key = ?2 WHERE name = ?1 AND key != ?2";
+
     pub(crate) const DELETE_BY_KEY: &str = "DELETE FROM objstash_names WHERE key = ?1";
     pub(crate) const DELETE: &str = "DELETE FROM objstash_names WHERE name = ?1";
 }

@@ -83,6 +83,10 @@ pub(crate) struct TableSql {
     pub totals: String,
     /// A chunk of keys and sizes, for listing.
     pub list: String,
+    /// Adds a name for an object of this table, if the object is stored (`names.rs`).
+    pub name_insert: String,
+    /// Points an existing name at an object of this table, if the object is stored.
+    pub name_repoint: String,
 }
 
 impl TableSql {
@@ -101,6 +105,8 @@ impl TableSql {
                 "SELECT count(*), coalesce(sum(raw_len), 0), coalesce(sum(length(data)), 0) \
                  FROM {name}"
             ),
+            name_insert: names::NameSql::insert(&name),
+            name_repoint: names::NameSql::repoint(&name),
             name,
         }
     }

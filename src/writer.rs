@@ -9,6 +9,7 @@
 //! stops: every later write and every waiting flush gets [`Error::WriterStopped`] with that
 //! reason instead of hanging or losing rows silently.
 
+use std::collections::HashSet;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -198,6 +199,9 @@ struct Batch {
     /// Whether the batch's transaction is open.
     open: bool,
     totals: Delta,
+    /// Keys whose rows this batch's transaction has written or found: a name for one of
+    /// them needs no check that its object exists. A remove takes its keys out.
+    present: HashSet<Key>,
     rows: usize,
     bytes: usize,
     /// Whether a message asked for a commit now, or the batch reached its size.
@@ -466,7 +470,7 @@ impl Writer {
                 Err(e) => return Err(Stop::sqlite("starting a transaction", e).into()),
             }
         }
-        let Batch { ops, removed, totals, written, .. } = batch;
+        let Batch { ops, removed, totals, written, present, .. } = batch;
         let mut run = Run::default();
         for op in &ops[*written..] {
             match op {
@@ -476,7 +480,10 @@ impl Writer {
                     run.names.extend(names);
                 }
                 Op::Remove(keys, _) => {
-                    self.write_run(&mut run, totals)?;
+                    self.write_run(&mut run, totals, present)?;
+                    keys.iter().for_each(|key| {
+                        present.remove(key);
+                    });
                     let names = self.names_table()?;
                     let found = keys
                         .iter()
@@ -485,7 +492,7 @@ impl Writer {
                     removed.push(found);
                 }
                 Op::Unname(names, _) => {
-                    self.write_run(&mut run, totals)?;
+                    self.write_run(&mut run, totals, present)?;
                     let found = if self.names_table()? {
                         names
                             .iter()
@@ -497,21 +504,26 @@ impl Writer {
                     removed.push(found);
                 }
                 Op::Dictionary(dict, samples) => {
-                    self.write_run(&mut run, totals)?;
+                    self.write_run(&mut run, totals, present)?;
                     dict::store(&self.conn, dict, *samples)?;
                 }
             }
         }
-        self.write_run(&mut run, totals)?;
+        self.write_run(&mut run, totals, present)?;
         *written = ops.len();
         Ok(())
     }
 
     /// Writes a run: its rows, then its names, which may name those rows.
-    fn write_run(&self, run: &mut Run<'_>, totals: &mut Delta) -> Result<(), Stop> {
-        self.insert(&mut run.rows, totals)?;
+    fn write_run(
+        &self,
+        run: &mut Run<'_>,
+        totals: &mut Delta,
+        present: &mut HashSet<Key>,
+    ) -> Result<(), Stop> {
+        self.insert(&mut run.rows, totals, present)?;
         if !run.names.is_empty() {
-            self.insert_names(&mut run.names, totals)?;
+            self.insert_names(&mut run.names, totals, present)?;
         }
         Ok(())
     }
@@ -525,30 +537,52 @@ impl Writer {
 
     /// Inserts a run of names in name order, each only if its object is stored (it may
     /// have been removed, by another process too, since the name was saved).
-    fn insert_names(&self, run: &mut Vec<&NameRow>, totals: &mut Delta) -> Result<(), Stop> {
+    fn insert_names(
+        &self,
+        run: &mut Vec<&NameRow>,
+        totals: &mut Delta,
+        present: &HashSet<Key>,
+    ) -> Result<(), Stop> {
         if !self.names_table()? {
             // Readers learn of the table once it is committed (see `Writer::batch`).
             names::create(&self.conn)?;
         }
-        run.sort_unstable_by(|a, b| a.name.cmp(&b.name));
         let schema = &self.shared.schema;
+        // By table, then name: one statement per table, and names in B-tree order.
+        run.sort_by_cached_key(|row| (schema.layout.table_of(&row.key), Arc::clone(&row.name)));
+        let mut known = self
+            .conn
+            .prepare_cached(NameSql::INSERT_KNOWN)
+            .map_err(|e| Stop::sqlite("preparing a name insert", e))?;
+        let mut current: Option<(usize, rusqlite::CachedStatement<'_>)> = None;
         for row in run.drain(..) {
-            let table = &schema.tables[schema.layout.table_of(&row.key)];
+            let index = schema.layout.table_of(&row.key);
+            let table = &schema.tables[index];
             let key = &row.key.as_bytes()[..];
             let what = || format!("naming {}", row.key);
-            let mut insert = self
-                .conn
-                .prepare_cached(&NameSql::insert(&table.name))
-                .map_err(|e| Stop::sqlite("preparing a name insert", e))?;
-            if insert.execute(params![&row.name[..], key]).map_err(|e| Stop::sqlite(&what(), e))?
-                == 1
-            {
+            let is_present = present.contains(&row.key);
+            let added = if is_present {
+                known.execute(params![&row.name[..], key]).map_err(|e| Stop::sqlite(&what(), e))?
+            } else {
+                if current.as_ref().is_none_or(|(i, _)| *i != index) {
+                    let stmt = self
+                        .conn
+                        .prepare_cached(&table.name_insert)
+                        .map_err(|e| Stop::sqlite("preparing a name insert", e))?;
+                    current = Some((index, stmt));
+                }
+                let (_, insert) = current.as_mut().expect("prepared above");
+                insert.execute(params![&row.name[..], key]).map_err(|e| Stop::sqlite(&what(), e))?
+            };
+            if added == 1 {
                 totals.names += 1;
                 continue;
             }
+            // Saved before (perhaps under another key), or its object is gone.
+            let sql = if is_present { NameSql::REPOINT_KNOWN } else { &table.name_repoint };
             let mut repoint = self
                 .conn
-                .prepare_cached(&NameSql::repoint(&table.name))
+                .prepare_cached(sql)
                 .map_err(|e| Stop::sqlite("preparing a name update", e))?;
             repoint.execute(params![&row.name[..], key]).map_err(|e| Stop::sqlite(&what(), e))?;
         }
@@ -567,7 +601,12 @@ impl Writer {
     }
 
     /// Inserts a run of saves in key order, which keeps the key index's page accesses local.
-    fn insert(&self, run: &mut Vec<&Row>, totals: &mut Delta) -> Result<(), Stop> {
+    fn insert(
+        &self,
+        run: &mut Vec<&Row>,
+        totals: &mut Delta,
+        present: &mut HashSet<Key>,
+    ) -> Result<(), Stop> {
         run.sort_unstable_by_key(|row| row.key);
         let schema = &self.shared.schema;
         for row in run.drain(..) {
@@ -588,6 +627,7 @@ impl Writer {
                 totals.raw += row.raw_len as i64;
                 totals.stored += row.data.len() as i64;
             }
+            present.insert(row.key);
         }
         Ok(())
     }

@@ -54,13 +54,16 @@ impl Stash {
         self.save_each(
             &items,
             |(_, object)| object,
-            |chunk, keys| {
+            |chunk, saved| {
                 let rows = chunk
                     .iter()
-                    .zip(keys)
-                    .filter_map(|((name, _), key)| {
-                        let row = self.shared.pending.get(key);
-                        Some(self.shared.names.insert((*name)?, *key, row))
+                    .zip(saved)
+                    .filter_map(|((name, _), saved)| {
+                        // A row this thread queued reaches the writer before the name; one
+                        // queued by another save may not, so the name carries it along.
+                        let row =
+                            if saved.queued { None } else { self.shared.pending.get(&saved.key) };
+                        Some(self.shared.names.insert((*name)?, saved.key, row))
                     })
                     .collect::<Vec<_>>();
                 if rows.is_empty() {

@@ -23,6 +23,14 @@ pub(super) const SAVE_CHUNK: usize = 256;
 /// Keys of a chunk looked up before deciding the chunk is new data; see [`Stash::known`].
 const PROBE_KEYS: usize = 16;
 
+/// What saving did with one object.
+pub(super) struct Saved {
+    pub key: Key,
+    /// Whether this thread queued the object's row (so that a message it sends next
+    /// reaches the writer after the row).
+    pub queued: bool,
+}
+
 impl Stash {
     /// Stores `object` and returns its key. An object already stored costs only its hash
     /// and a lookup.
@@ -59,12 +67,13 @@ impl Stash {
     }
 
     /// Saves the object `object(item)` of every item in parallel, chunk by chunk, and calls
-    /// `then` with each chunk and its keys once the chunk's new objects are queued.
+    /// `then` with each chunk and what was done with its objects once the chunk's new
+    /// objects are queued (from the same thread, so messages `then` sends come after).
     pub(super) fn save_each<I: Sync>(
         &self,
         items: &[I],
         object: impl Fn(&I) -> &[u8] + Sync,
-        then: impl Fn(&[I], &[Key]) -> Result<()> + Sync,
+        then: impl Fn(&[I], &[Saved]) -> Result<()> + Sync,
     ) -> Result<Vec<Key>> {
         for item in items {
             self.check_size(object(item))?;
@@ -74,9 +83,9 @@ impl Stash {
             let chunks: Vec<Vec<Key>> = items
                 .par_chunks(chunk)
                 .map(|c| {
-                    let keys = self.save_chunk(c, &object)?;
-                    then(c, &keys)?;
-                    Ok(keys)
+                    let saved = self.save_chunk(c, &object)?;
+                    then(c, &saved)?;
+                    Ok(saved.into_iter().map(|s| s.key).collect())
                 })
                 .collect::<Result<_>>()?;
             Ok(chunks.into_iter().flatten().collect())
@@ -93,15 +102,15 @@ impl Stash {
 
     /// Hashes a chunk, looks all its keys up at once, then compresses and sends the ones
     /// not known to be stored.
-    fn save_chunk<I>(&self, items: &[I], object: impl Fn(&I) -> &[u8]) -> Result<Vec<Key>> {
+    fn save_chunk<I>(&self, items: &[I], object: impl Fn(&I) -> &[u8]) -> Result<Vec<Saved>> {
         let keys: Vec<Key> = items.iter().map(|i| Key::of(object(i))).collect();
         let stored = self.known(&keys)?;
-        for ((item, key), stored) in items.iter().zip(&keys).zip(stored) {
-            if !stored {
-                self.send_new(*key, object(item))?;
-            }
+        let mut saved = Vec::with_capacity(keys.len());
+        for ((item, key), stored) in items.iter().zip(keys).zip(stored) {
+            let queued = !stored && self.send_new(key, object(item))?;
+            saved.push(Saved { key, queued });
         }
-        Ok(keys)
+        Ok(saved)
     }
 
     /// Which of `keys` are stored or pending, for saving: a key found here need not be
@@ -134,12 +143,13 @@ impl Stash {
         Ok(known)
     }
 
-    /// Compresses an object found not stored and queues it for the writer.
-    fn send_new(&self, key: Key, object: &[u8]) -> Result<()> {
+    /// Compresses an object found not stored and queues it for the writer; whether this
+    /// call queued it (not if another save had queued it meanwhile).
+    fn send_new(&self, key: Key, object: &[u8]) -> Result<bool> {
         self.sender()?;
         // A duplicate earlier in the same batch call may have been queued meanwhile.
         if self.shared.pending.contains(&key) {
-            return Ok(());
+            return Ok(false);
         }
         let dict = self.dictionary_for(object);
         let row = Row {
@@ -153,6 +163,6 @@ impl Stash {
             // Not queued: reads must not show it.
             self.shared.pending.settle(&row);
         }
-        sent
+        sent.map(|()| true)
     }
 }
