@@ -10,9 +10,11 @@ Speckle client, in one line.
 Each object is saved under its Speckle id as an objstash name and stored once under the
 blake3 hash of its bytes, compressed; every read checks that hash, so a damaged object
 raises ``objstash.CorruptError`` instead of reaching the deserializer. Writes are
-buffered and handed to objstash in batches (hashed and compressed in parallel);
-``end_write`` commits them. Objects saved and not yet committed are read back from the
-buffer, so a transport always reads its own writes.
+buffered and handed to objstash in batches by a background thread (hashed and compressed
+in parallel, with the GIL released), so specklepy's serializer goes on while objstash
+stores; ``end_write`` waits for them and commits. Objects saved and not yet handed over
+are read back from the buffers, so a transport always reads its own writes; an error of
+the background save is raised by the next ``save_object`` or ``end_write``.
 
 Reads follow a receive: when ``get_object`` reads an object that lists its children (a
 ``__closure``), the transport reads those children ahead, ``COPY_CHUNK`` at a time in one
@@ -26,6 +28,8 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import threading
 from typing import Dict, List, Optional, Tuple
 
 from specklepy.logging.exceptions import SpeckleException
@@ -90,6 +94,13 @@ class ObjstashTransport(AbstractTransport):
                 ) from ex
         self.stash = stash
         self._buffer: Dict[str, str] = {}
+        # Batches handed to the background saver and not saved yet, by id; at most two
+        # batches wait for it (bounded memory when objstash is the slower side).
+        self._inflight: Dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._batches: "queue.Queue[Optional[Dict[str, str]]]" = queue.Queue(maxsize=2)
+        self._saver: Optional[threading.Thread] = None
+        self._error: Optional[BaseException] = None
         # Read ahead: children listed by an object read, in order, not fetched yet
         # (``_ahead`` and the set of the same ids), and fetched ones not yet asked for.
         self._ahead: List[str] = []
@@ -112,6 +123,7 @@ class ObjstashTransport(AbstractTransport):
 
     def save_object(self, id: str, serialized_object: str) -> None:
         """Buffers an object under its id; the buffer goes to objstash in batches."""
+        self._raise_saver_error()
         self._fetched.pop(id, None)
         # Kept as str: objstash stores a str as its UTF-8 bytes, read without a copy.
         previous = self._buffer.get(id)
@@ -136,21 +148,51 @@ class ObjstashTransport(AbstractTransport):
     def end_write(self) -> None:
         """Hands over what is buffered and waits until everything is committed."""
         self._send_buffer()
+        self._batches.join()
+        self._raise_saver_error()
         self.stash.flush()
 
     def _send_buffer(self) -> None:
+        """Hands the buffer to the background saver."""
         if not self._buffer:
             return
-        items: List[Tuple[str, str]] = list(self._buffer.items())
-        # Once save_named returns, every read sees the objects (before their commit).
-        self.stash.save_named(items)
-        self._buffer = {}
-        self._buffer_bytes = 0
+        batch, self._buffer, self._buffer_bytes = self._buffer, {}, 0
+        with self._lock:
+            self._inflight.update(batch)
+        if self._saver is None:
+            self._saver = threading.Thread(target=self._save_batches, daemon=True)
+            self._saver.start()
+        self._batches.put(batch)
+
+    def _save_batches(self) -> None:
+        """The background saver: one ``save_named`` per batch, in order."""
+        while True:
+            batch = self._batches.get()
+            if batch is None:
+                self._batches.task_done()
+                return
+            try:
+                items: List[Tuple[str, str]] = list(batch.items())
+                # Once save_named returns, every read sees the objects (before commit).
+                self.stash.save_named(items)
+            except BaseException as ex:  # raised in the caller's thread, see below
+                self._error = ex
+            finally:
+                with self._lock:
+                    for id, text in batch.items():
+                        if self._inflight.get(id) is text:
+                            del self._inflight[id]
+                self._batches.task_done()
+
+    def _raise_saver_error(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise SpeckleException(f"{self.name} could not save objects: {error}") from error
 
     # Reading -------------------------------------------------------------------------
 
     def get_object(self, id: str) -> Optional[str]:
-        buffered = self._buffer.get(id)
+        buffered = self._unsaved(id)
         if buffered is not None:
             return buffered
         fetched = self._fetched.pop(id, None)
@@ -168,6 +210,11 @@ class ObjstashTransport(AbstractTransport):
         if '"__closure"' in text:
             self._plan_read_ahead(text)
         return text
+
+    def _unsaved(self, id: str) -> Optional[str]:
+        """An object saved here and not yet handed to objstash, if it is one."""
+        text = self._buffer.get(id)
+        return self._inflight.get(id) if text is None else text
 
     def _plan_read_ahead(self, text: str) -> None:
         """Notes the children an object lists, to be read ahead."""
@@ -199,14 +246,17 @@ class ObjstashTransport(AbstractTransport):
         out: List[Optional[str]] = []
         for id, data in zip(ids, found):
             if data is None:
-                out.append(self._buffer.get(id))
+                out.append(self._unsaved(id))
             else:
                 out.append(data.decode("utf-8"))
         return out
 
     def has_objects(self, id_list: List[str]) -> Dict[str, bool]:
         missing = set(self.stash.missing_named(id_list))
-        return {id: id not in missing or id in self._buffer for id in id_list}
+        return {
+            id: id not in missing or id in self._buffer or id in self._inflight
+            for id in id_list
+        }
 
     def copy_object_and_children(
         self, id: str, target_transport: AbstractTransport
@@ -238,11 +288,18 @@ class ObjstashTransport(AbstractTransport):
         """Commits what is buffered and closes the stash (if the transport opened it)."""
         if self.stash.closed:
             return
-        self._send_buffer()
-        if self._owns_stash:
-            self.stash.close()
-        else:
-            self.stash.flush()
+        try:
+            self._send_buffer()
+            if self._saver is not None:
+                self._batches.put(None)
+                self._saver.join()
+                self._saver = None
+            self._raise_saver_error()
+        finally:
+            if self._owns_stash:
+                self.stash.close()
+            else:
+                self.stash.flush()
 
     def __enter__(self) -> "ObjstashTransport":
         return self

@@ -191,3 +191,39 @@ def test_read_ahead_serves_any_order_and_stays_bounded(tmp_path, monkeypatch):
     with ObjstashTransport(base_path=str(tmp_path)) as t:
         received = operations.receive(root_id, local_transport=t)
         assert len(received["@elements"]) == 150
+
+
+def test_a_failed_background_save_is_raised_not_lost(tmp_path, monkeypatch):
+    import objstash.speckle as speckle
+
+    monkeypatch.setattr(speckle, "BATCH_OBJECTS", 3)
+    stash = objstash.Stash(str(tmp_path / "small.db"), max_object_size=100)
+    t = ObjstashTransport(stash=stash)
+    t.save_object("a" * 32, '{"fits": true}')
+    t.save_object("b" * 32, '{"too large": "' + "x" * 200 + '"}')
+    t.save_object("c" * 32, '{"fits": "too"}')  # the third hands the batch over
+    with pytest.raises(Exception, match="could not save objects.*larger than"):
+        t.end_write()
+    # The error is reported once; what was saved before and after still works.
+    t.save_object("d" * 32, '{"later": 1}')
+    t.end_write()
+    assert t.get_object("d" * 32) == '{"later": 1}'
+    t.close()
+    stash.close()
+
+
+def test_reads_see_batches_the_background_saver_still_holds(tmp_path, monkeypatch):
+    import objstash.speckle as speckle
+
+    monkeypatch.setattr(speckle, "BATCH_OBJECTS", 50)
+    with ObjstashTransport(base_path=str(tmp_path)) as t:
+        texts = {f"{i:032x}": '{"i": %d}' % i for i in range(2000)}
+        for obj_id, text in texts.items():
+            t.save_object(obj_id, text)
+            # Whatever the saver has or has not done yet, every object saved reads back.
+            if int(obj_id, 16) % 97 == 0:
+                probe = list(texts)[: int(obj_id, 16) + 1][::37]
+                assert t.get_objects(probe) == [texts[p] for p in probe]
+                assert all(t.has_objects(probe).values())
+        t.end_write()
+        assert t.stash.stats().names == 2000
