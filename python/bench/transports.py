@@ -45,8 +45,8 @@ def dir_bytes(path: str) -> int:
 
 KINDS = {
     "SQLiteTransport": lambda d: SQLiteTransport(base_path=d),
-    "objstash (gzip)": lambda d: ObjstashTransport(base_path=d),
-    "objstash (zstd-dict)": lambda d: ObjstashTransport(base_path=d, codec="zstd-dict"),
+    "objstash (default: zstd-dict)": lambda d: ObjstashTransport(base_path=d),
+    "objstash (gzip)": lambda d: ObjstashTransport(base_path=d, codec="gzip"),
 }
 
 

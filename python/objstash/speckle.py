@@ -61,7 +61,10 @@ class ObjstashTransport(AbstractTransport):
     (default: specklepy's application data directory, scope "Objects"). Pass ``path`` to
     choose the file, or ``stash`` to use an open ``objstash.Stash`` (which the transport
     then does not close). ``durability`` ("fast" or "safe") and ``codec`` ("gzip" or
-    "zstd-dict") apply when the stash is created.
+    "zstd-dict") apply when the stash is created; a new stash is zstd-dict unless
+    ``codec`` says otherwise: Speckle objects are small JSON, which a dictionary trained
+    on the cache's own objects compresses to 0.35x the bytes of SQLiteTransport's cache
+    (gzip: 0.48x) and stores faster (python/bench/transports.py).
     """
 
     def __init__(
@@ -86,6 +89,8 @@ class ObjstashTransport(AbstractTransport):
                 base = base_path or default_base_path(self.app_name)
                 os.makedirs(base, exist_ok=True)
                 path = os.path.join(base, f"{self.scope}.objstash")
+            if codec is None and not os.path.exists(path):
+                codec = "zstd-dict"
             try:
                 stash = Stash(path, durability=durability, codec=codec)
             except Exception as ex:
@@ -156,9 +161,10 @@ class ObjstashTransport(AbstractTransport):
         """Hands the buffer to the background saver."""
         if not self._buffer:
             return
-        batch, self._buffer, self._buffer_bytes = self._buffer, {}, 0
+        # In flight before it leaves the buffer: a read finds it in one or the other.
         with self._lock:
-            self._inflight.update(batch)
+            self._inflight.update(self._buffer)
+        batch, self._buffer, self._buffer_bytes = self._buffer, {}, 0
         if self._saver is None:
             self._saver = threading.Thread(target=self._save_batches, daemon=True)
             self._saver.start()
@@ -192,6 +198,7 @@ class ObjstashTransport(AbstractTransport):
     # Reading -------------------------------------------------------------------------
 
     def get_object(self, id: str) -> Optional[str]:
+        # Unsaved objects before the stash: see get_objects.
         buffered = self._unsaved(id)
         if buffered is not None:
             return buffered
@@ -242,21 +249,19 @@ class ObjstashTransport(AbstractTransport):
 
     def get_objects(self, ids: List[str]) -> List[Optional[str]]:
         """Many objects in one call (read and checked in parallel), None where absent."""
+        # Unsaved objects first: one that leaves the buffers meanwhile is in the stash by
+        # then (the saver forgets a batch only once save_named has returned).
+        unsaved = [self._unsaved(id) for id in ids]
         found = self.stash.get_many_named(ids)
-        out: List[Optional[str]] = []
-        for id, data in zip(ids, found):
-            if data is None:
-                out.append(self._unsaved(id))
-            else:
-                out.append(data.decode("utf-8"))
-        return out
+        return [
+            text if text is not None else None if data is None else data.decode("utf-8")
+            for text, data in zip(unsaved, found)
+        ]
 
     def has_objects(self, id_list: List[str]) -> Dict[str, bool]:
+        unsaved = {id for id in id_list if self._unsaved(id) is not None}  # first, as above
         missing = set(self.stash.missing_named(id_list))
-        return {
-            id: id not in missing or id in self._buffer or id in self._inflight
-            for id in id_list
-        }
+        return {id: id in unsaved or id not in missing for id in id_list}
 
     def copy_object_and_children(
         self, id: str, target_transport: AbstractTransport

@@ -141,7 +141,7 @@ def test_a_damaged_object_is_an_error_not_json(tmp_path):
     db = sqlite3.connect(path)
     (data,) = db.execute("SELECT data FROM objects").fetchone()
     damaged = bytearray(data)
-    damaged[-9] ^= 0x01  # inside the gzip trailer's CRC
+    damaged[len(damaged) // 2] ^= 0x01
     db.execute("UPDATE objects SET data = ?", (bytes(damaged),))
     db.commit()
     db.close()
@@ -227,3 +227,11 @@ def test_reads_see_batches_the_background_saver_still_holds(tmp_path, monkeypatc
                 assert all(t.has_objects(probe).values())
         t.end_write()
         assert t.stash.stats().names == 2000
+
+
+def test_a_new_cache_is_zstd_dict_and_an_old_one_keeps_its_codec(tmp_path):
+    with ObjstashTransport(base_path=str(tmp_path / "new")) as t:
+        assert t.stash.codec == "zstd-dict"
+    objstash.Stash(str(tmp_path / "old.objstash"), codec="gzip").close()
+    with ObjstashTransport(path=str(tmp_path / "old.objstash")) as t:
+        assert t.stash.codec == "gzip"
