@@ -31,6 +31,10 @@
 //!   [`Stash::get_many`], [`Stash::contains`], [`Stash::missing`], [`Stash::remove`],
 //!   [`Stash::remove_all`], [`Stash::flush`], [`Stash::len`], [`Stash::stats`],
 //!   [`Stash::verify`], [`repair`].
+//! - Names: [`Stash::save_named`] also records each object under a name of the caller's
+//!   own (a Speckle id, a path; up to [`MAX_NAME_LEN`] bytes), read back with
+//!   [`Stash::get_named`], [`Stash::resolve`], [`Stash::missing_named`] and dropped with
+//!   [`Stash::remove_named`]. A name is committed with or after its object, never before.
 //! - Saving an object already stored costs a hash and an index lookup, no compression and
 //!   no write.
 //! - Once `save` returns, every read from any thread sees the object, before the writer

@@ -14,12 +14,15 @@ use std::sync::Arc;
 
 use crossbeam_channel::bounded;
 
+use rayon::prelude::*;
+
 use crate::error::Result;
 use crate::key::Key;
 use crate::names;
 use crate::writer::Message;
 
 use super::Stash;
+use super::read::GET_MANY_MIN_PART;
 
 impl Stash {
     /// Stores each object and records its name, in parallel; returns the keys in input
@@ -83,12 +86,62 @@ impl Stash {
     /// # Errors
     /// [`Error::BadName`](crate::Error::BadName) for a name no save accepts;
     /// [`Error::Database`](crate::Error::Database) if a lookup fails.
-    pub fn resolve<N: AsRef<[u8]>>(&self, names: &[N]) -> Result<Vec<Option<Key>>> {
+    pub fn resolve<N: AsRef<[u8]> + Sync>(&self, names: &[N]) -> Result<Vec<Option<Key>>> {
+        self.by_parts(names, |part| self.resolve_part(part))
+    }
+
+    /// The objects saved under `names`, in input order; `None` for a name not saved. Every
+    /// object is checked against its key, as [`Stash::get`] does. Like
+    /// [`Stash::get_many`], the names are sorted and split into one part per thread, each
+    /// part found and read in one read transaction, then decoded in parallel.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`](crate::Error::Corrupt) for the first damaged object; otherwise
+    /// as [`Stash::resolve`] and [`Stash::get_many`].
+    pub fn get_named<N: AsRef<[u8]> + Sync>(&self, names: &[N]) -> Result<Vec<Option<Vec<u8>>>> {
+        if let [name] = names {
+            return Ok(vec![self.get_one_named(name.as_ref())?]);
+        }
+        let found = self.by_parts(names, |part| self.get_named_part(part))?;
+        found.into_iter().collect()
+    }
+
+    /// Checks `names`, sorts them, splits them into parts on the pool, runs `part` on each
+    /// (names in sorted order) and puts the answers back in input order.
+    fn by_parts<N: AsRef<[u8]> + Sync, T: Send>(
+        &self,
+        names: &[N],
+        part: impl Fn(&[&[u8]]) -> Result<Vec<T>> + Sync,
+    ) -> Result<Vec<T>> {
         for name in names {
             names::check(name.as_ref())?;
         }
+        let mut order: Vec<usize> = (0..names.len()).collect();
+        order.sort_unstable_by(|&a, &b| names[a].as_ref().cmp(names[b].as_ref()));
+        let threads = self.pool.current_num_threads().max(1);
+        let size = names.len().div_ceil(threads).max(GET_MANY_MIN_PART);
+        let run = |indices: &[usize]| -> Result<Vec<(usize, T)>> {
+            let sorted: Vec<&[u8]> = indices.iter().map(|&i| names[i].as_ref()).collect();
+            Ok(indices.iter().copied().zip(part(&sorted)?).collect())
+        };
+        let parts: Vec<Vec<(usize, T)>> = if names.len() <= size {
+            vec![run(&order)?]
+        } else {
+            self.pool.install(|| order.par_chunks(size).map(run).collect::<Result<_>>())?
+        };
+        let mut answers: Vec<Option<T>> = Vec::with_capacity(names.len());
+        answers.resize_with(names.len(), || None);
+        for (i, answer) in parts.into_iter().flatten() {
+            answers[i] = Some(answer);
+        }
+        Ok(answers.into_iter().map(|a| a.expect("every index is in one part")).collect())
+    }
+
+    /// Resolves a part: pending names first, then the table in one read transaction (see
+    /// the module documentation for the order).
+    fn resolve_part(&self, names: &[&[u8]]) -> Result<Vec<Option<Key>>> {
         let queued: Vec<Option<Key>> =
-            names.iter().map(|name| self.shared.names.get(name.as_ref())).collect();
+            names.iter().map(|name| self.shared.names.get(name)).collect();
         if queued.iter().all(Option::is_some) {
             return Ok(queued);
         }
@@ -102,26 +155,62 @@ impl Stash {
                 .zip(queued)
                 .map(|(name, queued)| match queued {
                     Some(key) => Ok(Some(key)),
-                    None => names::lookup(conn, name.as_ref()),
+                    None => names::lookup(conn, name),
                 })
                 .collect()
         })
     }
 
-    /// The objects saved under `names`, in input order; `None` for a name not saved. Every
-    /// object is checked against its key, as [`Stash::get`] does.
-    ///
-    /// # Errors
-    /// [`Error::Corrupt`](crate::Error::Corrupt) for the first damaged object; otherwise
-    /// as [`Stash::resolve`] and [`Stash::get_many`].
-    pub fn get_named<N: AsRef<[u8]>>(&self, names: &[N]) -> Result<Vec<Option<Vec<u8>>>> {
-        if let [name] = names {
-            return Ok(vec![self.get_one_named(name.as_ref())?]);
+    /// Reads a part's objects: names and rows still queued are taken from the pending maps
+    /// before the read transaction starts; the others are found and read in it. A name
+    /// read from the table was committed with or after its object, so the same snapshot
+    /// holds the object; a pending name's object is pending or committed before the
+    /// transaction begins.
+    fn get_named_part(&self, names: &[&[u8]]) -> Result<Vec<Result<Option<Vec<u8>>>>> {
+        enum Found {
+            Row(Key, i64, Arc<Vec<u8>>),
+            Key(Key),
+            Unknown,
+            Absent,
         }
-        let keys = self.resolve(names)?;
-        let found: Vec<Key> = keys.iter().flatten().copied().collect();
-        let mut objects = self.get_many(&found)?.into_iter();
-        Ok(keys.iter().map(|key| key.and_then(|_| objects.next().flatten())).collect())
+        let mut found: Vec<Found> = names
+            .iter()
+            .map(|name| match self.shared.names.get(name) {
+                Some(key) => match self.shared.pending.get(&key) {
+                    Some(row) => Found::Row(key, row.raw_len as i64, row.data),
+                    None => Found::Key(key),
+                },
+                None => Found::Unknown,
+            })
+            .collect();
+        if found.iter().any(|f| matches!(f, Found::Key(_) | Found::Unknown)) {
+            let reader = self.readers.checkout()?;
+            let table = self.shared.names.table_exists(&reader)?;
+            reader.in_transaction(|conn| {
+                for (name, slot) in names.iter().zip(found.iter_mut()) {
+                    let key = match slot {
+                        Found::Key(key) => Some(*key),
+                        Found::Unknown if table => names::lookup(conn, name)?,
+                        _ => continue,
+                    };
+                    *slot = match key {
+                        Some(key) => match self.select_row(conn, &key)? {
+                            Some((raw_len, data)) => Found::Row(key, raw_len, data),
+                            None => Found::Absent,
+                        },
+                        None => Found::Absent,
+                    };
+                }
+                Ok(())
+            })?;
+        }
+        Ok(found
+            .into_iter()
+            .map(|f| match f {
+                Found::Row(key, raw_len, data) => self.decode(&key, raw_len, &data).map(Some),
+                _ => Ok(None),
+            })
+            .collect())
     }
 
     /// One name: no hand-over to the pool and no explicit transaction. (One statement
@@ -149,7 +238,7 @@ impl Stash {
     ///
     /// # Errors
     /// As [`Stash::resolve`].
-    pub fn missing_named<'a, N: AsRef<[u8]>>(&self, names: &'a [N]) -> Result<Vec<&'a N>> {
+    pub fn missing_named<'a, N: AsRef<[u8]> + Sync>(&self, names: &'a [N]) -> Result<Vec<&'a N>> {
         let keys = self.resolve(names)?;
         Ok(names.iter().zip(keys).filter(|(_, key)| key.is_none()).map(|(name, _)| name).collect())
     }

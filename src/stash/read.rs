@@ -24,7 +24,7 @@ use super::Stash;
 
 /// Fewest keys `get_many` gives one part. A part costs a read transaction (its file lock,
 /// a few syscalls) and a hand-over to the pool, small beside 64 reads of ~20 µs each.
-const GET_MANY_MIN_PART: usize = 64;
+pub(super) const GET_MANY_MIN_PART: usize = 64;
 
 /// What `get_many` found for the key at an index of its input.
 type Found = (usize, Result<Option<Vec<u8>>>);
@@ -89,16 +89,7 @@ impl Stash {
     fn read_part(&self, keys: &[Key], indices: &[usize]) -> Result<Vec<Found>> {
         let part: Vec<Key> = indices.iter().map(|&i| keys[i]).collect();
         let from_pending = |row: Row| (row.raw_len as i64, row.data);
-        let rows = self.lookup(&part, from_pending, |conn, key| {
-            let table = self.table(key);
-            let mut stmt =
-                conn.prepare_cached(&table.select).context(|| format!("reading {}", table.name))?;
-            stmt.query_row([&key.as_bytes()[..]], |r| {
-                Ok((r.get::<_, i64>(0)?, Arc::new(r.get::<_, Vec<u8>>(1)?)))
-            })
-            .optional()
-            .context(|| format!("reading {key} from {}", table.name))
-        })?;
+        let rows = self.lookup(&part, from_pending, |conn, key| self.select_row(conn, key))?;
         Ok(indices
             .iter()
             .zip(part.iter().zip(rows))
@@ -106,6 +97,22 @@ impl Stash {
                 (i, row.map(|(raw_len, data)| self.decode(key, raw_len, &data)).transpose())
             })
             .collect())
+    }
+
+    /// The committed row of `key` (its raw length and stored bytes), read on `conn`.
+    pub(super) fn select_row(
+        &self,
+        conn: &Connection,
+        key: &Key,
+    ) -> Result<Option<(i64, Arc<Vec<u8>>)>> {
+        let table = self.table(key);
+        let mut stmt =
+            conn.prepare_cached(&table.select).context(|| format!("reading {}", table.name))?;
+        stmt.query_row([&key.as_bytes()[..]], |r| {
+            Ok((r.get::<_, i64>(0)?, Arc::new(r.get::<_, Vec<u8>>(1)?)))
+        })
+        .optional()
+        .context(|| format!("reading {key} from {}", table.name))
     }
 
     /// Whether an object is stored under `key` (without reading or checking it).
