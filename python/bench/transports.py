@@ -1,7 +1,7 @@
 """specklepy's SQLiteTransport against objstash's transport, on one generated model, in one
 run, rounds alternating so that both see the same machine. Prints a markdown table.
 
-    python/bench/run.sh [--elements 44500] [--rounds 3]
+    python/bench/run.sh [--elements 44500] [--rounds 5] [--e2e-rounds 3]
 
 The default model has about 100,000 objects. What is timed:
 - send: ``operations.send`` of the model to the transport alone (specklepy serializes,
@@ -44,6 +44,9 @@ def dir_bytes(path: str) -> int:
 
 
 KINDS = {
+    # No storage at all: what specklepy itself costs, the ceiling of any transport's send
+    # and receive.
+    "MemoryTransport (no storage)": lambda d: MemoryTransport(),
     "SQLiteTransport": lambda d: SQLiteTransport(base_path=d),
     "objstash (default: zstd-dict)": lambda d: ObjstashTransport(base_path=d),
     "objstash (gzip)": lambda d: ObjstashTransport(base_path=d, codec="gzip"),
@@ -53,7 +56,8 @@ KINDS = {
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--elements", type=int, default=44_500)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of the transport's share")
+    parser.add_argument("--e2e-rounds", type=int, default=3, help="rounds through specklepy")
     args = parser.parse_args()
 
     model = build_model(args.elements)
@@ -71,9 +75,11 @@ def main() -> None:
     def note(kind: str, what: str, value: float) -> None:
         results[kind].setdefault(what, []).append(value)
 
-    for round_ in range(args.rounds):
+    for round_ in range(max(args.rounds, args.e2e_rounds)):
         order = list(KINDS) if round_ % 2 == 0 else list(reversed(KINDS))
         for kind in order:
+            if round_ >= args.rounds:
+                break
             # The transport's share of a send, then of a receive, on one directory.
             d = tempfile.mkdtemp(prefix="bench-")
             t = KINDS[kind](d)
@@ -90,9 +96,18 @@ def main() -> None:
                 if t.get_object(obj_id) is None:
                     raise SystemExit(f"{kind} lost {obj_id}")
             note(kind, "get_object", len(ids) / (time.perf_counter() - start))
-            t.close()
+            if hasattr(t, "close"):
+                t.close()
             note(kind, "bytes", dir_bytes(d))
             shutil.rmtree(d)
+            print(
+                f"round {round_}: {kind}: store {results[kind]['store'][-1]:,.0f}/s, "
+                f"get_object {results[kind]['get_object'][-1]:,.0f}/s",
+                file=sys.stderr,
+            )
+        for kind in order:
+            if round_ >= args.e2e_rounds:
+                break
             # End to end through specklepy.
             d = tempfile.mkdtemp(prefix="bench-")
             t = KINDS[kind](d)
@@ -105,9 +120,14 @@ def main() -> None:
             received = operations.receive(root_id, local_transport=t)
             note(kind, "receive", len(items) / (time.perf_counter() - start))
             assert len(received["@elements"]) == args.elements
-            t.close()
+            if hasattr(t, "close"):
+                t.close()
             shutil.rmtree(d)
-            print(f"round {round_}: {kind} done", file=sys.stderr)
+            print(
+                f"round {round_}: {kind}: send {results[kind]['send'][-1]:,.0f}/s, "
+                f"receive {results[kind]['receive'][-1]:,.0f}/s",
+                file=sys.stderr,
+            )
 
     base = "SQLiteTransport"
     med = {k: {w: statistics.median(v) for w, v in r.items()} for k, r in results.items()}
@@ -115,10 +135,18 @@ def main() -> None:
     def cell(kind: str, what: str, unit: str = "") -> str:
         value = med[kind][what]
         ratio = value / med[base][what]
-        text = f"{value / 1e6:.1f} MB" if what == "bytes" else f"{value:,.0f}"
+        if what == "bytes":
+            if value == 0:
+                return "-"
+            text = f"{value / 1e6:.1f} MB"
+        else:
+            text = f"{value:,.0f}"
         return text if kind == base else f"{text} ({ratio:.2f}x)"
 
-    print(f"\nmedians of {args.rounds} rounds, {len(items)} objects; ratios against {base}")
+    print(
+        f"\nmedians of {args.rounds} rounds ({args.e2e_rounds} for send and receive), "
+        f"{len(items)} objects; ratios against {base}"
+    )
     print("| transport | store objects/s | get_object objects/s | bytes on disk | send objects/s | receive objects/s |")
     print("|---|---:|---:|---:|---:|---:|")
     for kind in KINDS:
