@@ -39,7 +39,7 @@ from objstash import Stash
 
 #: Objects buffered before they are handed to objstash in one batch.
 BATCH_OBJECTS = 10_000
-#: Bytes buffered before the same.
+#: Characters (about bytes, for JSON) buffered before the same.
 BATCH_BYTES = 16 * 1000 * 1000
 #: Children read per call when copying an object and its children, and when reading ahead.
 COPY_CHUNK = 10_000
