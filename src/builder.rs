@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use crate::codec;
 use crate::dict::{self, Codec};
 use crate::durability::Durability;
 use crate::error::Result;
@@ -13,7 +14,7 @@ use crate::open::{self, Options};
 use crate::stash::Stash;
 
 /// Default gzip level; see notes/design.md.
-const DEFAULT_LEVEL: u32 = 2;
+const DEFAULT_LEVEL: u32 = codec::DEFAULT_LEVEL;
 /// Default rows per writer transaction; see notes/design.md.
 const DEFAULT_BATCH: usize = 100_000;
 /// Default capacity of the channel to the writer, in objects.
@@ -146,7 +147,8 @@ impl StashBuilder {
     /// The gzip level of new objects, 0 (store) to 9 (smallest). Objects already stored keep
     /// theirs; every level reads back the same.
     ///
-    /// Default: 2 (measured: the fastest level at full ratio; see notes/design.md).
+    /// Default: 1 with libdeflate (the default build), 2 with zlib-rs or miniz_oxide: the
+    /// fastest level within 3% of the best ratio of levels 1 to 6 (notes/design.md).
     pub fn compression_level(mut self, level: u32) -> Self {
         self.options.level = level;
         self
