@@ -6,7 +6,7 @@ mod common;
 use std::collections::HashSet;
 use std::io::{Seek, SeekFrom, Write};
 
-use common::{LAYOUTS, TestResult, objects};
+use common::{LAYOUTS, TestResult, mark_unclean, objects};
 use objstash::{Durability, Error, Key, Layout, Stash};
 use rusqlite::Connection;
 
@@ -93,15 +93,6 @@ fn damaged_rows_are_reported_not_returned() -> TestResult {
 }
 
 /// Marks the stash as left open by a fast-mode writer, as a crash would.
-/// Leaves the stash as a fast-mode session that ended with the machine (not only the
-/// process) stopping: the unclean marker, and no record of this boot.
-fn mark_unclean(path: &std::path::Path) -> TestResult {
-    let conn = Connection::open(path)?;
-    conn.execute("UPDATE objstash_meta SET value = 'open-fast' WHERE name = 'state'", [])?;
-    conn.execute("DELETE FROM objstash_meta WHERE name = 'boot'", [])?;
-    Ok(())
-}
-
 #[test]
 fn unclean_but_sound_file_is_kept_and_reported() -> TestResult {
     let dir = tempfile::tempdir()?;

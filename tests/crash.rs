@@ -273,10 +273,7 @@ fn a_kill_during_recovery_still_ends_in_a_usable_stash() -> TestResult {
             stash.close()?;
         }
         // Damage the file and mark it unclean, as a power loss in mid-commit could.
-        let conn = rusqlite::Connection::open(&db)?;
-        conn.execute("UPDATE objstash_meta SET value = 'open-fast' WHERE name = 'state'", [])?;
-        conn.execute("DELETE FROM objstash_meta WHERE name = 'boot'", [])?;
-        drop(conn);
+        common::mark_unclean(&db)?;
         let len = fs::metadata(&db)?.len();
         let mut f = OpenOptions::new().write(true).open(&db)?;
         std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(len / 3 / 8192 * 8192))?;

@@ -167,10 +167,7 @@ fn a_salvage_keeps_the_names_of_the_objects_it_keeps() -> TestResult {
             stash.save_named(&named)?;
             stash.close()?;
         }
-        let conn = Connection::open(&path)?;
-        conn.execute("UPDATE objstash_meta SET value = 'open-fast' WHERE name = 'state'", [])?;
-        conn.execute("DELETE FROM objstash_meta WHERE name = 'boot'", [])?;
-        drop(conn);
+        common::mark_unclean(&path)?;
         // Zero a run of pages in the middle of the file (object and name pages alike).
         let len = std::fs::metadata(&path)?.len();
         let mut file = std::fs::OpenOptions::new().write(true).open(&path)?;

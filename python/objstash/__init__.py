@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from objstash._objstash import MAX_NAME_LEN, __version__
 from objstash._objstash import Stash as _Stash
+from objstash import errors
 from objstash.errors import (
     BadKeyError,
     BadNameError,
@@ -102,18 +103,6 @@ __all__ = [
     "Stash",
     "Stats",
     "VerifyReport",
-    "Error",
-    "CorruptError",
-    "NotFoundError",
-    "NotAStashError",
-    "LockedError",
-    "BusyError",
-    "ReadOnlyError",
-    "SettingsError",
-    "WriterStoppedError",
-    "ClosedError",
-    "TooLargeError",
-    "BadNameError",
-    "BadKeyError",
     "__version__",
+    *errors.__all__,
 ]

@@ -59,6 +59,11 @@ pub fn name<'a>(value: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
     ))
 }
 
+/// The bytes of each name of `held` (values collected with [`collect`]).
+pub fn names<'a>(held: &'a [Bound<'_, PyAny>]) -> PyResult<Vec<&'a [u8]>> {
+    held.iter().map(name).collect()
+}
+
 /// An object's bytes: `bytes`, or a `str` as its UTF-8 bytes (reads return `bytes`).
 pub fn object<'a>(value: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
     if let Ok(bytes) = value.cast::<PyBytes>() {

@@ -204,7 +204,7 @@ impl Stash {
         names: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyList>> {
         let held = convert::collect(names)?;
-        let names = held.iter().map(convert::name).collect::<PyResult<Vec<&[u8]>>>()?;
+        let names = convert::names(&held)?;
         let found = self.with(py, |s| s.get_named(&names))?;
         bytes_list(py, found)
     }
@@ -223,7 +223,7 @@ impl Stash {
         names: &Bound<'_, PyAny>,
     ) -> PyResult<Vec<Option<String>>> {
         let held = convert::collect(names)?;
-        let names = held.iter().map(convert::name).collect::<PyResult<Vec<&[u8]>>>()?;
+        let names = convert::names(&held)?;
         let keys = self.with(py, |s| s.resolve(&names))?;
         Ok(keys.into_iter().map(|k| k.map(|k| k.to_string())).collect())
     }
@@ -235,7 +235,7 @@ impl Stash {
         names: &Bound<'py, PyAny>,
     ) -> PyResult<Vec<Bound<'py, PyAny>>> {
         let held = convert::collect(names)?;
-        let slices = held.iter().map(convert::name).collect::<PyResult<Vec<&[u8]>>>()?;
+        let slices = convert::names(&held)?;
         let keys = self.with(py, |s| s.resolve(&slices))?;
         Ok(held.into_iter().zip(keys).filter(|(_, k)| k.is_none()).map(|(n, _)| n).collect())
     }
@@ -243,7 +243,7 @@ impl Stash {
     /// Deletes names (their objects stay) in one transaction; whether each was saved.
     fn remove_named(&self, py: Python<'_>, names: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
         let held = convert::collect(names)?;
-        let names = held.iter().map(convert::name).collect::<PyResult<Vec<&[u8]>>>()?;
+        let names = convert::names(&held)?;
         self.with(py, |s| s.remove_named(&names))
     }
 

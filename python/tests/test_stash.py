@@ -17,7 +17,10 @@ from objstash import Stash
 
 
 def objects(n: int, seed: int = 0) -> list[bytes]:
-    return [b'{"n": %d, "seed": %d, "pad": "%s"}' % (i, seed, b"x" * (i % 50)) for i in range(n)]
+    """JSON of 200 to 250 bytes, repetitive enough that gzip shrinks it."""
+    return [
+        b'{"n": %d, "seed": %d, "pad": "%s"}' % (i, seed, b"xy" * (90 + i % 25)) for i in range(n)
+    ]
 
 
 @pytest.fixture

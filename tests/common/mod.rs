@@ -21,6 +21,16 @@ pub fn objects(seed: u64, n: usize) -> Vec<Vec<u8>> {
     speckle_gen::objects(seed, 0, n)
 }
 
+/// Leaves the stash as a fast-mode session that ended with the machine (not only the
+/// process) stopping: the unclean marker, and no record of this boot. The next open
+/// checks the file and salvages it if it is damaged.
+pub fn mark_unclean(path: &Path) -> rusqlite::Result<()> {
+    let conn = rusqlite::Connection::open(path)?;
+    conn.execute("UPDATE objstash_meta SET value = 'open-fast' WHERE name = 'state'", [])?;
+    conn.execute("DELETE FROM objstash_meta WHERE name = 'boot'", [])?;
+    Ok(())
+}
+
 /// Deterministic pseudo-random bytes (incompressible).
 pub fn noise(seed: u64, len: usize) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
