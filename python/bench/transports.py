@@ -133,6 +133,8 @@ def main() -> None:
     med = {k: {w: statistics.median(v) for w, v in r.items()} for k, r in results.items()}
 
     def cell(kind: str, what: str, unit: str = "") -> str:
+        if what not in med[kind]:
+            return "-"  # not measured (--e2e-rounds 0)
         value = med[kind][what]
         ratio = value / med[base][what]
         if what == "bytes":
