@@ -9,6 +9,7 @@ use crate::codec;
 use crate::dict::{self, Codec};
 use crate::durability::Durability;
 use crate::error::Result;
+use crate::evict;
 use crate::layout::Layout;
 use crate::open::{self, Options};
 use crate::stash::Stash;
@@ -49,6 +50,8 @@ impl Default for StashBuilder {
                 read_mmap: 0,
                 busy_timeout: DEFAULT_BUSY_TIMEOUT,
                 read_only: false,
+                max_size: None,
+                grace: evict::DEFAULT_GRACE,
             },
         }
     }
@@ -214,6 +217,31 @@ impl StashBuilder {
     /// Default: off.
     pub fn read_only(mut self, read_only: bool) -> Self {
         self.options.read_only = read_only;
+        self
+    }
+
+    /// A size cap, recorded in the stash (it stays until changed with
+    /// [`Stash::set_max_size`]): the database files (the main file and its write-ahead
+    /// log, what `ls -l` and `du` show) are kept at or under `bytes` by evicting the least
+    /// recently used unpinned objects, and freed pages are given back to the file system.
+    /// Between two checks the files can go over by about one batch of saves (a
+    /// thirty-second of the cap, at most 32 MiB); objects used in the last few seconds
+    /// (see [`StashBuilder::eviction_grace`]) and pinned ones are never evicted, so those
+    /// alone can keep a stash over its cap. How it works: notes/design.md.
+    ///
+    /// Default: the cap the stash records; none for a new stash.
+    pub fn max_size(mut self, bytes: u64) -> Self {
+        self.options.max_size = Some(bytes);
+        self
+    }
+
+    /// How long after its last save or read an object is safe from eviction, so that a
+    /// caller's `save` then `get` never races one. Across processes a read counts once its
+    /// process's writer has recorded it (within half a second).
+    ///
+    /// Default: 5 seconds.
+    pub fn eviction_grace(mut self, grace: Duration) -> Self {
+        self.options.grace = grace;
         self
     }
 

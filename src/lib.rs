@@ -94,6 +94,7 @@ mod stats;
 
 // Storage internals.
 mod codec;
+mod evict;
 mod files;
 mod lock;
 mod names;
@@ -102,6 +103,7 @@ mod pending;
 mod readers;
 mod scan;
 mod schema;
+mod uses;
 mod writer;
 
 pub use crate::builder::StashBuilder;
@@ -116,4 +118,4 @@ pub use crate::parse::ParseSettingError;
 pub use crate::recovery::{RecoveryReport, Trigger};
 pub use crate::repair::repair;
 pub use crate::stash::Stash;
-pub use crate::stats::{Stats, VerifyReport};
+pub use crate::stats::{Evicted, Stats, VerifyReport};

@@ -46,6 +46,10 @@ pub(crate) struct Options {
     pub read_mmap: u64,
     pub busy_timeout: Duration,
     pub read_only: bool,
+    /// A size cap to record (`evict.rs`).
+    pub max_size: Option<u64>,
+    /// How long after its last use an object is safe from eviction.
+    pub grace: Duration,
 }
 
 /// The settings a stash runs with once the recorded and the requested ones are settled.
@@ -166,6 +170,7 @@ impl Options {
             capacity: self.channel_capacity,
             read_mmap: self.read_mmap,
             busy_timeout: self.busy_timeout,
+            grace: self.grace,
             pool,
             recovery,
             read_only,
@@ -196,6 +201,11 @@ impl Options {
                 "{} threads is too many: use at most 1024",
                 self.threads
             )));
+        }
+        if self.max_size == Some(0) {
+            return Err(Error::config(
+                "a size cap of 0 bytes cannot hold anything: give at least 1 byte".to_string(),
+            ));
         }
         if !(1..=MAX_OBJECT_LIMIT).contains(&self.max_object) {
             return Err(Error::config(format!(
@@ -236,7 +246,7 @@ impl Options {
                     .context(|| format!("setting the page size of {}", path.display()))?;
                 schema.create(&conn)?;
                 let settings = self.settle(path, None, None)?;
-                let conn = configure(conn, path, settings, alone)?;
+                let conn = configure(conn, path, settings, alone, self.max_size)?;
                 return Ok(Prepared { conn, schema, settings, recovery: None });
             }
         };
@@ -320,8 +330,13 @@ impl Options {
             None => (conn, None),
         };
         let layout = schema::read_layout(&conn)?.unwrap_or_default();
-        let conn = configure(conn, path, settings, alone)?;
-        Ok(Prepared { conn, schema: Schema::new(layout), settings, recovery: report })
+        let schema = Schema::new(layout);
+        if !schema::has_uses(&conn, &schema)? {
+            log::info!("objstash: {} now records when objects are used", path.display());
+            schema.add_uses(&conn)?;
+        }
+        let conn = configure(conn, path, settings, alone, self.max_size)?;
+        Ok(Prepared { conn, schema, settings, recovery: report })
     }
 
     /// The durability and codec to run with: the requested ones for a new stash, the
@@ -367,7 +382,13 @@ impl Options {
 
 /// Applies the durability pragmas and records the settings; the first handle to open the
 /// stash (`alone`) also marks it open, with the boot it runs in.
-fn configure(conn: Connection, path: &Path, settings: Settings, alone: bool) -> Result<Connection> {
+fn configure(
+    conn: Connection,
+    path: &Path,
+    settings: Settings,
+    alone: bool,
+    max_size: Option<u64>,
+) -> Result<Connection> {
     let durability = settings.durability;
     let (journal, synchronous) = durability.pragmas();
     let mode: String = conn
@@ -391,6 +412,11 @@ fn configure(conn: Connection, path: &Path, settings: Settings, alone: bool) -> 
         if schema::read_setting::<String>(&conn, name)?.as_deref() != Some(value) {
             schema::write_setting(&conn, name, value)?;
         }
+    }
+    if let Some(cap) = max_size
+        && schema::read_max_size(&conn)? != Some(cap)
+    {
+        schema::write_max_size(&conn, Some(cap))?;
     }
     if alone {
         let state = match durability {

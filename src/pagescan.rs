@@ -156,7 +156,8 @@ fn cell_payload(file: &File, page: &[u8], offset: usize, usable: usize) -> Optio
     Some(payload)
 }
 
-/// Decodes a record of the object tables: `(NULL rowid alias, 32-byte key, raw_len, data)`.
+/// Decodes a record of the object tables: `(NULL rowid alias, 32-byte key, raw_len, data)`,
+/// then the last use (an integer) in tables that record uses.
 fn object_record(payload: &[u8]) -> Option<FoundRow> {
     let (header_len, mut at) = varint(payload)?;
     let header_len = usize::try_from(header_len).ok()?;
@@ -166,7 +167,13 @@ fn object_record(payload: &[u8]) -> Option<FoundRow> {
         types.push(t);
         at += n;
     }
-    let [rowid, key, raw_len, data] = types[..] else { return None };
+    let (rowid, key, raw_len, data) = match types[..] {
+        [rowid, key, raw_len, data] => (rowid, key, raw_len, data),
+        [rowid, key, raw_len, data, used] if matches!(used, 1..=6 | 8 | 9) => {
+            (rowid, key, raw_len, data)
+        }
+        _ => return None,
+    };
     if rowid != 0 || key != 12 + 2 * 32 || !(1..=6).contains(&raw_len) || data < 12 || data % 2 != 0
     {
         return None;

@@ -27,6 +27,7 @@ use crate::pagescan;
 use crate::readers::open_connection;
 use crate::scan::{self, Columns, ScannedRow};
 use crate::schema::{self, Schema};
+use crate::uses::{self, PINNED};
 
 /// Rows read per query while salvaging; each query restarts past damage.
 const CHUNK: usize = 512;
@@ -268,6 +269,7 @@ pub(crate) fn salvage(
     }
     salvager.write()?;
     let (recovered, dropped) = (salvager.recovered, salvager.dropped);
+    salvage_pins(&damaged, &fresh, &target);
     let names_recovered = salvage_names(&damaged, &fresh, &target)?;
     let names_claimed = if names::table_exists(&damaged).unwrap_or(true) {
         schema::read_totals(&damaged).ok().map(|t| t.names)
@@ -304,6 +306,27 @@ pub(crate) fn salvage(
     sync_dir(path);
     log::warn!("objstash: {report}");
     Ok(report)
+}
+
+/// Pins again in the fresh file every recovered object whose pin the damaged file's use
+/// index still shows (the index is read; damage there can lose a pin, never an object).
+fn salvage_pins(damaged: &Connection, fresh: &Connection, target: &Schema) {
+    for table in &target.tables {
+        let pinned: rusqlite::Result<Vec<Vec<u8>>> = damaged
+            .prepare(&format!("SELECT key FROM {} WHERE used = {PINNED}", table.name))
+            .and_then(|mut stmt| stmt.query_map([], |r| r.get(0))?.collect());
+        let Ok(pinned) = pinned else { continue };
+        for key in pinned {
+            let repinned = fresh.prepare_cached(&table.pin).and_then(|mut s| {
+                let mut rows = s.query([&key[..]])?;
+                while rows.next()?.is_some() {}
+                Ok(())
+            });
+            if let Err(e) = repinned {
+                log::warn!("objstash salvage: a pin could not be carried over: {e}");
+            }
+        }
+    }
 }
 
 /// Copies every name of the damaged file that SQLite can still read and whose object was
@@ -487,11 +510,13 @@ impl Salvager<'_> {
             .fresh
             .unchecked_transaction()
             .context(|| "starting a salvage batch".to_string())?;
+        // Salvaged objects count as used now; pins are carried over by `salvage_pins`.
+        let now = uses::now();
         for (key, raw_len, data) in self.rows.drain(..) {
             let table = &self.target.tables[self.target.layout.table_of(&key)];
             let added = tx
                 .prepare_cached(&table.insert)
-                .and_then(|mut s| s.execute(params![&key.as_bytes()[..], raw_len, data]))
+                .and_then(|mut s| s.execute(params![&key.as_bytes()[..], raw_len, data, now]))
                 .context(|| format!("copying {key} into the recovered stash"))?;
             self.recovered += added as u64;
         }

@@ -23,6 +23,7 @@ use crate::error::{DbContext, Error, Result};
 use crate::layout::Layout;
 use crate::names;
 use crate::scan::{self, Columns};
+use crate::uses::PINNED;
 
 /// `PRAGMA application_id` of every stash: "obst" in ASCII.
 pub(crate) const APPLICATION_ID: i32 = 0x6f62_7374;
@@ -66,12 +67,19 @@ pub(crate) struct Totals {
     pub stored_bytes: u64,
     /// Names (see `names.rs`); 0 for a stash without a names table.
     pub names: u64,
+    /// Pinned objects and their stored bytes (`uses.rs`).
+    pub pinned: u64,
+    pub pinned_bytes: u64,
+    /// Objects evicted since the stash was made, and their stored bytes (`evict.rs`).
+    pub evicted: u64,
+    pub evicted_bytes: u64,
 }
 
 /// The SQL statements of one object table.
 #[derive(Debug)]
 pub(crate) struct TableSql {
     pub name: String,
+    /// Inserts a row: key, raw length, value, last use (`uses.rs`).
     pub insert: String,
     /// An insert that reserves the value's bytes, written afterwards through blob I/O.
     pub insert_zeroblob: String,
@@ -87,18 +95,39 @@ pub(crate) struct TableSql {
     pub name_insert: String,
     /// Points an existing name at an object of this table, if the object is stored.
     pub name_repoint: String,
+    /// Records a later use of an object (never un-pins: a pin's use is the largest).
+    pub touch: String,
+    /// Pins an object that is not pinned; returns its stored length.
+    pub pin: String,
+    /// Un-pins a pinned object, giving it a use time; returns its stored length.
+    pub unpin: String,
+    /// Whether an object is pinned.
+    pub pinned: String,
+    /// Unpinned rows used before a time, least recently used first (`evict.rs`).
+    pub oldest: String,
+    /// Deletes one row by rowid (eviction).
+    pub evict: String,
+    /// The earliest use of an unpinned object.
+    pub first_use: String,
+    /// Pinned objects and their stored bytes.
+    pub pinned_totals: String,
 }
 
 impl TableSql {
     fn new(name: String) -> Self {
         TableSql {
-            insert: format!("INSERT OR IGNORE INTO {name}(key, raw_len, data) VALUES (?1, ?2, ?3)"),
+            insert: format!(
+                "INSERT OR IGNORE INTO {name}(key, raw_len, data, used) VALUES (?1, ?2, ?3, ?4)"
+            ),
             insert_zeroblob: format!(
-                "INSERT OR IGNORE INTO {name}(key, raw_len, data) VALUES (?1, ?2, zeroblob(?3))"
+                "INSERT OR IGNORE INTO {name}(key, raw_len, data, used) \
+                 VALUES (?1, ?2, zeroblob(?3), ?4)"
             ),
             select: format!("SELECT raw_len, data FROM {name} WHERE key = ?1"),
             exists: format!("SELECT 1 FROM {name} WHERE key = ?1"),
-            delete: format!("DELETE FROM {name} WHERE key = ?1 RETURNING raw_len, length(data)"),
+            delete: format!(
+                "DELETE FROM {name} WHERE key = ?1 RETURNING raw_len, length(data), used"
+            ),
             scan: scan::chunk_sql(&name, Columns::Values),
             list: scan::chunk_sql(&name, Columns::Sizes),
             totals: format!(
@@ -107,6 +136,28 @@ impl TableSql {
             ),
             name_insert: names::NameSql::insert(&name),
             name_repoint: names::NameSql::repoint(&name),
+            touch: format!("UPDATE {name} SET used = ?2 WHERE key = ?1 AND used < ?2"),
+            pin: format!(
+                "UPDATE {name} SET used = {PINNED} WHERE key = ?1 AND used <> {PINNED} \
+                 RETURNING length(data)"
+            ),
+            unpin: format!(
+                "UPDATE {name} SET used = ?2 WHERE key = ?1 AND used = {PINNED} \
+                 RETURNING length(data)"
+            ),
+            pinned: format!("SELECT used = {PINNED} FROM {name} WHERE key = ?1"),
+            oldest: format!(
+                "SELECT rowid, key, raw_len, length(data), used FROM {name} \
+                 WHERE used < ?1 ORDER BY used LIMIT ?2"
+            ),
+            evict: format!("DELETE FROM {name} WHERE rowid = ?1"),
+            first_use: format!(
+                "SELECT used FROM {name} WHERE used < {PINNED} ORDER BY used LIMIT 1"
+            ),
+            pinned_totals: format!(
+                "SELECT count(*), coalesce(sum(length(data)), 0) FROM {name} \
+                 WHERE used = {PINNED}"
+            ),
             name,
         }
     }
@@ -114,8 +165,19 @@ impl TableSql {
     fn create(&self) -> String {
         format!(
             "CREATE TABLE {name}(rowid INTEGER PRIMARY KEY, key BLOB NOT NULL, \
-             raw_len INTEGER NOT NULL, data BLOB NOT NULL);\n\
-             CREATE UNIQUE INDEX {name}_key ON {name}(key);\n",
+             raw_len INTEGER NOT NULL, data BLOB NOT NULL, used INTEGER NOT NULL DEFAULT 0);\n\
+             CREATE UNIQUE INDEX {name}_key ON {name}(key);\n\
+             CREATE INDEX {name}_used ON {name}(used);\n",
+            name = self.name
+        )
+    }
+
+    /// Adds the use column and its index to a table made before uses were recorded; the
+    /// rows it holds count as used at `now`.
+    fn add_uses(&self, now: i64) -> String {
+        format!(
+            "ALTER TABLE {name} ADD COLUMN used INTEGER NOT NULL DEFAULT {now};\n\
+             CREATE INDEX {name}_used ON {name}(used);\n",
             name = self.name
         )
     }
@@ -135,14 +197,21 @@ impl Schema {
         Schema { layout, tables }
     }
 
-    /// How many prepared statements a connection should cache to never re-prepare.
-    pub(crate) fn statement_count(&self) -> usize {
-        self.tables.len() * 9 + 16
+    /// The table of `key`.
+    pub(crate) fn table(&self, key: &crate::key::Key) -> &TableSql {
+        &self.tables[self.layout.table_of(key)]
     }
 
-    /// Creates the tables and meta rows of a new stash in an empty database.
+    /// How many prepared statements a connection should cache to never re-prepare.
+    pub(crate) fn statement_count(&self) -> usize {
+        self.tables.len() * 17 + 16
+    }
+
+    /// Creates the tables and meta rows of a new stash in an empty database. Pages freed
+    /// by deletes are given back to the file system by incremental vacuum (`evict.rs`),
+    /// which SQLite can only switch on before the first table.
     pub(crate) fn create(&self, conn: &Connection) -> Result<()> {
-        let mut sql = String::from("BEGIN;\n");
+        let mut sql = String::from("PRAGMA auto_vacuum = INCREMENTAL;\nBEGIN;\n");
         sql += &format!("CREATE TABLE {META}(name TEXT PRIMARY KEY, value ANY) WITHOUT ROWID;\n");
         for table in &self.tables {
             sql += &table.create();
@@ -156,6 +225,36 @@ impl Schema {
         sql += &format!("PRAGMA user_version = {BASE_FORMAT_VERSION};\n");
         sql += "COMMIT;";
         conn.execute_batch(&sql).context(|| "creating the stash's tables".to_string())
+    }
+}
+
+/// Whether the stash's object tables record uses (made by this version, or upgraded by
+/// [`Schema::add_uses`]).
+pub(crate) fn has_uses(conn: &Connection, schema: &Schema) -> Result<bool> {
+    let table = &schema.tables[0].name;
+    conn.query_row("SELECT count(*) FROM pragma_table_info(?1) WHERE name = 'used'", [table], |r| {
+        r.get::<_, i64>(0)
+    })
+    .map(|n| n > 0)
+    .context(|| format!("reading the columns of {table}"))
+}
+
+impl Schema {
+    /// Gives the object tables of a stash made before uses were recorded their use column
+    /// and index, in one transaction; their objects count as used now. Versions that do
+    /// not know the column read and write such tables as before (their rows get use 0,
+    /// the first to be evicted), so this is no format change.
+    pub(crate) fn add_uses(&self, conn: &Connection) -> Result<()> {
+        let mut sql = String::from("BEGIN IMMEDIATE;\n");
+        let now = crate::uses::now();
+        for table in &self.tables {
+            sql += &table.add_uses(now);
+        }
+        sql += "COMMIT;";
+        conn.execute_batch(&sql).map_err(|e| {
+            let _ = conn.execute_batch("ROLLBACK");
+            Error::db("adding use times to the stash's tables", e)
+        })
     }
 }
 
@@ -213,7 +312,26 @@ pub(crate) fn read_totals(conn: &Connection) -> Result<Totals> {
         raw_bytes: get("raw_bytes")?,
         stored_bytes: get("stored_bytes")?,
         names: get("names")?,
+        pinned: get("pinned")?,
+        pinned_bytes: get("pinned_bytes")?,
+        evicted: get("evicted")?,
+        evicted_bytes: get("evicted_bytes")?,
     })
+}
+
+/// The size cap recorded in the stash (`max_size`), if it has one.
+pub(crate) fn read_max_size(conn: &Connection) -> Result<Option<u64>> {
+    Ok(Some(read_count(conn, "max_size")?).filter(|&cap| cap > 0))
+}
+
+/// Records the size cap (`None` removes it), inside the caller's transaction if any.
+pub(crate) fn write_max_size(conn: &Connection, cap: Option<u64>) -> Result<()> {
+    conn.execute(
+        &format!("INSERT OR REPLACE INTO {META}(name, value) VALUES ('max_size', ?1)"),
+        [cap.map_or(0, |c| c.min(i64::MAX as u64) as i64)],
+    )
+    .context(|| "recording the stash's size cap".to_string())?;
+    Ok(())
 }
 
 /// A count recorded in the meta table; 0 when it is not recorded.
@@ -228,19 +346,30 @@ pub(crate) struct Delta {
     pub raw: i64,
     pub stored: i64,
     pub names: i64,
+    pub pinned: i64,
+    pub pinned_bytes: i64,
+    pub evicted: i64,
+    pub evicted_bytes: i64,
 }
 
-/// Adds signed deltas to the running totals, inside the caller's transaction. The `names`
-/// row exists once the names table does, which any name change needs first.
+/// Adds signed deltas to the running totals, inside the caller's transaction; a total not
+/// recorded yet starts at 0.
 pub(crate) fn add_totals(conn: &Connection, delta: &Delta) -> Result<()> {
     let mut stmt = conn
-        .prepare_cached(&format!("UPDATE {META} SET value = value + ?2 WHERE name = ?1"))
+        .prepare_cached(&format!(
+            "INSERT INTO {META}(name, value) VALUES (?1, ?2) \
+             ON CONFLICT(name) DO UPDATE SET value = value + ?2"
+        ))
         .context(|| "preparing the totals update".to_string())?;
     for (name, delta) in [
         ("objects", delta.objects),
         ("raw_bytes", delta.raw),
         ("stored_bytes", delta.stored),
         ("names", delta.names),
+        ("pinned", delta.pinned),
+        ("pinned_bytes", delta.pinned_bytes),
+        ("evicted", delta.evicted),
+        ("evicted_bytes", delta.evicted_bytes),
     ] {
         if delta != 0 {
             stmt.execute(params![name, delta]).context(|| format!("updating the {name} total"))?;
@@ -251,6 +380,25 @@ pub(crate) fn add_totals(conn: &Connection, delta: &Delta) -> Result<()> {
 
 /// Recounts the totals from the rows themselves and stores them.
 pub(crate) fn recount_totals(conn: &Connection, schema: &Schema) -> Result<Totals> {
+    let totals = count_totals(conn, schema)?;
+    let sql = format!("INSERT OR REPLACE INTO {META}(name, value) VALUES (?1, ?2)");
+    for (name, value) in [
+        ("objects", totals.objects),
+        ("raw_bytes", totals.raw_bytes),
+        ("stored_bytes", totals.stored_bytes),
+        ("names", totals.names),
+        ("pinned", totals.pinned),
+        ("pinned_bytes", totals.pinned_bytes),
+    ] {
+        conn.execute(&sql, params![name, value as i64])
+            .context(|| format!("storing the recounted {name} total"))?;
+    }
+    Ok(totals)
+}
+
+/// Counts the totals from the rows themselves (the evicted counts, which are history, as
+/// recorded).
+pub(crate) fn count_totals(conn: &Connection, schema: &Schema) -> Result<Totals> {
     let mut totals = Totals::default();
     for table in &schema.tables {
         let (n, raw, stored): (i64, i64, i64) = conn
@@ -261,16 +409,18 @@ pub(crate) fn recount_totals(conn: &Connection, schema: &Schema) -> Result<Total
         totals.stored_bytes += stored as u64;
     }
     totals.names = names::count(conn)?;
-    let sql = format!("UPDATE {META} SET value = ?2 WHERE name = ?1");
-    for (name, value) in [
-        ("objects", totals.objects),
-        ("raw_bytes", totals.raw_bytes),
-        ("stored_bytes", totals.stored_bytes),
-        ("names", totals.names),
-    ] {
-        conn.execute(&sql, params![name, value as i64])
-            .context(|| format!("storing the recounted {name} total"))?;
+    if has_uses(conn, schema)? {
+        for table in &schema.tables {
+            let (n, bytes): (i64, i64) = conn
+                .query_row(&table.pinned_totals, [], |r| Ok((r.get(0)?, r.get(1)?)))
+                .context(|| format!("counting the pinned rows of table {}", table.name))?;
+            totals.pinned += n as u64;
+            totals.pinned_bytes += bytes as u64;
+        }
     }
+    let recorded = read_totals(conn)?;
+    totals.evicted = recorded.evicted;
+    totals.evicted_bytes = recorded.evicted_bytes;
     Ok(totals)
 }
 

@@ -8,6 +8,7 @@
 //! returns, so every thread reads its writes; no byte reaches a caller before its blake3
 //! hash has been checked against the key it was asked for.
 
+mod bound;
 mod named;
 mod read;
 mod remove;
@@ -83,6 +84,7 @@ pub(crate) struct Parts {
     pub read_mmap: u64,
     pub pool: rayon::ThreadPool,
     pub busy_timeout: Duration,
+    pub grace: Duration,
     pub recovery: Option<RecoveryReport>,
     pub hold: Option<Hold>,
     pub read_only: bool,
@@ -105,7 +107,8 @@ impl Stash {
         let dicts = Arc::new(Dictionaries::load(&parts.conn)?);
         let trainer = Trainer::new(parts.codec, &dicts);
         let names_table = names::table_exists(&parts.conn)?;
-        let shared = Arc::new(Shared::new(parts.schema, names_table));
+        // A writable open has given the tables their use column (`open.rs`).
+        let shared = Arc::new(Shared::new(parts.schema, names_table, !parts.read_only));
         let (sender, writer) = if parts.read_only {
             (None, None)
         } else {
@@ -117,6 +120,7 @@ impl Stash {
                 parts.batch_size,
                 parts.path.clone(),
                 parts.busy_timeout,
+                parts.grace,
             )?;
             (Some(sender), Some(writer))
         };
@@ -187,7 +191,17 @@ impl Stash {
         let file_bytes = files::database_bytes(&self.path).map_err(|e| {
             Error::io(format!("reading the size of {} and its journals", self.path.display()), e)
         })?;
+        let (max_size, oldest_use) = {
+            let reader = self.readers.checkout()?;
+            (schema::read_max_size(&reader)?, self.oldest_use(&reader)?)
+        };
         Ok(Stats {
+            max_size,
+            pinned_objects: totals.pinned,
+            pinned_bytes: totals.pinned_bytes,
+            evicted_objects: totals.evicted,
+            evicted_bytes: totals.evicted_bytes,
+            oldest_use,
             objects: totals.objects,
             raw_bytes: totals.raw_bytes,
             stored_bytes: totals.stored_bytes,
@@ -274,8 +288,7 @@ impl Stash {
     }
 
     fn table(&self, key: &Key) -> &TableSql {
-        let schema = &self.shared.schema;
-        &schema.tables[schema.layout.table_of(key)]
+        self.shared.schema.table(key)
     }
 
     /// Whether `key` has a committed row, looked up on `conn`.

@@ -4,6 +4,7 @@
 //! of the files on disk, so it costs no scan; its `Display` is the table users read.
 
 use std::fmt;
+use std::time::SystemTime;
 
 use crate::dict::Codec;
 use crate::durability::Durability;
@@ -32,9 +33,31 @@ pub struct Stats {
     pub dictionaries: usize,
     /// Names saved with [`Stash::save_named`](crate::Stash::save_named).
     pub names: u64,
+    /// The size cap the stash records ([`Stash::set_max_size`](crate::Stash::set_max_size)),
+    /// compared with [`Stats::file_bytes`].
+    pub max_size: Option<u64>,
+    /// Pinned objects ([`Stash::pin`](crate::Stash::pin)): never evicted.
+    pub pinned_objects: u64,
+    /// Their stored bytes, which count toward the cap.
+    pub pinned_bytes: u64,
+    /// Objects evicted since the stash was made (by its cap or a trim).
+    pub evicted_objects: u64,
+    /// Their stored bytes.
+    pub evicted_bytes: u64,
+    /// The earliest last use of an unpinned object: what the next eviction takes first.
+    /// `None` for a stash without unpinned objects, or one made by an older version and
+    /// opened read-only.
+    pub oldest_use: Option<SystemTime>,
 }
 
 impl Stats {
+    /// Whether the database files are over the cap: pinned and recently used objects alone
+    /// exceed it (they are never evicted), or an eviction is under way.
+    #[must_use]
+    pub fn over_cap(&self) -> bool {
+        self.max_size.is_some_and(|cap| self.file_bytes > cap)
+    }
+
     /// Raw bytes over stored bytes (how much gzip saves); 1.0 for an empty stash.
     #[must_use]
     pub fn compression_ratio(&self) -> f64 {
@@ -82,6 +105,38 @@ impl fmt::Display for Stats {
         if self.names > 0 {
             writeln!(f, "names              {:>16}", self.names)?;
         }
+        if let Some(cap) = self.max_size {
+            let state = if self.over_cap() {
+                if self.pinned_bytes >= cap {
+                    "  OVER: pinned objects alone exceed it"
+                } else {
+                    "  OVER: eviction under way, or recent objects exceed it"
+                }
+            } else {
+                ""
+            };
+            writeln!(f, "size cap           {:>16}  {:>10}{state}", cap, human(cap))?;
+        }
+        if self.pinned_objects > 0 {
+            writeln!(
+                f,
+                "pinned             {:>16}  {:>10}  objects, stored bytes",
+                self.pinned_objects,
+                human(self.pinned_bytes)
+            )?;
+        }
+        if self.evicted_objects > 0 {
+            writeln!(
+                f,
+                "evicted            {:>16}  {:>10}  objects, stored bytes, since creation",
+                self.evicted_objects,
+                human(self.evicted_bytes)
+            )?;
+        }
+        if let Some(oldest) = self.oldest_use {
+            let age = SystemTime::now().duration_since(oldest).unwrap_or_default();
+            writeln!(f, "oldest use         {:>16}  ago", age_words(age.as_secs()))?;
+        }
         writeln!(f, "compression ratio  {:>16.2}  (raw / stored)", self.compression_ratio())?;
         writeln!(
             f,
@@ -93,6 +148,33 @@ impl fmt::Display for Stats {
             write!(f, ", {} zstd dictionaries", self.dictionaries)?;
         }
         Ok(())
+    }
+}
+
+/// Spells an age in its largest whole unit: `45s`, `12m`, `5h`, `30d`.
+fn age_words(secs: u64) -> String {
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        s if s < 2 * 3600 => format!("{}m", s / 60),
+        s if s < 2 * 86_400 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
+/// What an eviction ([`Stash::trim_to`](crate::Stash::trim_to),
+/// [`Stash::evict_unused_since`](crate::Stash::evict_unused_since)) took out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Evicted {
+    /// Objects evicted.
+    pub objects: u64,
+    /// Their stored bytes.
+    pub stored_bytes: u64,
+}
+
+impl fmt::Display for Evicted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "evicted {} objects ({} stored)", self.objects, human(self.stored_bytes))
     }
 }
 
@@ -194,12 +276,22 @@ mod tests {
             codec: Codec::ZstdDict,
             dictionaries: 1,
             names: 5,
+            max_size: Some(4096),
+            pinned_objects: 1,
+            pinned_bytes: 500,
+            evicted_objects: 7,
+            evicted_bytes: 2100,
+            oldest_use: Some(SystemTime::now() - std::time::Duration::from_secs(3 * 86_400)),
         };
         assert_eq!(stats.compression_ratio(), 3.0);
+        assert!(stats.over_cap());
         assert_eq!(stats.overhead_per_object(), 3596.0);
         let text = stats.to_string();
         assert!(text.contains("compression ratio              3.00"), "{text}");
         assert!(text.contains("names                             5"), "{text}");
+        assert!(text.contains("size cap                       4096     4.0 KiB  OVER"), "{text}");
+        assert!(text.contains("evicted                           7"), "{text}");
+        assert!(text.contains("oldest use                       3d  ago"), "{text}");
         assert!(
             text.contains("layout bucketed, durability safe, codec zstd-dict, 1 zstd dictionaries"),
             "{text}"

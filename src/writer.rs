@@ -9,7 +9,7 @@
 //! stops: every later write and every waiting flush gets [`Error::WriterStopped`] with that
 //! reason instead of hanging or losing rows silently.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -17,17 +17,18 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::dict::{self, Dictionary};
 use crate::error::{Error, Result, sqlite_code};
+use crate::evict::{self, EVICT_ROWS, MAX_BATCH_BYTES, Marks, Space, VACUUM_PAGES};
 use crate::key::Key;
 use crate::names::{self, NameRow, NameSql, PendingNames};
 use crate::pending::{Pending, Row};
 use crate::schema::{self, Delta, Schema, TableSql};
+use crate::stats::Evicted;
+use crate::uses::{self, PINNED, Uses};
 
-/// A batch is committed once its rows hold this many compressed bytes, whatever its count.
-const MAX_BATCH_BYTES: usize = 32 << 20;
 /// Rows of at least this many stored bytes are written through blob I/O (see
 /// `Writer::insert_large`).
 const LARGE_ROW: usize = 1 << 20;
@@ -114,6 +115,23 @@ pub(crate) enum Message {
     /// Store a newly trained dictionary (trained on this many samples) before any row
     /// compressed with it, which can only arrive after this message.
     Dictionary(Arc<Dictionary>, usize),
+    /// Pin (`true`) or unpin keys; answers whether each was stored (pinning) or pinned
+    /// (unpinning).
+    Pin(Vec<Key>, bool, Ack<Vec<bool>>),
+    /// Record a size cap (`None`: no cap); answers once it is committed.
+    SetMaxSize(Option<u64>, Ack<()>),
+    /// Evict now, after everything sent before is committed; answers what was evicted.
+    Trim(Trim),
+}
+
+/// A one-off eviction: objects unused since a time, or down to a size, or both.
+pub(crate) struct Trim {
+    /// Evict every unpinned object last used before this (milliseconds, `uses.rs`).
+    pub unused_before: Option<i64>,
+    /// Evict least recently used objects until the pages in use fit this, then give the
+    /// free pages back.
+    pub max_size: Option<u64>,
+    pub ack: Ack<Evicted>,
 }
 
 /// State shared by the handle and the writer thread.
@@ -121,16 +139,19 @@ pub(crate) enum Message {
 pub(crate) struct Shared {
     pub pending: Pending,
     pub names: PendingNames,
+    pub uses: Uses,
     pub schema: Schema,
     stopped: Mutex<Option<Stop>>,
 }
 
 impl Shared {
-    /// `names_table`: whether the stash has a names table yet.
-    pub(crate) fn new(schema: Schema, names_table: bool) -> Self {
+    /// `names_table`: whether the stash has a names table yet; `record_uses`: whether
+    /// this handle records uses (see `uses.rs`).
+    pub(crate) fn new(schema: Schema, names_table: bool, record_uses: bool) -> Self {
         Shared {
             pending: Pending::new(),
             names: PendingNames::new(names_table),
+            uses: Uses::new(record_uses),
             schema,
             stopped: Mutex::new(None),
         }
@@ -175,13 +196,15 @@ enum Op {
     Name(Vec<NameRow>),
     Unname(Vec<Arc<[u8]>>, Ack<Vec<bool>>),
     Dictionary(Arc<Dictionary>, usize),
+    Pin(Vec<Key>, bool, Ack<Vec<bool>>),
+    SetMaxSize(Option<u64>),
 }
 
 impl Op {
     /// The caller waiting for this operation's answer, if one is.
     fn ack(&self) -> Option<&Ack<Vec<bool>>> {
         match self {
-            Op::Remove(_, ack) | Op::Unname(_, ack) => Some(ack),
+            Op::Remove(_, ack) | Op::Unname(_, ack) | Op::Pin(_, _, ack) => Some(ack),
             _ => None,
         }
     }
@@ -191,6 +214,8 @@ impl Op {
 struct Batch {
     ops: Vec<Op>,
     flushes: Vec<Ack<()>>,
+    /// One-off evictions to run once the batch is committed.
+    trims: Vec<Trim>,
     /// Whether each remove (of keys or names) found what it was given, in the order of the
     /// removes in `ops`.
     removed: Vec<Vec<bool>>,
@@ -210,18 +235,31 @@ struct Batch {
 
 impl Batch {
     /// Adds a message.
-    fn push(&mut self, message: Message, batch_size: usize) {
+    fn push(&mut self, message: Message, limit: Limit) {
         match message {
             Message::Save(row) => {
                 self.rows += 1;
                 self.bytes += row.data.len();
                 self.ops.push(Op::Save(row));
-                self.full |= self.rows >= batch_size || self.bytes >= MAX_BATCH_BYTES;
+                self.full |= self.rows >= limit.rows || self.bytes >= limit.bytes;
             }
             Message::Name(names) => {
                 self.rows += names.len();
                 self.ops.push(Op::Name(names));
-                self.full |= self.rows >= batch_size;
+                self.full |= self.rows >= limit.rows;
+            }
+            Message::Pin(keys, pin, ack) => {
+                self.ops.push(Op::Pin(keys, pin, ack));
+                self.full = true;
+            }
+            Message::SetMaxSize(cap, ack) => {
+                self.ops.push(Op::SetMaxSize(cap));
+                self.flushes.push(ack);
+                self.full = true;
+            }
+            Message::Trim(trim) => {
+                self.trims.push(trim);
+                self.full = true;
             }
             // The caller waits for the commit, so there is nothing to linger for.
             Message::Remove(keys, ack) => {
@@ -241,13 +279,28 @@ impl Batch {
     }
 
     /// Whether the batch should be committed now.
-    fn ready(&self, batch_size: usize) -> bool {
-        self.full || self.rows >= batch_size
+    fn ready(&self, limit: Limit) -> bool {
+        self.full || self.rows >= limit.rows || self.bytes >= limit.bytes
     }
 
     fn is_empty(&self) -> bool {
-        self.ops.is_empty() && self.flushes.is_empty()
+        self.ops.is_empty() && self.flushes.is_empty() && self.trims.is_empty()
     }
+}
+
+/// How large the next batch may grow.
+#[derive(Clone, Copy, Debug)]
+struct Limit {
+    rows: usize,
+    bytes: usize,
+}
+
+/// A one-off eviction under way.
+struct Job {
+    trim: Trim,
+    done: Evicted,
+    /// Whether the objects unused since the job's time are all evicted.
+    aged_out: bool,
 }
 
 /// Starts the writer thread on `conn`, which must already carry the durability pragmas.
@@ -258,19 +311,34 @@ pub(crate) fn spawn(
     batch_size: usize,
     path: PathBuf,
     busy: Duration,
+    grace: Duration,
 ) -> Result<JoinHandle<()>> {
     let objects = schema::read_totals(&conn)?.objects;
     let page_size: i64 = conn
         .pragma_query_value(None, "page_size", |r| r.get(0))
         .map_err(|e| Error::db("reading the page size", e))?;
     let page_size = page_size.max(512) as u64;
+    let incremental =
+        evict::incremental(&conn).map_err(|e| Error::db("reading the vacuum mode", e))?;
+    let mut writer = Writer {
+        conn,
+        shared,
+        batch_size,
+        objects,
+        page_size,
+        path,
+        busy,
+        senders_gone: false,
+        grace: grace.as_millis().min(i64::MAX as u128) as i64,
+        cap: None,
+        incremental,
+        jobs: VecDeque::new(),
+        owed: false,
+    };
+    writer.read_cap().map_err(|stop| stop.into_error())?;
     std::thread::Builder::new()
         .name("objstash-writer".to_string())
-        .spawn(move || {
-            let senders_gone = false;
-            Writer { conn, shared, batch_size, objects, page_size, path, busy, senders_gone }
-                .run(rx)
-        })
+        .spawn(move || writer.run(rx))
         .map_err(|e| Error::io("starting the writer thread", e))
 }
 
@@ -286,6 +354,17 @@ struct Writer {
     busy: Duration,
     /// Whether every sender is gone (the handle is closing).
     senders_gone: bool,
+    /// Milliseconds after its last use during which an object is not evicted.
+    grace: i64,
+    /// The size cap the stash records, read after every commit (another handle may set it).
+    cap: Option<u64>,
+    /// Whether the database gives free pages back (`auto_vacuum = INCREMENTAL`).
+    incremental: bool,
+    /// One-off evictions waiting or under way, in order.
+    jobs: VecDeque<Job>,
+    /// Whether an eviction is under way: the stash went over its high-water mark and is not
+    /// yet down to its low-water mark.
+    owed: bool,
 }
 
 /// The most rows a batch may hold so that the pages it is expected to change in a key
@@ -310,14 +389,58 @@ impl Writer {
         let _guard = PanicGuard(&shared);
         let mut batch = Batch::default();
         let mut tries_at_close = 0;
+        let mut more = false;
         loop {
             if batch.is_empty() {
-                let Ok(first) = rx.recv() else { break };
-                let limit = self.limit();
-                batch.push(first, limit);
+                // With upkeep owed, take a message only if one is waiting: saves go first,
+                // upkeep runs between batches.
+                let first = if more {
+                    match rx.try_recv() {
+                        Ok(message) => Ok(message),
+                        Err(TryRecvError::Empty) => Err(true),
+                        Err(TryRecvError::Disconnected) => break,
+                    }
+                } else {
+                    match rx.recv_timeout(uses::RECORD_EVERY) {
+                        Ok(message) => Ok(message),
+                        Err(RecvTimeoutError::Timeout) => Err(true),
+                        Err(RecvTimeoutError::Disconnected) => break,
+                    }
+                };
+                match first {
+                    Ok(message) => {
+                        let limit = self.limit();
+                        batch.push(message, limit);
+                    }
+                    Err(_) => {
+                        match self.upkeep() {
+                            Ok(owed) => more = owed,
+                            Err(stop) => {
+                                self.fail(stop, batch);
+                                return;
+                            }
+                        }
+                        continue;
+                    }
+                }
             }
             match self.batch(&rx, &mut batch) {
-                Ok(()) => self.settle(std::mem::take(&mut batch)),
+                Ok(()) => {
+                    let trims = std::mem::take(&mut batch.trims);
+                    self.settle(std::mem::take(&mut batch));
+                    self.jobs.extend(trims.into_iter().map(|trim| Job {
+                        trim,
+                        done: Evicted::default(),
+                        aged_out: false,
+                    }));
+                    match self.read_cap().and_then(|()| self.upkeep()) {
+                        Ok(owed) => more = owed,
+                        Err(stop) => {
+                            self.fail(stop, Batch::default());
+                            return;
+                        }
+                    }
+                }
                 Err(Failure::Busy) => {
                     self.refuse_waiting(&mut batch);
                     if self.senders_gone {
@@ -353,10 +476,10 @@ impl Writer {
             match op {
                 Op::Save(row) => self.shared.pending.settle(&row),
                 Op::Name(rows) => rows.iter().for_each(|row| self.shared.names.settle(row)),
-                Op::Remove(_, ack) | Op::Unname(_, ack) => {
+                Op::Remove(_, ack) | Op::Unname(_, ack) | Op::Pin(_, _, ack) => {
                     let _ = ack.send(Ok(removed.next().unwrap_or_default()));
                 }
-                Op::Dictionary(..) => {}
+                Op::Dictionary(..) | Op::SetMaxSize(_) => {}
             }
         }
         for ack in batch.flushes {
@@ -370,6 +493,9 @@ impl Writer {
         debug_assert!(!batch.open && batch.written == 0, "busy only before the first write");
         for ack in batch.flushes.drain(..) {
             let _ = ack.send(Err(self.busy_error()));
+        }
+        for trim in batch.trims.drain(..) {
+            let _ = trim.ack.send(Err(self.busy_error()));
         }
         batch.ops.retain(|op| match op.ack() {
             Some(ack) => {
@@ -391,7 +517,7 @@ impl Writer {
     }
 
     /// Stops the writer for good: rolls back, records why, and answers everyone waiting.
-    fn fail(&self, stop: Stop, batch: Batch) {
+    fn fail(&mut self, stop: Stop, batch: Batch) {
         if batch.open {
             let _ = self.conn.execute_batch("ROLLBACK");
         }
@@ -404,11 +530,19 @@ impl Writer {
         for ack in batch.flushes {
             let _ = ack.send(Err(stop.clone().into_error()));
         }
+        let trims = batch.trims.into_iter().chain(self.jobs.drain(..).map(|job| job.trim));
+        for trim in trims {
+            let _ = trim.ack.send(Err(stop.clone().into_error()));
+        }
     }
 
-    /// The most rows the next batch may hold.
-    fn limit(&self) -> usize {
-        journal_bounded_rows(self.batch_size, self.objects, self.page_size)
+    /// How large the next batch may grow: rows bounded by the journal budget, bytes by the
+    /// cap (see `evict.rs`).
+    fn limit(&self) -> Limit {
+        Limit {
+            rows: journal_bounded_rows(self.batch_size, self.objects, self.page_size),
+            bytes: self.cap.map_or(MAX_BATCH_BYTES, |cap| Marks::of(cap).batch_bytes),
+        }
     }
 
     /// Gathers more of `batch` (until it is full, a flush or a remove asks for a commit, or
@@ -445,6 +579,7 @@ impl Writer {
         if !batch.open {
             return Ok(());
         }
+        self.write_uses()?;
         schema::add_totals(&self.conn, &batch.totals)?;
         self.conn.execute_batch("COMMIT").map_err(|e| Stop::sqlite("committing a batch", e))?;
         batch.open = false;
@@ -506,6 +641,22 @@ impl Writer {
                 Op::Dictionary(dict, samples) => {
                     self.write_run(&mut run, totals, present)?;
                     dict::store(&self.conn, dict, *samples)?;
+                }
+                Op::Pin(keys, pin, _) => {
+                    self.write_run(&mut run, totals, present)?;
+                    let found = keys
+                        .iter()
+                        .map(
+                            |key| {
+                                if *pin { self.pin(key, totals) } else { self.unpin(key, totals) }
+                            },
+                        )
+                        .collect::<Result<_, _>>()?;
+                    removed.push(found);
+                }
+                Op::SetMaxSize(cap) => {
+                    self.write_run(&mut run, totals, present)?;
+                    schema::write_max_size(&self.conn, *cap)?;
                 }
             }
         }
@@ -609,6 +760,7 @@ impl Writer {
     ) -> Result<(), Stop> {
         run.sort_unstable_by_key(|row| row.key);
         let schema = &self.shared.schema;
+        let now = uses::now();
         for row in run.drain(..) {
             let table = &schema.tables[schema.layout.table_of(&row.key)];
             let what = || format!("inserting {} into {}", row.key, table.name);
@@ -617,15 +769,23 @@ impl Writer {
                     .conn
                     .prepare_cached(&table.insert)
                     .map_err(|e| Stop::sqlite("preparing an insert", e))?;
-                stmt.execute(params![&row.key.as_bytes()[..], row.raw_len as i64, &row.data[..]])
-                    .map_err(|e| Stop::sqlite(&what(), e))?
+                stmt.execute(params![
+                    &row.key.as_bytes()[..],
+                    row.raw_len as i64,
+                    &row.data[..],
+                    now
+                ])
+                .map_err(|e| Stop::sqlite(&what(), e))?
             } else {
-                self.insert_large(row, table).map_err(|e| Stop::sqlite(&what(), e))?
+                self.insert_large(row, table, now).map_err(|e| Stop::sqlite(&what(), e))?
             };
             if added == 1 {
                 totals.objects += 1;
                 totals.raw += row.raw_len as i64;
                 totals.stored += row.data.len() as i64;
+            } else {
+                // Stored already: saving it again is a use.
+                self.shared.uses.record(&row.key);
             }
             present.insert(row.key);
         }
@@ -636,11 +796,12 @@ impl Writer {
     /// with a zeroed value of the right length, which is then written through blob I/O.
     /// Binding the value would make SQLite copy it first, a third copy of a large object in
     /// memory beside the caller's bytes and the compressed row.
-    fn insert_large(&self, row: &Row, table: &TableSql) -> rusqlite::Result<usize> {
+    fn insert_large(&self, row: &Row, table: &TableSql, now: i64) -> rusqlite::Result<usize> {
         let added = self.conn.prepare_cached(&table.insert_zeroblob)?.execute(params![
             &row.key.as_bytes()[..],
             row.raw_len as i64,
-            row.data.len() as i64
+            row.data.len() as i64,
+            now
         ])?;
         if added == 1 {
             let rowid = self.conn.last_insert_rowid();
@@ -674,9 +835,14 @@ impl Writer {
         {
             let raw: i64 = row.get(0).map_err(|e| Stop::sqlite("reading a removed row", e))?;
             let stored: i64 = row.get(1).map_err(|e| Stop::sqlite("reading a removed row", e))?;
+            let used: i64 = row.get(2).map_err(|e| Stop::sqlite("reading a removed row", e))?;
             totals.objects -= 1;
             totals.raw -= raw;
             totals.stored -= stored;
+            if used == PINNED {
+                totals.pinned -= 1;
+                totals.pinned_bytes -= stored;
+            }
             removed = true;
         }
         drop(rows);
@@ -691,6 +857,248 @@ impl Writer {
             totals.names -= gone as i64;
         }
         Ok(removed)
+    }
+}
+
+impl Writer {
+    /// Pins an object; whether it is stored (and so pinned now).
+    fn pin(&self, key: &Key, totals: &mut Delta) -> Result<bool, Stop> {
+        let table = self.shared.schema.table(key);
+        let what = |e| Stop::sqlite(&format!("pinning {key}"), e);
+        let mut stmt = self.conn.prepare_cached(&table.pin).map_err(what)?;
+        let stored: Option<i64> =
+            stmt.query_row([&key.as_bytes()[..]], |r| r.get(0)).optional().map_err(what)?;
+        if let Some(bytes) = stored {
+            totals.pinned += 1;
+            totals.pinned_bytes += bytes;
+            return Ok(true);
+        }
+        // Not stored, or pinned already.
+        let mut stmt = self.conn.prepare_cached(&table.exists).map_err(what)?;
+        stmt.exists([&key.as_bytes()[..]]).map_err(what)
+    }
+
+    /// Unpins an object, which counts as a use now; whether it was pinned.
+    fn unpin(&self, key: &Key, totals: &mut Delta) -> Result<bool, Stop> {
+        let table = self.shared.schema.table(key);
+        let what = |e| Stop::sqlite(&format!("unpinning {key}"), e);
+        let mut stmt = self.conn.prepare_cached(&table.unpin).map_err(what)?;
+        let pinned: Option<i64> = stmt
+            .query_row(params![&key.as_bytes()[..], uses::now()], |r| r.get(0))
+            .optional()
+            .map_err(what)?;
+        if let Some(bytes) = pinned {
+            totals.pinned -= 1;
+            totals.pinned_bytes -= bytes;
+        }
+        Ok(pinned.is_some())
+    }
+
+    /// Writes the uses recorded in memory into the open transaction, in key order. Uses
+    /// are a hint for eviction, not data: one that cannot be written (a damaged index that
+    /// the next open will rebuild) is logged and dropped, never a reason to stop writing.
+    fn write_uses(&self) -> Result<(), Stop> {
+        let schema = &self.shared.schema;
+        for (key, used) in self.shared.uses.take() {
+            let table = schema.table(&key);
+            let written = self
+                .conn
+                .prepare_cached(&table.touch)
+                .and_then(|mut stmt| stmt.execute(params![&key.as_bytes()[..], used]));
+            if let Err(e) = written {
+                log::warn!("objstash: the uses of objects could not be recorded: {e}");
+                self.shared.uses.take();
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the size cap the stash records (another handle may have changed it) and sizes
+    /// the write-ahead log to it.
+    fn read_cap(&mut self) -> Result<(), Stop> {
+        let cap = schema::read_max_size(&self.conn)?;
+        if cap != self.cap {
+            let limit = cap.map_or(-1, |cap| Marks::of(cap).log as i64);
+            self.conn
+                .pragma_update(None, "journal_size_limit", limit)
+                .map_err(|e| Stop::sqlite("sizing the write-ahead log", e))?;
+            self.cap = cap;
+        }
+        Ok(())
+    }
+
+    /// Runs one step of the upkeep owed between batches: a one-off eviction, an eviction
+    /// down to the cap, giving free pages back, or writing recorded uses. Returns whether
+    /// more is owed. Each step is one short transaction, so saves wait for at most one.
+    fn upkeep(&mut self) -> Result<bool, Stop> {
+        if !self.jobs.is_empty() {
+            match self.job_step() {
+                Ok(()) => {}
+                Err(Failure::Busy) => {
+                    let job = self.jobs.pop_front().expect("a job is under way");
+                    let _ = job.trim.ack.send(Err(self.busy_error()));
+                }
+                Err(Failure::Fatal(stop)) => return Err(stop),
+            }
+            return Ok(true);
+        }
+        let space = self.space()?;
+        let now = uses::now();
+        if let Some(cap) = self.cap {
+            let marks = Marks::of(cap);
+            let over = space.in_use() > marks.high || (self.owed && space.in_use() > marks.low);
+            if over {
+                let need = space.in_use() - marks.low;
+                match self.evict(now - self.grace, self.stored_for(need, &space)?) {
+                    Ok(evicted) => self.owed = evicted.objects > 0,
+                    Err(Failure::Busy) => self.owed = false,
+                    Err(Failure::Fatal(stop)) => return Err(stop),
+                }
+                if self.owed {
+                    return Ok(true);
+                }
+            }
+            self.owed = false;
+        }
+        let reserve = self.cap.map_or_else(Marks::uncapped_reserve, |cap| Marks::of(cap).reserve);
+        if self.incremental && space.free_bytes() > reserve {
+            let pages = (space.free_bytes() - reserve).div_ceil(space.page_size);
+            match self.vacuum(pages.min(VACUUM_PAGES)) {
+                Ok(()) => return Ok(true),
+                Err(Failure::Busy) => return Ok(false),
+                Err(Failure::Fatal(stop)) => return Err(stop),
+            }
+        }
+        if !self.shared.uses.is_empty() {
+            // Uses are a hint (see `write_uses`): a failure to write them is no reason to
+            // stop, and a damaged file is rebuilt by the next open.
+            if let Err(Failure::Fatal(stop)) = self.transaction(|writer| writer.write_uses()) {
+                log::warn!("objstash: the uses of objects could not be recorded: {stop:?}");
+                self.shared.uses.take();
+            }
+        }
+        Ok(false)
+    }
+
+    /// One step of the first one-off eviction; answers it once it is done.
+    fn job_step(&mut self) -> Result<(), Failure> {
+        let now = uses::now();
+        let job = self.jobs.front().expect("a job is under way");
+        let (unused_before, max_size, aged_out) =
+            (job.trim.unused_before, job.trim.max_size, job.aged_out);
+        let step = match (unused_before, max_size) {
+            (Some(before), _) if !aged_out => {
+                let evicted = self.evict(before.min(now - self.grace), u64::MAX)?;
+                if evicted.objects == 0 {
+                    self.jobs[0].aged_out = true;
+                }
+                evicted
+            }
+            (_, Some(size)) => {
+                let space = self.space()?;
+                if space.in_use() > size {
+                    let need = self.stored_for(space.in_use() - size, &space)?;
+                    let evicted = self.evict(now - self.grace, need)?;
+                    if evicted.objects == 0 {
+                        self.finish_job();
+                    }
+                    evicted
+                } else if self.incremental && space.pages * space.page_size > size && space.free > 0
+                {
+                    self.vacuum(space.free.min(VACUUM_PAGES))?;
+                    Evicted::default()
+                } else {
+                    self.finish_job();
+                    Evicted::default()
+                }
+            }
+            _ => {
+                self.finish_job();
+                Evicted::default()
+            }
+        };
+        if let Some(job) = self.jobs.front_mut() {
+            job.done.objects += step.objects;
+            job.done.stored_bytes += step.stored_bytes;
+        }
+        Ok(())
+    }
+
+    fn finish_job(&mut self) {
+        if let Some(job) = self.jobs.pop_front() {
+            let _ = job.trim.ack.send(Ok(job.done));
+        }
+    }
+
+    /// Stored bytes to evict to free about `bytes` of pages: rows cost their stored bytes
+    /// plus their share of the indexes and of half-full pages.
+    fn stored_for(&self, bytes: u64, space: &Space) -> Result<u64, Stop> {
+        let stored = schema::read_totals(&self.conn)?.stored_bytes.max(1);
+        let per_byte = (space.in_use() as f64 / stored as f64).clamp(1.0, 4.0);
+        Ok((bytes as f64 / per_byte).ceil() as u64)
+    }
+
+    fn space(&self) -> Result<Space, Stop> {
+        Space::read(&self.conn).map_err(|e| Stop::sqlite("reading the database's size", e))
+    }
+
+    /// Evicts, in one transaction, the least recently used unpinned objects used before
+    /// `before`, up to `stored_bytes` of them (and [`EVICT_ROWS`] rows), with their names.
+    fn evict(&mut self, before: i64, stored_bytes: u64) -> Result<Evicted, Failure> {
+        let evicted = self.transaction(|writer| {
+            // Uses recorded in memory first, so that they count.
+            writer.write_uses()?;
+            let uses = &writer.shared.uses;
+            let schema = &writer.shared.schema;
+            let recent = |key: &Key| uses.recorded(key).is_some_and(|used| used >= before);
+            let victims =
+                evict::oldest(&writer.conn, schema, before, EVICT_ROWS, stored_bytes, recent)
+                    .map_err(|e| Stop::sqlite("choosing objects to evict", e))?;
+            if victims.is_empty() {
+                return Ok(Evicted::default());
+            }
+            let names = writer.names_table()?;
+            let mut delta = Delta::default();
+            evict::delete(&writer.conn, schema, &victims, names, &mut delta)
+                .map_err(|e| Stop::sqlite("evicting objects", e))?;
+            schema::add_totals(&writer.conn, &delta)?;
+            Ok(Evicted { objects: delta.evicted as u64, stored_bytes: delta.evicted_bytes as u64 })
+        })?;
+        self.objects = self.objects.saturating_sub(evicted.objects);
+        Ok(evicted)
+    }
+
+    /// Gives up to `pages` free pages back to the file system, in one transaction.
+    fn vacuum(&mut self, pages: u64) -> Result<(), Failure> {
+        self.transaction(|writer| {
+            evict::vacuum(&writer.conn, pages)
+                .map_err(|e| Stop::sqlite("giving free pages back", e))
+        })
+    }
+
+    /// Runs `work` in a transaction of its own.
+    fn transaction<T>(
+        &mut self,
+        work: impl FnOnce(&Self) -> Result<T, Stop>,
+    ) -> Result<T, Failure> {
+        match self.conn.execute_batch("BEGIN IMMEDIATE") {
+            Ok(()) => {}
+            Err(e) if sqlite_code(&e) == Some(rusqlite::ErrorCode::DatabaseBusy) => {
+                return Err(Failure::Busy);
+            }
+            Err(e) => return Err(Stop::sqlite("starting a transaction", e).into()),
+        }
+        let done = work(self).and_then(|value| {
+            self.conn
+                .execute_batch("COMMIT")
+                .map(|()| value)
+                .map_err(|e| Stop::sqlite("committing", e))
+        });
+        if done.is_err() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+        Ok(done?)
     }
 }
 

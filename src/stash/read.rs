@@ -163,8 +163,11 @@ impl Stash {
         })
     }
 
-    /// Decodes a row and checks it against `key`.
+    /// Decodes a row and checks it against `key`; a row read is a use (`uses.rs`). Every
+    /// read of an object by key or name comes here.
     pub(super) fn decode(&self, key: &Key, raw_len: i64, data: &[u8]) -> Result<Vec<u8>> {
-        codec::decode_checked(key, raw_len, data, &self.dicts)
+        let object = codec::decode_checked(key, raw_len, data, &self.dicts)?;
+        self.shared.uses.record(key);
+        Ok(object)
     }
 }

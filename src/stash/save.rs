@@ -140,6 +140,10 @@ impl Stash {
             Ok(stored)
         })?;
         known[..stored.len()].copy_from_slice(&stored);
+        // Saving a stored object again is a use of it.
+        self.shared
+            .uses
+            .record_all(keys.iter().zip(&known).filter(|(_, k)| **k).map(|(key, _)| key));
         Ok(known)
     }
 

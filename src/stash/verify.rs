@@ -11,6 +11,7 @@ use std::collections::HashSet;
 use rayon::prelude::*;
 use rusqlite::Connection;
 
+use crate::codec;
 use crate::error::{DbContext, Result};
 use crate::key::Key;
 use crate::names;
@@ -55,6 +56,8 @@ impl Stash {
                         "the stash records {} objects but {} were found",
                         totals.objects, report.checked
                     ));
+                } else {
+                    self.verify_totals(&mut report);
                 }
                 self.verify_names(totals.names, &mut report);
             }
@@ -67,6 +70,34 @@ impl Stash {
             self.verify_pages(&mut report);
         }
         Ok(report)
+    }
+
+    /// Recounts the byte and pin totals from the rows (in one read transaction) and
+    /// compares them with the recorded ones.
+    fn verify_totals(&self, report: &mut VerifyReport) {
+        let schema = &self.shared.schema;
+        let counted = self.readers.checkout().and_then(|r| {
+            r.in_transaction(|conn| {
+                Ok((schema::read_totals(conn)?, schema::count_totals(conn, schema)?))
+            })
+        });
+        match counted {
+            Ok((recorded, counted)) => {
+                for (what, recorded, counted) in [
+                    ("raw bytes", recorded.raw_bytes, counted.raw_bytes),
+                    ("stored bytes", recorded.stored_bytes, counted.stored_bytes),
+                    ("pinned objects", recorded.pinned, counted.pinned),
+                    ("pinned bytes", recorded.pinned_bytes, counted.pinned_bytes),
+                ] {
+                    if recorded != counted {
+                        report.problems.push(format!(
+                            "the stash records {recorded} {what} but its rows hold {counted}"
+                        ));
+                    }
+                }
+            }
+            Err(e) => report.problems.push(format!("the totals cannot be recounted: {e}")),
+        }
     }
 
     /// Counts the names against the recorded total and looks for names whose object is
@@ -118,7 +149,7 @@ impl Stash {
             if listed.contains(&key) {
                 return;
             }
-            let intact = self.decode(&key, raw_len, &data).is_ok();
+            let intact = codec::decode_checked(&key, raw_len, &data, &self.dicts).is_ok();
             match self.get(&key) {
                 Ok(Some(_)) => {}
                 Ok(None) if intact => {
@@ -167,7 +198,11 @@ impl Stash {
                 chunk
                     .par_iter()
                     .map(|row| match row.key() {
-                        Some(key) => (key, self.decode(&key, row.raw_len, &row.data).is_ok()),
+                        Some(key) => (
+                            key,
+                            codec::decode_checked(&key, row.raw_len, &row.data, &self.dicts)
+                                .is_ok(),
+                        ),
                         // A key blob of the wrong length cannot address anything; it is
                         // reported under the hash of what it holds.
                         None => (Key::of(&row.key), false),

@@ -1,0 +1,242 @@
+//! Keeping a stash within its size cap: what counts, the water marks, which rows go first,
+//! and giving freed pages back to the file system.
+//!
+//! **What counts** is the database's pages in use (`page_count - freelist_count`), which is
+//! the main file's size once free pages are given back, plus room kept for the write-ahead
+//! log. The writer checks after every commit; above the high-water mark it evicts, in
+//! transactions of at most [`EVICT_ROWS`] rows between its batches of saves, down to the
+//! low-water mark. A capped stash's batches are smaller (a thirty-second of the cap, at
+//! most 32 MiB), and the log is truncated back to twice that after each checkpoint
+//! (`journal_size_limit`), so the log's share of the cap is bounded too.
+//!
+//! **Which rows go**: unpinned rows least recently used first (`uses.rs`), across all
+//! tables of the layout (a merge of one index cursor per table), never one used within the
+//! grace period (default [`DEFAULT_GRACE`]) in the database or in this handle's unwritten
+//! uses, so a caller's `save` then `get` never races an eviction. An object larger than
+//! the cap is stored, then evicted first once its grace period is over. When nothing can be
+//! evicted (everything is pinned or recent), saving goes on over the cap and `stats` says
+//! so.
+//!
+//! **Space given back**: deleted rows' pages go to SQLite's free list and are reused by
+//! the next saves at once. A stash made by this version has `auto_vacuum = INCREMENTAL`, and
+//! free pages beyond what the next batches will reuse are given back with
+//! `incremental_vacuum`, at most [`VACUUM_PAGES`] per transaction, so the file shrinks
+//! toward the cap when it is lowered. (A stash made before keeps its high-water size until
+//! vacuumed; its free pages are still reused.)
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::time::Duration;
+
+use rusqlite::{Connection, Rows, params};
+
+use crate::key::Key;
+use crate::names::NameSql;
+use crate::schema::{Delta, Schema};
+
+/// Rows evicted in one transaction at most: what bounds how long eviction keeps saves
+/// waiting (about as long as one batch of saves).
+pub(crate) const EVICT_ROWS: usize = 20_000;
+/// Pages one incremental vacuum transaction gives back at most (32 MiB of 8 KiB pages).
+pub(crate) const VACUUM_PAGES: u64 = 4_096;
+/// How long after its last use an object cannot be evicted, unless the builder says
+/// otherwise.
+pub(crate) const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+/// Free bytes an uncapped stash keeps for its next saves before giving pages back.
+const UNCAPPED_RESERVE: u64 = 64 << 20;
+/// The largest batch of saves, in stored bytes (the writer's bound without a cap).
+pub(crate) const MAX_BATCH_BYTES: usize = 32 << 20;
+/// The smallest batch of saves a cap can ask for.
+const MIN_BATCH_BYTES: usize = 64 << 10;
+
+/// What a cap means for the writer, in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Marks {
+    /// Stored bytes of one batch of saves.
+    pub batch_bytes: usize,
+    /// The write-ahead log's share: it is truncated back to this after a checkpoint.
+    pub log: u64,
+    /// Pages in use above this start an eviction...
+    pub high: u64,
+    /// ...which goes on down to this.
+    pub low: u64,
+    /// Free bytes kept for the next saves; beyond this they are given back.
+    pub reserve: u64,
+}
+
+impl Marks {
+    pub(crate) fn of(cap: u64) -> Marks {
+        let batch_bytes = ((cap / 32) as usize).clamp(MIN_BATCH_BYTES, MAX_BATCH_BYTES);
+        let log = 2 * batch_bytes as u64;
+        let high = cap.saturating_sub(log);
+        let low = high.saturating_sub((cap / 50).max(batch_bytes as u64));
+        Marks { batch_bytes, log, high, low, reserve: high - low + batch_bytes as u64 }
+    }
+
+    /// Free bytes kept without a cap.
+    pub(crate) fn uncapped_reserve() -> u64 {
+        UNCAPPED_RESERVE
+    }
+}
+
+/// The database's pages, as its header says.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Space {
+    pub pages: u64,
+    pub free: u64,
+    pub page_size: u64,
+}
+
+impl Space {
+    pub(crate) fn read(conn: &Connection) -> rusqlite::Result<Space> {
+        let get = |pragma: &str| -> rusqlite::Result<u64> {
+            conn.pragma_query_value(None, pragma, |r| r.get::<_, i64>(0)).map(|v| v.max(0) as u64)
+        };
+        Ok(Space {
+            pages: get("page_count")?,
+            free: get("freelist_count")?,
+            page_size: get("page_size")?,
+        })
+    }
+
+    /// Bytes of pages holding something: the file's size once free pages are given back.
+    pub(crate) fn in_use(&self) -> u64 {
+        self.pages.saturating_sub(self.free) * self.page_size
+    }
+
+    pub(crate) fn free_bytes(&self) -> u64 {
+        self.free * self.page_size
+    }
+}
+
+/// A row chosen for eviction.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Victim {
+    pub used: i64,
+    pub table: usize,
+    pub rowid: i64,
+    pub key: Key,
+    pub raw: i64,
+    pub stored: i64,
+}
+
+/// The unpinned rows used before `before`, least recently used first across every table,
+/// until `rows` rows or `stored_bytes` stored bytes are chosen; rows `skip` names are
+/// passed over (used in memory since).
+pub(crate) fn oldest(
+    conn: &Connection,
+    schema: &Schema,
+    before: i64,
+    rows: usize,
+    stored_bytes: u64,
+    skip: impl Fn(&Key) -> bool,
+) -> rusqlite::Result<Vec<Victim>> {
+    let mut statements = schema
+        .tables
+        .iter()
+        .map(|table| conn.prepare_cached(&table.oldest))
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut cursors = statements
+        .iter_mut()
+        .map(|stmt| stmt.query(params![before, rows as i64]))
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut heads = BinaryHeap::with_capacity(cursors.len());
+    for (table, cursor) in cursors.iter_mut().enumerate() {
+        if let Some(victim) = next(cursor, table)? {
+            heads.push(Reverse(victim));
+        }
+    }
+    let mut chosen = Vec::new();
+    let mut bytes = 0;
+    while let Some(Reverse(victim)) = heads.pop() {
+        if let Some(following) = next(&mut cursors[victim.table], victim.table)? {
+            heads.push(Reverse(following));
+        }
+        if skip(&victim.key) {
+            continue;
+        }
+        bytes += victim.stored.max(0) as u64;
+        chosen.push(victim);
+        if chosen.len() >= rows || bytes >= stored_bytes {
+            break;
+        }
+    }
+    Ok(chosen)
+}
+
+fn next(cursor: &mut Rows<'_>, table: usize) -> rusqlite::Result<Option<Victim>> {
+    let Some(row) = cursor.next()? else { return Ok(None) };
+    let key: Vec<u8> = row.get(1)?;
+    // A key of the wrong length is damage; eviction deletes it like any other row.
+    let key = Key::from_slice(&key).unwrap_or(Key::from_bytes([0; 32]));
+    Ok(Some(Victim {
+        rowid: row.get(0)?,
+        key,
+        raw: row.get(2)?,
+        stored: row.get(3)?,
+        used: row.get(4)?,
+        table,
+    }))
+}
+
+/// Deletes the chosen rows and, if the stash has names, their names; counts them in
+/// `delta` as removed and evicted.
+pub(crate) fn delete(
+    conn: &Connection,
+    schema: &Schema,
+    victims: &[Victim],
+    names: bool,
+    delta: &mut Delta,
+) -> rusqlite::Result<()> {
+    for victim in victims {
+        let table = &schema.tables[victim.table];
+        let gone = conn.prepare_cached(&table.evict)?.execute([victim.rowid])?;
+        if gone == 0 {
+            continue;
+        }
+        delta.objects -= 1;
+        delta.raw -= victim.raw;
+        delta.stored -= victim.stored;
+        delta.evicted += 1;
+        delta.evicted_bytes += victim.stored;
+        if names {
+            let unnamed = conn
+                .prepare_cached(NameSql::DELETE_BY_KEY)?
+                .execute([&victim.key.as_bytes()[..]])?;
+            delta.names -= unnamed as i64;
+        }
+    }
+    Ok(())
+}
+
+/// Gives up to `pages` free pages back to the file system (the file shrinks); a no-op
+/// for a stash without incremental vacuum.
+pub(crate) fn vacuum(conn: &Connection, pages: u64) -> rusqlite::Result<()> {
+    let mut stmt = conn.prepare(&format!("PRAGMA incremental_vacuum({pages})"))?;
+    let mut rows = stmt.query([])?;
+    while rows.next()?.is_some() {}
+    Ok(())
+}
+
+/// Whether the database gives free pages back (`auto_vacuum = INCREMENTAL`).
+pub(crate) fn incremental(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.pragma_query_value(None, "auto_vacuum", |r| r.get::<_, i64>(0)).map(|mode| mode == 2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marks_leave_room_for_the_log_and_one_batch() {
+        let gib = Marks::of(1 << 30);
+        assert_eq!(gib.batch_bytes, 32 << 20);
+        assert!(gib.high + gib.log <= 1 << 30);
+        assert!(gib.low < gib.high && gib.high - gib.low >= gib.batch_bytes as u64);
+        let small = Marks::of(1 << 20);
+        assert_eq!(small.batch_bytes, MIN_BATCH_BYTES);
+        assert!(small.low < small.high && small.high < 1 << 20);
+        // A cap too small for anything evicts everything it can.
+        assert_eq!(Marks::of(1).high, 0);
+    }
+}

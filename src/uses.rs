@@ -1,0 +1,125 @@
+//! When each object was last used: the clock, pins, and reads recorded in memory until
+//! the writer writes them.
+//!
+//! Every object row has a `used` column, milliseconds since the Unix epoch of its last
+//! save or read; eviction (`evict.rs`) takes the smallest first. A pinned object's `used`
+//! is [`PINNED`], above every time, so eviction never reaches it and no later use
+//! overwrites it.
+//!
+//! Recording a read costs no write: `get` puts the key and the time into [`Uses`], a
+//! sharded map, and the writer writes the latest time of each key once per batch (or once
+//! per [`RECORD_EVERY`] when no batch comes), in key order, in one transaction. An object
+//! read a thousand times between two batches costs one update.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::key::Key;
+
+/// The `used` value of a pinned object: never evicted, never overwritten by a use.
+pub(crate) const PINNED: i64 = i64::MAX;
+/// How often an idle writer writes the uses recorded in memory.
+pub(crate) const RECORD_EVERY: Duration = Duration::from_millis(500);
+/// Keys held in memory at most; uses beyond it are not recorded until the writer has
+/// written the others (the writer drains the map at least every [`RECORD_EVERY`]).
+const MAX_KEYS: usize = 1 << 20;
+const SHARDS: usize = 16;
+
+/// Milliseconds since the Unix epoch: the unit of `used`.
+pub(crate) fn now() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// A `used` value as a time; `None` for [`PINNED`].
+pub(crate) fn to_time(used: i64) -> Option<SystemTime> {
+    (used != PINNED).then(|| UNIX_EPOCH + Duration::from_millis(used.max(0) as u64))
+}
+
+/// Uses recorded in memory, not yet written.
+#[derive(Debug)]
+pub(crate) struct Uses {
+    shards: Vec<Mutex<HashMap<Key, i64>>>,
+    /// Whether this handle records uses (it has a writer, and the tables a use column).
+    on: bool,
+}
+
+impl Uses {
+    pub(crate) fn new(on: bool) -> Self {
+        Uses { shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(), on }
+    }
+
+    fn shard(&self, key: &Key) -> MutexGuard<'_, HashMap<Key, i64>> {
+        let shard = usize::from(key.as_bytes()[2]) % SHARDS;
+        self.shards[shard].lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records that `key` was used now.
+    pub(crate) fn record(&self, key: &Key) {
+        if self.on {
+            self.record_at(key, now());
+        }
+    }
+
+    /// Records that each of `keys` was used now.
+    pub(crate) fn record_all<'a>(&self, keys: impl IntoIterator<Item = &'a Key>) {
+        if self.on {
+            let now = now();
+            keys.into_iter().for_each(|key| self.record_at(key, now));
+        }
+    }
+
+    fn record_at(&self, key: &Key, at: i64) {
+        let mut shard = self.shard(key);
+        if shard.len() < MAX_KEYS / SHARDS || shard.contains_key(key) {
+            let used = shard.entry(*key).or_insert(at);
+            *used = (*used).max(at);
+        }
+    }
+
+    /// The use of `key` recorded in memory and not yet written, if any.
+    pub(crate) fn recorded(&self, key: &Key) -> Option<i64> {
+        self.shard(key).get(key).copied()
+    }
+
+    /// Takes every recorded use, sorted by key.
+    pub(crate) fn take(&self) -> Vec<(Key, i64)> {
+        let mut taken = Vec::new();
+        for shard in &self.shards {
+            let mut shard = shard.lock().unwrap_or_else(|p| p.into_inner());
+            taken.extend(shard.drain());
+        }
+        taken.sort_unstable_by_key(|(key, _)| *key);
+        taken
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.shards.iter().all(|s| s.lock().unwrap_or_else(|p| p.into_inner()).is_empty())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_the_latest_use_of_each_key() {
+        let uses = Uses::new(true);
+        let (a, b) = (Key::of(b"a"), Key::of(b"b"));
+        uses.record_at(&a, 10);
+        uses.record_at(&a, 5);
+        uses.record_at(&b, 7);
+        assert_eq!(uses.recorded(&a), Some(10));
+        let mut expected = vec![(a, 10), (b, 7)];
+        expected.sort();
+        assert_eq!(uses.take(), expected);
+        assert!(uses.is_empty());
+    }
+
+    #[test]
+    fn a_handle_without_a_writer_records_nothing() {
+        let uses = Uses::new(false);
+        uses.record(&Key::of(b"a"));
+        assert!(uses.is_empty());
+    }
+}
