@@ -5,8 +5,8 @@
 //! the main file's size once free pages are given back, plus room kept for the write-ahead
 //! log. The writer checks after every commit; above the high-water mark it evicts, in
 //! transactions of at most [`EVICT_ROWS`] rows between its batches of saves, down to the
-//! low-water mark. A capped stash's batches are smaller (a thirty-second of the cap, at
-//! most 32 MiB), and the log is truncated back to twice that after each checkpoint
+//! low-water mark. A capped stash's batches are smaller (a sixty-fourth of the cap, at
+//! most 32 MiB), and the log is truncated back to three times that after each checkpoint
 //! (`journal_size_limit`), so the log's share of the cap is bounded too.
 //!
 //! **Which rows go**: unpinned rows least recently used first (`uses.rs`), across all
@@ -65,12 +65,18 @@ pub(crate) struct Marks {
 }
 
 impl Marks {
+    /// The marks of a cap. The file holds the pages in use plus the free pages kept for
+    /// the next batch, and grows by at most one batch between two checks; the log holds
+    /// one transaction's pages before its checkpoint, which for rows of a few hundred
+    /// bytes are about 1.3 times their stored bytes, and up to 3 times for rows just over
+    /// a page. So the files stay within `high + batch + log`, which is the cap.
     pub(crate) fn of(cap: u64) -> Marks {
-        let batch_bytes = ((cap / 32) as usize).clamp(MIN_BATCH_BYTES, MAX_BATCH_BYTES);
-        let log = 2 * batch_bytes as u64;
-        let high = cap.saturating_sub(log);
-        let low = high.saturating_sub((cap / 50).max(batch_bytes as u64));
-        Marks { batch_bytes, log, high, low, reserve: high - low + batch_bytes as u64 }
+        let batch_bytes = ((cap / 64) as usize).clamp(MIN_BATCH_BYTES, MAX_BATCH_BYTES);
+        let batch = batch_bytes as u64;
+        let log = 3 * batch;
+        let high = cap.saturating_sub(log + batch);
+        let low = high.saturating_sub((cap / 50).max(batch));
+        Marks { batch_bytes, log, high, low, reserve: high - low + batch }
     }
 
     /// Free bytes kept without a cap.
@@ -230,8 +236,8 @@ mod tests {
     #[test]
     fn marks_leave_room_for_the_log_and_one_batch() {
         let gib = Marks::of(1 << 30);
-        assert_eq!(gib.batch_bytes, 32 << 20);
-        assert!(gib.high + gib.log <= 1 << 30);
+        assert_eq!(gib.batch_bytes, 16 << 20);
+        assert_eq!(gib.high + gib.batch_bytes as u64 + gib.log, 1 << 30);
         assert!(gib.low < gib.high && gib.high - gib.low >= gib.batch_bytes as u64);
         let small = Marks::of(1 << 20);
         assert_eq!(small.batch_bytes, MIN_BATCH_BYTES);

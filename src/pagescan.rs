@@ -169,9 +169,7 @@ fn object_record(payload: &[u8]) -> Option<FoundRow> {
     }
     let (rowid, key, raw_len, data) = match types[..] {
         [rowid, key, raw_len, data] => (rowid, key, raw_len, data),
-        [rowid, key, raw_len, data, used] if matches!(used, 1..=6 | 8 | 9) => {
-            (rowid, key, raw_len, data)
-        }
+        [rowid, key, raw_len, data, 1..=6 | 8 | 9] => (rowid, key, raw_len, data),
         _ => return None,
     };
     if rowid != 0 || key != 12 + 2 * 32 || !(1..=6).contains(&raw_len) || data < 12 || data % 2 != 0

@@ -334,6 +334,7 @@ pub(crate) fn spawn(
         incremental,
         jobs: VecDeque::new(),
         owed: false,
+        settled: true,
     };
     writer.read_cap().map_err(|stop| stop.into_error())?;
     std::thread::Builder::new()
@@ -365,6 +366,8 @@ struct Writer {
     /// Whether an eviction is under way: the stash went over its high-water mark and is not
     /// yet down to its low-water mark.
     owed: bool,
+    /// Whether upkeep changed the file since the last checkpoint it ran.
+    settled: bool,
 }
 
 /// The most rows a batch may hold so that the pages it is expected to change in a key
@@ -919,9 +922,15 @@ impl Writer {
     fn read_cap(&mut self) -> Result<(), Stop> {
         let cap = schema::read_max_size(&self.conn)?;
         if cap != self.cap {
-            let limit = cap.map_or(-1, |cap| Marks::of(cap).log as i64);
+            // The log is checkpointed once it holds this many bytes, and truncated back to
+            // them after each checkpoint; SQLite's defaults without a cap.
+            let (limit, pages) = cap.map_or((-1, 1000), |cap| {
+                let log = Marks::of(cap).log;
+                (log as i64, (log / self.page_size).max(1) as i64)
+            });
             self.conn
                 .pragma_update(None, "journal_size_limit", limit)
+                .and_then(|()| self.conn.pragma_update(None, "wal_autocheckpoint", pages))
                 .map_err(|e| Stop::sqlite("sizing the write-ahead log", e))?;
             self.cap = cap;
         }
@@ -949,7 +958,9 @@ impl Writer {
             let marks = Marks::of(cap);
             let over = space.in_use() > marks.high || (self.owed && space.in_use() > marks.low);
             if over {
-                let need = space.in_use() - marks.low;
+                self.settled = false;
+                // At most one batch's bytes a transaction, which bounds the log.
+                let need = (space.in_use() - marks.low).min(marks.batch_bytes as u64);
                 match self.evict(now - self.grace, self.stored_for(need, &space)?) {
                     Ok(evicted) => self.owed = evicted.objects > 0,
                     Err(Failure::Busy) => self.owed = false,
@@ -964,11 +975,16 @@ impl Writer {
         let reserve = self.cap.map_or_else(Marks::uncapped_reserve, |cap| Marks::of(cap).reserve);
         if self.incremental && space.free_bytes() > reserve {
             let pages = (space.free_bytes() - reserve).div_ceil(space.page_size);
-            match self.vacuum(pages.min(VACUUM_PAGES)) {
+            self.settled = false;
+            match self.vacuum(pages.min(self.step_pages())) {
                 Ok(()) => return Ok(true),
                 Err(Failure::Busy) => return Ok(false),
                 Err(Failure::Fatal(stop)) => return Err(stop),
             }
+        }
+        if !self.settled {
+            self.settled = true;
+            self.checkpoint();
         }
         if !self.shared.uses.is_empty() {
             // Uses are a hint (see `write_uses`): a failure to write them is no reason to
@@ -998,7 +1014,8 @@ impl Writer {
             (_, Some(size)) => {
                 let space = self.space()?;
                 if space.in_use() > size {
-                    let need = self.stored_for(space.in_use() - size, &space)?;
+                    let need = (space.in_use() - size).min(self.step_pages() * space.page_size);
+                    let need = self.stored_for(need, &space)?;
                     let evicted = self.evict(now - self.grace, need)?;
                     if evicted.objects == 0 {
                         self.finish_job();
@@ -1006,7 +1023,7 @@ impl Writer {
                     evicted
                 } else if self.incremental && space.pages * space.page_size > size && space.free > 0
                 {
-                    self.vacuum(space.free.min(VACUUM_PAGES))?;
+                    self.vacuum(space.free.min(self.step_pages()))?;
                     Evicted::default()
                 } else {
                     self.finish_job();
@@ -1026,6 +1043,12 @@ impl Writer {
     }
 
     fn finish_job(&mut self) {
+        // The log's pages count too: fold them into the file and truncate it. Best effort:
+        // a reader in the middle of a read keeps part of it until the next checkpoint.
+        if let Err(e) = self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
+            log::debug!("objstash: checkpoint after a trim: {e}");
+        }
+        self.settled = true;
         if let Some(job) = self.jobs.pop_front() {
             let _ = job.trim.ack.send(Ok(job.done));
         }
@@ -1037,6 +1060,22 @@ impl Writer {
         let stored = schema::read_totals(&self.conn)?.stored_bytes.max(1);
         let per_byte = (space.in_use() as f64 / stored as f64).clamp(1.0, 4.0);
         Ok((bytes as f64 / per_byte).ceil() as u64)
+    }
+
+    /// Once upkeep is done: copies the log into the file without waiting for anyone. In
+    /// WAL mode a file shrinks only when a checkpoint copies the commit that shrank it;
+    /// the automatic checkpoint only runs once the log holds enough pages.
+    fn checkpoint(&self) {
+        if let Err(e) = self.conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+            log::debug!("objstash: checkpoint after upkeep: {e}");
+        }
+    }
+
+    /// Pages one step of upkeep may free or move: one batch's worth under a cap (the log
+    /// holds one transaction's pages), [`VACUUM_PAGES`] without.
+    fn step_pages(&self) -> u64 {
+        self.cap
+            .map_or(VACUUM_PAGES, |cap| (Marks::of(cap).batch_bytes as u64 / self.page_size).max(1))
     }
 
     fn space(&self) -> Result<Space, Stop> {

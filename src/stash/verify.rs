@@ -48,21 +48,11 @@ impl Stash {
         }
         // Rows the table scan cannot see (a truncated file) or keys the index has lost
         // (damage to index pages) do not show up above; the recorded count and SQLite's
-        // own check find them. Already flushed above: read the totals without a flush.
-        match schema::read_totals(&*self.readers.checkout()?) {
-            Ok(totals) => {
-                if totals.objects != report.checked {
-                    report.problems.push(format!(
-                        "the stash records {} objects but {} were found",
-                        totals.objects, report.checked
-                    ));
-                } else {
-                    self.verify_totals(&mut report);
-                }
-                self.verify_names(totals.names, &mut report);
-            }
-            Err(e) => report.problems.push(format!("the recorded totals cannot be read: {e}")),
-        }
+        // own check find them. Each is recounted in one read transaction with the
+        // recorded totals, so that concurrent saves, removes and evictions (by this or
+        // other processes) cannot pass for damage.
+        self.verify_totals(&mut report);
+        self.verify_names(&mut report);
         if let Some(problem) = recovery::check(&*self.readers.checkout()?) {
             report.problems.push(problem);
         }
@@ -84,6 +74,7 @@ impl Stash {
         match counted {
             Ok((recorded, counted)) => {
                 for (what, recorded, counted) in [
+                    ("objects", recorded.objects, counted.objects),
                     ("raw bytes", recorded.raw_bytes, counted.raw_bytes),
                     ("stored bytes", recorded.stored_bytes, counted.stored_bytes),
                     ("pinned objects", recorded.pinned, counted.pinned),
@@ -96,15 +87,16 @@ impl Stash {
                     }
                 }
             }
-            Err(e) => report.problems.push(format!("the totals cannot be recounted: {e}")),
+            Err(e) => report.problems.push(format!("the totals cannot be read and recounted: {e}")),
         }
     }
 
     /// Counts the names against the recorded total and looks for names whose object is
     /// missing (which only damage to the file can make).
-    fn verify_names(&self, recorded: u64, report: &mut VerifyReport) {
+    fn verify_names(&self, report: &mut VerifyReport) {
         let counted = self.readers.checkout().and_then(|r| {
             r.in_transaction(|conn| {
+                let recorded = schema::read_count(conn, "names")?;
                 let mut names = 0;
                 let mut dangling = 0;
                 names::each_key(conn, |key| {
@@ -113,11 +105,11 @@ impl Stash {
                         dangling += 1;
                     }
                 })?;
-                Ok((names, dangling))
+                Ok((recorded, names, dangling))
             })
         });
         match counted {
-            Ok((names, dangling)) => {
+            Ok((recorded, names, dangling)) => {
                 report.names = names;
                 if names != recorded {
                     report
@@ -184,14 +176,26 @@ impl Stash {
     fn verify_table(&self, table: &TableSql, report: &mut VerifyReport) -> Result<(), String> {
         let mut after = 0i64;
         loop {
-            let chunk = self
-                .readers
-                .checkout()
-                .map_err(|e| e.to_string())
-                .and_then(|reader| {
-                    scan::chunk(&reader, &table.scan, after, SCAN_CHUNK).map_err(|e| e.to_string())
-                })
-                .map_err(|e| format!("{}: the scan stopped after row {after}: {e}", table.name))?;
+            // Each chunk is read and its keys looked up in one read transaction, so that a
+            // concurrent eviction or remove cannot pass for a lost index entry.
+            let read = |conn: &Connection| -> Result<(Vec<scan::ScannedRow>, Vec<bool>)> {
+                let chunk = scan::chunk(conn, &table.scan, after, SCAN_CHUNK)
+                    .map_err(|e| e.into_error(String::new()))?;
+                let mut exists =
+                    conn.prepare_cached(&table.exists).context(|| table.name.clone())?;
+                let indexed = chunk
+                    .iter()
+                    .map(|row| {
+                        row.key()
+                            .is_some_and(|key| matches!(exists.exists([key.as_bytes()]), Ok(true)))
+                    })
+                    .collect();
+                Ok((chunk, indexed))
+            };
+            let (chunk, indexed) =
+                self.readers.checkout().and_then(|reader| reader.in_transaction(read)).map_err(
+                    |e| format!("{}: the scan stopped after row {after}: {e}", table.name),
+                )?;
             let Some(last) = chunk.last().map(|row| row.rowid) else { return Ok(()) };
             report.checked += chunk.len() as u64;
             let checked: Vec<(Key, bool)> = self.pool.install(|| {
@@ -209,31 +213,24 @@ impl Stash {
                     })
                     .collect()
             });
-            let mut intact = Vec::with_capacity(checked.len());
-            for (key, ok) in checked {
-                if ok { intact.push(key) } else { report.corrupt.push(key) }
+            for ((key, ok), indexed) in checked.into_iter().zip(indexed) {
+                if !ok {
+                    report.corrupt.push(key);
+                } else if !indexed && !self.readable(&key) {
+                    // On a damaged file a lookup that failed once can succeed on another
+                    // connection (seen with flipped bytes): a key is only listed if a read
+                    // cannot find it either.
+                    report.unreachable.push(key);
+                }
             }
-            report.unreachable.extend(self.unreachable(table, &intact));
             after = last;
         }
     }
 
-    /// Those of `keys` (read from `table`'s rows) that the key index does not find.
-    fn unreachable(&self, table: &TableSql, keys: &[Key]) -> Vec<Key> {
-        let lookup = |conn: &Connection| -> Result<Vec<Key>> {
-            let mut stmt = conn.prepare_cached(&table.exists).context(|| table.name.clone())?;
-            Ok(keys
-                .iter()
-                .filter(|key| !matches!(stmt.exists([key.as_bytes()]), Ok(true)))
-                .copied()
-                .collect())
-        };
-        let candidates = match self.readers.checkout().and_then(|r| r.in_transaction(lookup)) {
-            Ok(lost) => lost,
-            Err(_) => keys.to_vec(),
-        };
-        // On a damaged file a lookup that failed once can succeed on another connection
-        // (seen with flipped bytes): a key is only listed if `get` cannot find it either.
-        candidates.into_iter().filter(|key| !matches!(self.get(key), Ok(Some(_)))).collect()
+    /// Whether a read by key finds and checks the object (without counting as a use).
+    fn readable(&self, key: &Key) -> bool {
+        let found = self.readers.checkout().and_then(|reader| self.select_row(&reader, key));
+        matches!(found, Ok(Some((raw_len, data)))
+            if codec::decode_checked(key, raw_len, &data, &self.dicts).is_ok())
     }
 }

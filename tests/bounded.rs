@@ -1,0 +1,407 @@
+//! A stash within its size: the cap and what counts toward it, least-recently-used order,
+//! expiry, pins, cap changes (and the file shrinking), caps smaller than one object, names
+//! of evicted objects, a stash from before uses were recorded, and two processes sharing
+//! one capped stash. Every test ends with `verify`, which recounts the totals.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{LAYOUTS, MODES, TestResult, noise};
+use objstash::{Key, Layout, Stash, StashBuilder};
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * 1024;
+const CHILD_ENV: &str = "OBJSTASH_BOUNDED_CHILD";
+
+/// Incompressible objects of `len` bytes: stored bytes are raw bytes, so sizes are exact.
+fn blobs(seed: u64, n: usize, len: usize) -> Vec<Vec<u8>> {
+    (0..n as u64).map(|i| noise(seed * 1_000_003 + i, len)).collect()
+}
+
+fn builder(layout: Layout) -> StashBuilder {
+    Stash::builder().layout(layout).eviction_grace(Duration::ZERO)
+}
+
+/// The database files' bytes, as `ls -l` adds them up.
+fn file_bytes(path: &Path) -> u64 {
+    ["", "-wal", "-journal"]
+        .iter()
+        .map(|suffix| {
+            let mut name = path.as_os_str().to_owned();
+            name.push(suffix);
+            std::fs::metadata(PathBuf::from(name)).map_or(0, |m| m.len())
+        })
+        .sum()
+}
+
+/// Waits until the stash's files fit `bytes` (the writer evicts between batches, in the
+/// background); fails after 20 seconds. The stated margin is 5% over the cap: the write-ahead
+/// log of one transaction can pass its share with rows of whole pages, as here.
+fn wait_within(stash: &Stash, bytes: u64) -> TestResult {
+    let start = Instant::now();
+    loop {
+        stash.flush()?;
+        let size = file_bytes(stash.path());
+        if size <= bytes {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            start.elapsed() < Duration::from_secs(20),
+            "the files stayed at {size} bytes (main {}, in use {}), over {bytes}: {}",
+            std::fs::metadata(stash.path())?.len(),
+            in_use(stash.path())?,
+            stash.stats()?
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Bytes of the database's pages in use, read by a connection of the test's own.
+fn in_use(path: &Path) -> anyhow::Result<u64> {
+    let conn = rusqlite::Connection::open(path)?;
+    let get = |pragma: &str| -> rusqlite::Result<u64> {
+        conn.pragma_query_value(None, pragma, |r| r.get::<_, i64>(0)).map(|v| v as u64)
+    };
+    Ok((get("page_count")? - get("freelist_count")?) * get("page_size")?)
+}
+
+fn assert_verified(stash: &Stash) -> TestResult {
+    let report = stash.verify()?;
+    anyhow::ensure!(report.is_ok(), "{report}");
+    Ok(())
+}
+
+#[test]
+fn least_recently_used_go_first() -> TestResult {
+    for layout in LAYOUTS {
+        let dir = tempfile::tempdir()?;
+        let stash = builder(layout).open(dir.path().join("lru.db"))?;
+        let empty = in_use(stash.path())?;
+        // Four groups saved one after another, then the first read again: the order of
+        // last use is groups 1, 2, 3, 0.
+        let groups: Vec<Vec<Vec<u8>>> = (0..4).map(|g| blobs(g, 50, 16 * KIB as usize)).collect();
+        let mut keys = Vec::new();
+        for group in &groups {
+            keys.push(stash.save_all(group)?);
+            stash.flush()?;
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for key in &keys[0] {
+            assert!(stash.get(key)?.is_some());
+        }
+        let full = in_use(stash.path())?;
+        // Room for a little more than two of the four groups.
+        let target = empty + (full - empty) * 55 / 100;
+        let evicted = stash.trim_to(target)?;
+        assert!(evicted.objects >= 50, "{layout}: {evicted}");
+        let present = |g: usize| -> objstash::Result<usize> {
+            Ok(keys[g].len() - stash.missing(&keys[g])?.len())
+        };
+        assert_eq!(present(1)?, 0, "{layout}: the least recently used group stayed");
+        assert_eq!(present(0)?, 50, "{layout}: the group read last was evicted");
+        assert_eq!(present(3)?, 50, "{layout}: the group saved last was evicted");
+        // Whatever is left of group 2 was the next in line.
+        let stats = stash.stats()?;
+        assert_eq!(stats.objects, 100 + present(2)? as u64);
+        assert_eq!(stats.evicted_objects, evicted.objects);
+        assert!(stats.file_bytes <= target, "{layout}: {stats}");
+        assert_verified(&stash)?;
+        // Evicted objects can be saved again.
+        stash.save_all(&groups[1])?;
+        assert!(stash.missing(&keys[1])?.is_empty());
+        assert_verified(&stash)?;
+    }
+    Ok(())
+}
+
+#[test]
+fn a_cap_keeps_the_files_within_it_in_every_mode() -> TestResult {
+    for layout in LAYOUTS {
+        for durability in MODES {
+            let dir = tempfile::tempdir()?;
+            let path = dir.path().join("capped.db");
+            // Bucketed stashes start at ~6 MiB of empty tables and indexes.
+            let cap = if layout == Layout::Bucketed { 12 * MIB } else { 4 * MIB };
+            let stash = builder(layout).durability(durability).max_size(cap).open(&path)?;
+            let mut largest = 0;
+            for round in 0..12 {
+                stash.save_all(&blobs(100 + round, 64, 8 * KIB as usize))?;
+                stash.flush()?;
+                largest = largest.max(file_bytes(&path));
+            }
+            wait_within(&stash, cap + cap / 20)?;
+            let stats = stash.stats()?;
+            assert!(stats.evicted_objects > 0, "{layout}/{durability}: {stats}");
+            assert_eq!(stats.max_size, Some(cap));
+            // Rows of 8 KiB take two pages each: the log of one batch can pass its share.
+            assert!(stats.file_bytes <= cap + cap / 20, "{stats}");
+            // Between two checks the files may grow by about one batch.
+            assert!(largest <= cap + cap / 4, "{layout}/{durability}: peak {largest} of {cap}");
+            assert_verified(&stash)?;
+            stash.close()?;
+            // The cap is recorded: a plain open keeps it.
+            let stash = Stash::open(&path)?;
+            assert_eq!(stash.max_size()?, Some(cap));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn pins_are_never_evicted_and_count_toward_the_cap() -> TestResult {
+    for layout in LAYOUTS {
+        let dir = tempfile::tempdir()?;
+        let stash = builder(layout).open(dir.path().join("pins.db"))?;
+        let local = blobs(7, 40, 16 * KIB as usize);
+        let pinned = stash.save_pinned(&local)?;
+        let cached = stash.save_all(&blobs(8, 40, 16 * KIB as usize))?;
+        // Pinning is idempotent and answers whether each object is stored.
+        assert_eq!(stash.pin(&[pinned[0], Key::of(b"not stored")])?, [true, false]);
+        assert!(stash.is_pinned(&pinned[0])? && !stash.is_pinned(&cached[0])?);
+        let stats = stash.stats()?;
+        let pinned_bytes = stats.stored_bytes / 2;
+        assert_eq!((stats.pinned_objects, stats.pinned_bytes), (40, pinned_bytes));
+
+        // A trim to nothing takes every cached object and no pinned one.
+        let evicted = stash.trim_to(0)?;
+        assert_eq!(evicted.objects, 40, "{layout}");
+        assert!(stash.missing(&pinned)?.is_empty());
+        assert_eq!(stash.missing(&cached)?.len(), 40);
+        // Pins alone over the cap: saving still works, and stats says so.
+        stash.set_max_size(Some(256 * KIB))?;
+        let more = stash.save_all(&blobs(9, 4, 16 * KIB as usize))?;
+        assert!(stash.missing(&more)?.is_empty() || stash.flush().is_ok());
+        let stats = stash.stats()?;
+        assert!(stats.over_cap(), "{stats}");
+        assert!(stats.to_string().contains("pinned objects alone exceed it"), "{stats}");
+        assert_verified(&stash)?;
+
+        // Unpinned, they go like any other object.
+        assert_eq!(stash.unpin(&pinned[..20])?, vec![true; 20]);
+        assert_eq!(stash.unpin(&pinned[..1])?, [false]);
+        stash.trim_to(0)?;
+        assert_eq!(stash.missing(&pinned[..20])?.len(), 20);
+        assert!(stash.missing(&pinned[20..])?.is_empty());
+        // A pinned object removed explicitly is gone, and its pin with it.
+        assert!(stash.remove(&pinned[39])?);
+        let stats = stash.stats()?;
+        assert_eq!((stats.pinned_objects, stats.pinned_bytes), (19, pinned_bytes / 40 * 19));
+        assert_verified(&stash)?;
+    }
+    Ok(())
+}
+
+#[test]
+fn objects_unused_for_a_while_expire() -> TestResult {
+    for layout in LAYOUTS {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("expiry.db");
+        let stash = builder(layout).open(&path)?;
+        let old = stash.save_all(&blobs(1, 30, 4 * KIB as usize))?;
+        let read_again = stash.save_all(&blobs(2, 30, 4 * KIB as usize))?;
+        stash.flush()?;
+        std::thread::sleep(Duration::from_millis(400));
+        for key in &read_again {
+            stash.get(key)?;
+        }
+        let new = stash.save_all(&blobs(3, 30, 4 * KIB as usize))?;
+        let evicted = stash.evict_unused_since(Duration::from_millis(200))?;
+        assert_eq!(evicted.objects, 30, "{layout}: {evicted}");
+        // Incompressible objects are stored with a gzip header and trailer.
+        assert!((30 * 4 * KIB..31 * 4 * KIB).contains(&evicted.stored_bytes), "{evicted}");
+        assert_eq!(stash.missing(&old)?.len(), 30);
+        assert!(stash.missing(&read_again)?.is_empty() && stash.missing(&new)?.is_empty());
+        assert_verified(&stash)?;
+        stash.close()?;
+
+        // With the default grace period, nothing used in the last seconds expires.
+        let stash = Stash::open(&path)?;
+        assert_eq!(stash.evict_unused_since(Duration::ZERO)?.objects, 0);
+        std::thread::sleep(Duration::from_millis(300));
+        let stash = {
+            stash.close()?;
+            builder(layout).open(&path)?
+        };
+        assert_eq!(stash.evict_unused_since(Duration::ZERO)?.objects, 60);
+        assert_verified(&stash)?;
+    }
+    Ok(())
+}
+
+#[test]
+fn lowering_the_cap_shrinks_the_file_and_raising_it_evicts_nothing() -> TestResult {
+    for layout in LAYOUTS {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("shrink.db");
+        let stash = builder(layout).open(&path)?;
+        let empty = in_use(&path)?;
+        let keys = stash.save_all(&blobs(4, 800, 16 * KIB as usize))?;
+        stash.flush()?;
+        let full = file_bytes(&path);
+        assert!(full > 12 * MIB, "{full}");
+
+        // A generous cap changes nothing.
+        stash.set_max_size(Some(4 * full))?;
+        stash.flush()?;
+        assert_eq!(stash.stats()?.objects, 800);
+
+        // A lower one evicts in the background and gives the pages back: the main file
+        // itself shrinks.
+        let cap = if layout == Layout::Bucketed { 10 * MIB } else { 5 * MIB };
+        stash.set_max_size(Some(cap))?;
+        wait_within(&stash, cap + cap / 20)?;
+        let main_file = std::fs::metadata(&path)?.len();
+        assert!(main_file <= cap, "{layout}: the file stayed at {main_file}");
+        let left = 800 - stash.missing(&keys)?.len() as u64;
+        assert_eq!(stash.stats()?.objects, left);
+        // Each object takes three pages (24 KiB).
+        let room = (cap - empty) / (24 * KIB);
+        assert!(left > room * 3 / 4, "{layout}: only {left} objects of {room} kept under {cap}");
+
+        // Raised again: nothing more goes, and new saves grow the file.
+        stash.set_max_size(Some(full * 2))?;
+        stash.save_all(&blobs(5, 100, 16 * KIB as usize))?;
+        stash.flush()?;
+        assert_eq!(stash.stats()?.objects, left + 100);
+        // No cap at all.
+        stash.set_max_size(None)?;
+        assert_eq!(stash.max_size()?, None);
+        assert!(stash.set_max_size(Some(0)).is_err());
+        assert_verified(&stash)?;
+    }
+    Ok(())
+}
+
+#[test]
+fn an_object_larger_than_the_cap_is_stored_then_evicted_first() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("tiny.db");
+    // With the default grace period: a caller's save then get never races an eviction.
+    let stash = Stash::builder().max_size(1).open(&path)?;
+    let big = noise(9, 300 * KIB as usize);
+    let key = stash.save(&big)?;
+    stash.flush()?;
+    std::thread::sleep(Duration::from_millis(700));
+    assert_eq!(stash.get(&key)?.as_deref(), Some(&big[..]));
+    assert!(stash.stats()?.over_cap());
+    stash.close()?;
+    // Without one, it goes at the writer's next check.
+    let stash = Stash::builder().eviction_grace(Duration::ZERO).open(&path)?;
+    let other = stash.save(&noise(10, 300 * KIB as usize))?;
+    let start = Instant::now();
+    while stash.contains(&key)? || stash.contains(&other)? {
+        anyhow::ensure!(start.elapsed() < Duration::from_secs(20), "{}", stash.stats()?);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stats = stash.stats()?;
+    assert_eq!((stats.objects, stats.evicted_objects), (0, 2));
+    assert_verified(&stash)?;
+    assert!(Stash::builder().max_size(0).open(&path).is_err());
+    Ok(())
+}
+
+#[test]
+fn evicted_objects_take_their_names_with_them() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let stash = builder(Layout::Single).open(dir.path().join("names.db"))?;
+    let objects = blobs(11, 20, 4 * KIB as usize);
+    let named: Vec<(String, &Vec<u8>)> =
+        objects.iter().enumerate().map(|(i, o)| (format!("id-{i}"), o)).collect();
+    stash.save_named(&named)?;
+    stash.flush()?;
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(stash.get_named(&["id-3"])?[0].is_some());
+    std::thread::sleep(Duration::from_millis(5));
+    stash.trim_to(0)?;
+    assert!(stash.get_named(&["id-3"])?[0].is_none());
+    assert_eq!(stash.resolve(&["id-4"])?, [None]);
+    assert_eq!(stash.stats()?.names, 0);
+    assert_verified(&stash)?;
+    Ok(())
+}
+
+#[test]
+fn a_stash_from_before_uses_is_upgraded_at_open() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("old.db");
+    let keys = {
+        let stash = Stash::open(&path)?;
+        let keys = stash.save_all(&blobs(12, 10, KIB as usize))?;
+        stash.close()?;
+        keys
+    };
+    // What a stash made by an earlier version looks like: no use column or index.
+    let conn = rusqlite::Connection::open(&path)?;
+    conn.execute_batch("DROP INDEX objects_used; ALTER TABLE objects DROP COLUMN used;")?;
+    drop(conn);
+    let before = std::time::SystemTime::now();
+    let stash = builder(Layout::Single).open(&path)?;
+    let stats = stash.stats()?;
+    assert!(stats.oldest_use.is_some_and(|t| t + Duration::from_secs(1) >= before), "{stats}");
+    assert_eq!(stash.pin(&keys[..1])?, [true]);
+    assert_eq!(stash.trim_to(0)?.objects, 9);
+    assert_verified(&stash)?;
+    Ok(())
+}
+
+/// What a child process does: `DB|SEED`: saves 30 rounds of objects into the capped stash,
+/// reading back what it saved, and prints `DONE`.
+#[test]
+#[ignore = "run as a child process by the bounded tests"]
+fn bounded_child() -> TestResult {
+    let Some(spec) = std::env::var_os(CHILD_ENV) else { return Ok(()) };
+    let spec = spec.into_string().map_err(|_| anyhow::anyhow!("spec is not UTF-8"))?;
+    let [db, seed] = spec.split('|').collect::<Vec<_>>()[..] else { anyhow::bail!("{spec}") };
+    let seed: u64 = seed.parse()?;
+    let stash = Stash::builder().eviction_grace(Duration::from_millis(200)).open(db)?;
+    for round in 0..30 {
+        let objects = blobs(seed * 100 + round, 32, 8 * KIB as usize);
+        let keys = stash.save_all(&objects)?;
+        // Within the grace period nothing just saved is evicted, by either process.
+        for (key, object) in keys.iter().zip(&objects) {
+            anyhow::ensure!(stash.get(key)?.as_ref() == Some(object), "lost {key}");
+        }
+        stash.flush()?;
+    }
+    stash.close()?;
+    println!("DONE");
+    Ok(())
+}
+
+#[test]
+fn two_processes_share_one_cap() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("shared.db");
+    let cap = 4 * MIB;
+    Stash::builder().max_size(cap).open(&path)?.close()?;
+    let exe = std::env::current_exe()?;
+    let children: Vec<_> = (1..=2)
+        .map(|seed| {
+            Command::new(&exe)
+                .args(["--ignored", "--exact", "bounded_child", "--nocapture"])
+                .env(CHILD_ENV, format!("{}|{seed}", path.display()))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+        })
+        .collect::<Result<_, _>>()?;
+    for child in children {
+        let out = child.wait_with_output()?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        anyhow::ensure!(
+            out.status.success() && stdout.contains("DONE"),
+            "child failed: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // 2 x 30 x 32 objects of 8 KiB (15 MiB) went through a 4 MiB cap.
+    let stash = Stash::builder().eviction_grace(Duration::ZERO).open(&path)?;
+    wait_within(&stash, cap + cap / 20)?;
+    let stats = stash.stats()?;
+    assert!(stats.evicted_objects > 1_000, "{stats}");
+    assert_verified(&stash)?;
+    Ok(())
+}
