@@ -469,6 +469,12 @@ impl Writer {
                 }
             }
         }
+        // The handle is closing: the reads it recorded last still count.
+        if !self.shared.uses.is_empty()
+            && let Err(Failure::Fatal(stop)) = self.transaction(|writer| writer.write_uses())
+        {
+            log::warn!("objstash: the last uses of objects could not be recorded: {stop:?}");
+        }
     }
 
     /// After a commit: forgets the committed rows from the pending map and answers every

@@ -24,6 +24,13 @@ pub fn stats(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
             codec: String,
             dictionaries: usize,
             names: u64,
+            max_size: Option<u64>,
+            over_cap: bool,
+            pinned_objects: u64,
+            pinned_bytes: u64,
+            evicted_objects: u64,
+            evicted_bytes: u64,
+            oldest_use_unix_ms: Option<u128>,
         }
         out.json(&Stats {
             objects: s.objects,
@@ -37,6 +44,16 @@ pub fn stats(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
             codec: s.codec.to_string(),
             dictionaries: s.dictionaries,
             names: s.names,
+            max_size: s.max_size,
+            over_cap: s.over_cap(),
+            pinned_objects: s.pinned_objects,
+            pinned_bytes: s.pinned_bytes,
+            evicted_objects: s.evicted_objects,
+            evicted_bytes: s.evicted_bytes,
+            oldest_use_unix_ms: s
+                .oldest_use
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_millis()),
         })?;
     } else {
         out.line(&s.to_string())?;

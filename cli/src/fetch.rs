@@ -52,11 +52,7 @@ pub fn has(stash: &Stash, keys: &[String], out: &mut Out) -> Result<ExitCode, Fa
         key: String,
         present: bool,
     }
-    let keys: Vec<Key> = if keys == ["-"] {
-        stdin_keys()?
-    } else {
-        keys.iter().map(|k| parse_key(k)).collect::<Result<_, _>>()?
-    };
+    let keys = keys_arg(keys)?;
     let missing: HashSet<Key> = stash.missing(&keys)?.into_iter().collect();
     if out.json {
         let rows: Vec<Presence> = keys
@@ -71,6 +67,11 @@ pub fn has(stash: &Stash, keys: &[String], out: &mut Out) -> Result<ExitCode, Fa
         }
     }
     Ok(if missing.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// The keys given as arguments, or read from stdin when the one argument is `-`.
+pub fn keys_arg(keys: &[String]) -> Result<Vec<Key>, Failure> {
+    if keys == ["-"] { stdin_keys() } else { keys.iter().map(|k| parse_key(k)).collect() }
 }
 
 /// Keys from stdin, any number per line, separated by white space.

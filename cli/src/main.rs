@@ -12,6 +12,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use objstash::{Codec, Durability, Key, Layout, Stash};
 
+mod bound;
 mod check;
 mod fetch;
 mod manage;
@@ -73,6 +74,9 @@ enum Command {
         /// Also save the object under this name (your own id for it; one input only).
         #[arg(long, value_name = "NAME")]
         name: Option<String>,
+        /// Pin what is stored: never evicted (see `pin`).
+        #[arg(long)]
+        pin: bool,
     },
     /// Write an object to stdout or a file.
     #[command(
@@ -153,17 +157,49 @@ enum Command {
         #[arg(required = true)]
         names: Vec<String>,
     },
-    /// Show the stash's recorded settings, or change one: durability (fast, safe) or
-    /// codec (gzip, zstd-dict).
+    /// Show the stash's recorded settings, or change one: durability (fast, safe), codec
+    /// (gzip, zstd-dict) or max-size (a size cap such as 2GiB, or none). A new cap evicts
+    /// least recently used objects down to it before the command returns.
     #[command(
-        after_help = "Example:\n  objstash --db cache.db config\n  objstash --db cache.db config durability safe"
+        after_help = "Example:\n  objstash --db cache.db config\n  objstash --db cache.db config durability safe\n  objstash --db cache.db config max-size 2GiB"
     )]
     Config {
-        /// The setting to change: durability or codec.
+        /// The setting to change: durability, codec or max-size.
         setting: Option<String>,
         /// Its new value.
         #[arg(requires = "setting")]
         value: Option<String>,
+    },
+    /// Evict now: objects not saved or read for an age, or least recently used ones down to
+    /// a size (the recorded cap is not changed). Pinned objects and objects used in the
+    /// last seconds stay.
+    #[command(
+        after_help = "Example:\n  objstash --db cache.db trim --unused-for 30d\n  objstash --db cache.db trim --max-size 1GiB"
+    )]
+    Trim {
+        /// Evict objects unused for this long: 90s, 45m, 12h, 30d, 2w.
+        #[arg(long, value_name = "AGE", required_unless_present = "max_size")]
+        unused_for: Option<String>,
+        /// Evict least recently used objects until the files fit this size: 500M, 1GiB.
+        #[arg(long, value_name = "SIZE")]
+        max_size: Option<String>,
+    },
+    /// Pin objects: never evicted by the cap or a trim (`rm` still removes them); exit 1
+    /// if any is not stored.
+    #[command(
+        after_help = "Example:\n  objstash --db cache.db pin <KEY>\n  objstash --db cache.db pin - < local.txt"
+    )]
+    Pin {
+        /// Keys to pin; `-` alone reads them from stdin.
+        #[arg(required = true)]
+        keys: Vec<String>,
+    },
+    /// Unpin objects (they count as used now); exit 1 if any was not pinned.
+    #[command(after_help = "Example:\n  objstash --db cache.db unpin <KEY>")]
+    Unpin {
+        /// Keys to unpin; `-` alone reads them from stdin.
+        #[arg(required = true)]
+        keys: Vec<String>,
     },
 }
 
@@ -175,6 +211,7 @@ impl Command {
             Command::Get { key: Some(key), .. } => std::slice::from_ref(key),
             Command::Has { keys } if keys != &["-"] => keys,
             Command::Rm { keys } => keys,
+            Command::Pin { keys } | Command::Unpin { keys } if keys != &["-"] => keys,
             _ => &[],
         };
         keys.iter().try_for_each(|key| parse_key(key).map(drop))
@@ -213,6 +250,12 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
     let mut out = Out::stdout(cli.json, cli.quiet);
     match &cli.command {
         Command::Repair => return check::repair(&db, &mut out),
+        Command::Config { setting: Some(setting), value } if setting == "max-size" => {
+            let value = value.as_deref().ok_or_else(|| {
+                Failure::Usage("config max-size needs a value: a size such as 2GiB, or none".into())
+            })?;
+            return bound::set_max_size(&db, value, &mut out);
+        }
         Command::Config { setting: Some(setting), value } => {
             return manage::config_set(&db, setting, value.as_deref(), &mut out);
         }
@@ -246,7 +289,9 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         }
     }
     let code = match &cli.command {
-        Command::Put { files, name } => store::put(&stash, files, name.as_deref(), &mut out)?,
+        Command::Put { files, name, pin } => {
+            store::put(&stash, files, name.as_deref(), *pin, &mut out)?
+        }
         Command::Import { dir } => store::import(&stash, dir, &mut out)?,
         Command::Get { key, name, output } => {
             let object = match (key, name) {
@@ -266,6 +311,11 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Verify => check::verify(&stash, &mut out)?,
         Command::Rm { keys } => manage::rm(&stash, keys, &mut out)?,
         Command::Config { .. } => manage::config_show(&stash, &mut out)?,
+        Command::Trim { unused_for, max_size } => {
+            bound::trim(&stash, unused_for.as_deref(), max_size.as_deref(), &mut out)?
+        }
+        Command::Pin { keys } => bound::pin(&stash, keys, true, &mut out)?,
+        Command::Unpin { keys } => bound::pin(&stash, keys, false, &mut out)?,
         Command::Repair => unreachable!("handled before opening"),
     };
     out.flush()?;

@@ -54,6 +54,7 @@ struct Config {
     durability: String,
     codec: String,
     max_object_size: u64,
+    max_size: Option<u64>,
 }
 
 fn show(stash: &Stash, out: &mut Out) -> Result<(), Failure> {
@@ -62,6 +63,7 @@ fn show(stash: &Stash, out: &mut Out) -> Result<(), Failure> {
         durability: stash.durability().to_string(),
         codec: stash.codec().to_string(),
         max_object_size: stash.max_object_size(),
+        max_size: stash.max_size()?,
     };
     if out.json {
         out.json(&config)?;
@@ -69,6 +71,11 @@ fn show(stash: &Stash, out: &mut Out) -> Result<(), Failure> {
         out.line(&format!("layout      {}", config.layout))?;
         out.line(&format!("durability  {}", config.durability))?;
         out.line(&format!("codec       {}", config.codec))?;
+        let cap = config.max_size.map_or_else(
+            || "none".to_string(),
+            |cap| format!("{cap} bytes ({})", crate::output::mib(cap)),
+        );
+        out.line(&format!("max-size    {cap}"))?;
     }
     Ok(())
 }
@@ -101,7 +108,11 @@ pub fn config_set(
                     .into(),
             ));
         }
-        other => return Err(usage(format!("unknown setting {other:?}: use durability or codec"))),
+        other => {
+            return Err(usage(format!(
+                "unknown setting {other:?}: use durability, codec or max-size"
+            )));
+        }
     };
     let stash = builder.open(db)?;
     if let Some(report) = stash.recovery().filter(|r| r.lost_anything()) {

@@ -7,7 +7,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use objstash::Stash;
+use objstash::{Key, Stash};
 use serde::Serialize;
 
 use crate::output::{Failure, Out, mib};
@@ -64,6 +64,7 @@ pub fn put(
     stash: &Stash,
     files: &[PathBuf],
     name: Option<&str>,
+    pin: bool,
     out: &mut Out,
 ) -> Result<ExitCode, Failure> {
     let stdin_only = [PathBuf::from("-")];
@@ -94,6 +95,14 @@ pub fn put(
     }
     // The keys printed are committed before the command says it succeeded.
     stash.flush()?;
+    if pin {
+        let keys: Vec<Key> = stored
+            .iter()
+            .map(|s| s.key.parse())
+            .collect::<Result<_, _>>()
+            .map_err(|e: objstash::ParseKeyError| Failure::Usage(e.to_string()))?;
+        stash.pin(&keys)?;
+    }
     if out.json {
         #[derive(Serialize)]
         struct Put {

@@ -596,3 +596,77 @@ fn names_put_get_resolve_unname_and_rm() -> TestResult {
     assert_eq!(out.status.code(), Some(2), "a key and a name conflict");
     Ok(())
 }
+
+#[test]
+fn a_cap_trims_and_pins_from_the_command_line() -> TestResult {
+    let env = Env::new();
+    let noise = |seed: u8| -> Vec<u8> {
+        let mut x = u64::from(seed).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..64 * 1024)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    };
+    let kept = env.file("kept.bin", &noise(1));
+    let put = env.run(&["put", "--pin", kept.to_str().unwrap()]);
+    assert!(put.status.success(), "{}", stderr(&put));
+    let kept_key = stdout(&put).trim().to_string();
+    let mut cached = Vec::new();
+    for seed in 2..6 {
+        let file = env.file(&format!("c{seed}.bin"), &noise(seed));
+        let out = env.run(&["put", file.to_str().unwrap()]);
+        cached.push(stdout(&out).trim().to_string());
+    }
+    // Bad sizes and ages are usage errors that change nothing.
+    for args in [
+        &["config", "max-size", "2 parsecs"][..],
+        &["config", "max-size", "0"],
+        &["trim", "--unused-for", "3y"],
+        &["trim"],
+    ] {
+        let out = env.run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+    }
+    let config = env.run(&["config"]);
+    assert!(stdout(&config).contains("max-size    none"), "{}", stdout(&config));
+
+    // Objects used in the last seconds are never evicted: wait them out.
+    std::thread::sleep(std::time::Duration::from_millis(5_500));
+    let out = env.run(&["get", &cached[3], "-o", env.root.join("read.bin").to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = env.run(&["trim", "--unused-for", "3s"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("evicted 3 objects"), "{}", stdout(&out));
+    let has = env.run(&["has", &kept_key, &cached[0], &cached[3]]);
+    assert_eq!(
+        stdout(&has).lines().map(|l| l.ends_with("present")).collect::<Vec<_>>(),
+        [true, false, true]
+    );
+
+    // A cap of a few KiB: the pinned object alone is over it, and stats says so.
+    let out = env.run(&["--json", "config", "max-size", "100K"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("over its size cap"), "{}", stderr(&out));
+    let stats: serde_json::Value = serde_json::from_slice(&env.run(&["--json", "stats"]).stdout)?;
+    assert_eq!(stats["max_size"], 100 * 1024);
+    assert_eq!(stats["over_cap"], true);
+    assert_eq!(stats["pinned_objects"], 1);
+    assert_eq!(stats["evicted_objects"], 3);
+    // The object read a moment ago is within its grace period: the cap keeps it too.
+    assert_eq!(stats["objects"], 2);
+
+    // Unpinned, the last one goes too at the next trim.
+    assert!(env.run(&["unpin", &kept_key]).status.success());
+    assert_eq!(env.run(&["unpin", &kept_key]).status.code(), Some(1));
+    assert_eq!(env.run(&["pin", &cached[0]]).status.code(), Some(1));
+    let config = env.run(&["config"]);
+    assert!(stdout(&config).contains("max-size    102400 bytes"), "{}", stdout(&config));
+    assert!(env.run(&["config", "max-size", "none"]).status.success());
+    let verify = env.run(&["verify"]);
+    assert!(verify.status.success(), "{}", stdout(&verify));
+    Ok(())
+}
