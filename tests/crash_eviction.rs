@@ -1,0 +1,252 @@
+//! Crash tests of eviction: real processes killed by SIGKILL while a capped stash evicts,
+//! shrinks its file and pins.
+//!
+//! The child (this test binary run again with `OBJSTASH_EVICTION_CHILD` set) saves batches
+//! of objects into a stash with a small cap and no grace period, so the writer evicts all
+//! the time; one batch in eight starts with a few objects saved pinned; every fifth batch halves the cap and the
+//! next restores it (an eviction, then an incremental vacuum that shrinks the file); every
+//! eleventh trims to half the cap. After each `flush` it appends the acknowledged
+//! batch to a side file. The parent kills it at a random moment, opens the stash read-only
+//! (reads would count as uses and change the order of eviction) and checks:
+//! - `verify` passes: every row checks, and the recorded totals (objects, bytes, pins)
+//!   equal a recount;
+//! - every acknowledged pinned object is there, byte for byte;
+//! - nothing is served wrong;
+//! - no acknowledged object was lost that eviction did not take: eviction takes the least
+//!   recently used first, so with `E` objects evicted since creation, every acknowledged
+//!   unpinned batch with at least `E` unpinned objects saved before it is whole.
+//!
+//! The ignored `eviction_long` variant runs a hundred kills per mode and layout:
+//! `cargo test --release --test crash_eviction -- --ignored`.
+
+mod common;
+
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::TestResult;
+use objstash::{Durability, Key, Layout, Stash};
+
+const CHILD_ENV: &str = "OBJSTASH_EVICTION_CHILD";
+/// Objects a batch holds; each batch is flushed.
+const BATCH: u64 = 200;
+/// Objects saved pinned at the start of one batch in eight: pins add up over the rounds,
+/// and pins alone over the cap would leave nothing else to check.
+const PINNED: u64 = 4;
+
+fn object(index: u64) -> Vec<u8> {
+    speckle_gen::object(53, index)
+}
+
+fn cap(layout: Layout) -> u64 {
+    // The bucketed layout's 256 empty tables and their indexes take about 6 MiB.
+    if layout == Layout::Bucketed { 8 << 20 } else { 1 << 20 }
+}
+
+fn pinned_batch(start: u64) -> bool {
+    (start / BATCH) % 8 == 3
+}
+
+/// The child's loop; does nothing unless started by a test here.
+#[test]
+#[ignore = "run as a child process by the eviction crash tests"]
+fn eviction_child() -> TestResult {
+    let Some(spec) = std::env::var_os(CHILD_ENV) else { return Ok(()) };
+    let spec = spec.into_string().map_err(|_| anyhow::anyhow!("spec is not UTF-8"))?;
+    let [db, durability, layout, start] = spec.split('|').collect::<Vec<_>>()[..] else {
+        anyhow::bail!("bad spec {spec}")
+    };
+    let db = PathBuf::from(db);
+    let durability: Durability = durability.parse()?;
+    let layout: Layout = layout.parse()?;
+    let mut i: u64 = start.parse()?;
+    let cap = cap(layout);
+    let stash = Stash::builder()
+        .durability(durability)
+        .layout(layout)
+        .max_size(cap)
+        .eviction_grace(Duration::ZERO)
+        .open(&db)?;
+    let mut acked = OpenOptions::new().create(true).append(true).open(sibling(&db, ".acked"))?;
+    writeln!(acked, "open")?;
+    loop {
+        let batch: Vec<Vec<u8>> = (i..i + BATCH).map(object).collect();
+        if pinned_batch(i) {
+            stash.save_pinned(&batch[..PINNED as usize])?;
+            stash.save_all(&batch[PINNED as usize..])?;
+        } else {
+            stash.save_all(&batch)?;
+        }
+        stash.flush()?;
+        writeln!(acked, "{i} {}", i + BATCH)?;
+        let n = i / BATCH;
+        if n % 5 == 0 {
+            stash.set_max_size(Some(cap / 2))?;
+        } else if n % 5 == 1 {
+            stash.set_max_size(Some(cap))?;
+        }
+        if n % 11 == 0 {
+            stash.trim_to(cap / 2)?;
+        }
+        // Batches are told apart by their use times.
+        std::thread::sleep(Duration::from_millis(2));
+        i += BATCH;
+    }
+}
+
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+fn spawn_child(
+    db: &Path,
+    durability: Durability,
+    layout: Layout,
+    start: u64,
+) -> std::io::Result<Child> {
+    Command::new(std::env::current_exe()?)
+        .args(["eviction_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, format!("{}|{durability}|{layout}|{start}", db.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+}
+
+/// The batches the child saw acknowledged, by their first index, in order.
+fn acknowledged(db: &Path) -> Vec<u64> {
+    let text = fs::read_to_string(sibling(db, ".acked")).unwrap_or_default();
+    text.lines().filter_map(|l| l.split(' ').next()?.parse().ok()).collect()
+}
+
+fn wait_until_open(db: &Path, child: &mut Child) -> TestResult {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !fs::read_to_string(sibling(db, ".acked")).unwrap_or_default().contains("open") {
+        if let Some(status) = child.try_wait()? {
+            anyhow::bail!("the child exited early with {status}");
+        }
+        anyhow::ensure!(Instant::now() < deadline, "the child did not open the stash");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    Ok(())
+}
+
+#[derive(Debug, Default)]
+struct Tally {
+    kills: u64,
+    acked: u64,
+    evicted: u64,
+    /// Acknowledged unpinned objects gone, all of them taken by eviction.
+    evicted_acked: u64,
+    pinned: u64,
+    /// Batches old enough that eviction had to leave them whole, checked whole.
+    checked: u64,
+}
+
+fn kill_loop(durability: Durability, layout: Layout, kills: u64) -> anyhow::Result<Tally> {
+    let dir = tempfile::tempdir()?;
+    let db = dir.path().join("evict.db");
+    let seed = std::env::var("CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64) | 1
+    });
+    eprintln!("eviction crash test seed {seed} (rerun with CRASH_SEED={seed})");
+    let mut rng = seed;
+    let mut below = |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    };
+    let mut tally = Tally::default();
+    // Every acknowledged batch so far, in order, across children.
+    let mut batches: Vec<u64> = Vec::new();
+    for round in 0..kills {
+        let _ = fs::remove_file(sibling(&db, ".acked"));
+        let start = round * 10_000_000;
+        let mut child = spawn_child(&db, durability, layout, start)?;
+        wait_until_open(&db, &mut child)?;
+        std::thread::sleep(Duration::from_millis(100 + below(700)));
+        child.kill()?;
+        child.wait()?;
+        tally.kills += 1;
+        batches.extend(acknowledged(&db));
+
+        let stash = Stash::builder().read_only(true).open(&db)?;
+        let what = format!("{durability}/{layout} round {round}");
+        let report = stash.verify()?;
+        anyhow::ensure!(report.is_ok(), "{what}: {report}");
+        let stats = stash.stats()?;
+        tally.evicted = stats.evicted_objects;
+        // Unpinned objects saved before each batch, in save order.
+        let mut before = 0u64;
+        tally.acked = 0;
+        tally.evicted_acked = 0;
+        tally.pinned = 0;
+        tally.checked = 0;
+        for &start in &batches {
+            let keys: Vec<Key> = (start..start + BATCH).map(|i| Key::of(&object(i))).collect();
+            let values = stash.get_many(&keys)?;
+            for (i, value) in values.iter().enumerate() {
+                if let Some(value) = value {
+                    anyhow::ensure!(value == &object(start + i as u64), "{what}: wrong bytes");
+                }
+            }
+            tally.acked += BATCH;
+            let pinned = if pinned_batch(start) { PINNED as usize } else { 0 };
+            anyhow::ensure!(
+                values[..pinned].iter().all(Option::is_some),
+                "{what}: pinned objects of batch {start} lost"
+            );
+            tally.pinned += pinned as u64;
+            let unpinned = &values[pinned..];
+            let present = unpinned.iter().filter(|v| v.is_some()).count();
+            let lost = (unpinned.len() - present) as u64;
+            if before >= stats.evicted_objects {
+                anyhow::ensure!(
+                    lost == 0,
+                    "{what}: batch {start} lost {lost} objects, but only {} objects were \
+                     evicted and {before} older ones were there to go first",
+                    stats.evicted_objects
+                );
+                tally.checked += 1;
+            }
+            tally.evicted_acked += lost;
+            before += unpinned.len() as u64;
+        }
+        anyhow::ensure!(stats.pinned_objects >= tally.pinned, "{what}: {stats}");
+        stash.close()?;
+    }
+    Ok(tally)
+}
+
+#[test]
+fn kills_while_evicting_and_shrinking_lose_nothing_but_what_eviction_took() -> TestResult {
+    for durability in [Durability::Safe, Durability::Fast] {
+        for layout in [Layout::Single, Layout::Bucketed] {
+            let tally = kill_loop(durability, layout, 6)?;
+            eprintln!("{durability}/{layout}: {tally:?}");
+            anyhow::ensure!(tally.evicted > 0 && tally.checked > 0, "{tally:?}");
+        }
+    }
+    Ok(())
+}
+
+#[test]
+#[ignore = "long: a hundred kills per mode and layout; run with --release"]
+fn eviction_long() -> TestResult {
+    for durability in [Durability::Safe, Durability::Fast] {
+        for layout in [Layout::Single, Layout::Bucketed] {
+            // Ten stashes of ten kills each: pins add up within one.
+            for _ in 0..10 {
+                let tally = kill_loop(durability, layout, 10)?;
+                eprintln!("{durability}/{layout}: {tally:?}");
+                anyhow::ensure!(tally.evicted > 0 && tally.checked > 0, "{tally:?}");
+            }
+        }
+    }
+    Ok(())
+}
