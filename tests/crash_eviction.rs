@@ -83,12 +83,12 @@ fn eviction_child() -> TestResult {
         stash.flush()?;
         writeln!(acked, "{i} {}", i + BATCH)?;
         let n = i / BATCH;
-        if n % 5 == 0 {
+        if n.is_multiple_of(5) {
             stash.set_max_size(Some(cap / 2))?;
         } else if n % 5 == 1 {
             stash.set_max_size(Some(cap))?;
         }
-        if n % 11 == 0 {
+        if n.is_multiple_of(11) {
             stash.trim_to(cap / 2)?;
         }
         // Batches are told apart by their use times.
