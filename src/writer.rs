@@ -34,6 +34,13 @@ use crate::uses::{self, PINNED, Uses};
 const LARGE_ROW: usize = 1 << 20;
 /// Saves written into the open transaction at a time, each run sorted by key.
 const RUN_ROWS: usize = 2_048;
+/// The longest the writer waits for readers to leave the write-ahead log when it is over
+/// its share of the cap (see `Writer::bound_log`).
+const LOG_WAIT: Duration = Duration::from_millis(200);
+/// Eviction transactions run at most between two batches while the stash is over its
+/// high-water mark: each frees about one batch, and a batch of saves adds a little more
+/// than one (its rows' index entries and page slack).
+const EVICT_STEPS: usize = 4;
 /// How long the writer waits for more rows before committing a batch that is not full.
 /// Each commit rewrites every index page the batch touched, so a commit per handful of rows
 /// costs far more than waiting; readers do not wait, they read the pending rows.
@@ -375,10 +382,10 @@ struct Writer {
 ///
 /// `b` random keys touch `P(1 - e^(-b/P))` of `P` index pages; solving for the budget gives
 /// the row count. Small stashes fit the budget whatever the batch.
-fn journal_bounded_rows(batch_size: usize, objects: u64, page_size: u64) -> usize {
+fn journal_bounded_rows(batch_size: usize, objects: u64, page_size: u64, budget: f64) -> usize {
     let page = page_size as f64;
     let pages = objects as f64 * INDEX_ENTRY_BYTES / (page * INDEX_PAGE_FILL) + 1.0;
-    let budget = JOURNAL_BUDGET / page;
+    let budget = budget / page;
     if pages <= budget {
         return batch_size;
     }
@@ -548,9 +555,15 @@ impl Writer {
     /// How large the next batch may grow: rows bounded by the journal budget, bytes by the
     /// cap (see `evict.rs`).
     fn limit(&self) -> Limit {
+        // Under a cap, the log's share bounds the index pages a batch may change: what is
+        // left of it beside the batch's own rows.
+        let (budget, bytes) = self.cap.map_or((JOURNAL_BUDGET, MAX_BATCH_BYTES), |cap| {
+            let marks = Marks::of(cap);
+            ((marks.log - marks.batch_bytes as u64) as f64, marks.batch_bytes)
+        });
         Limit {
-            rows: journal_bounded_rows(self.batch_size, self.objects, self.page_size),
-            bytes: self.cap.map_or(MAX_BATCH_BYTES, |cap| Marks::of(cap).batch_bytes),
+            rows: journal_bounded_rows(self.batch_size, self.objects, self.page_size, budget),
+            bytes,
         }
     }
 
@@ -962,17 +975,27 @@ impl Writer {
         let now = uses::now();
         if let Some(cap) = self.cap {
             let marks = Marks::of(cap);
+            self.bound_log(&marks);
             let over = space.in_use() > marks.high || (self.owed && space.in_use() > marks.low);
             if over {
                 self.settled = false;
-                // At most one batch's bytes a transaction, which bounds the log.
-                let need = (space.in_use() - marks.low).min(marks.batch_bytes as u64);
-                match self.evict(now - self.grace, self.stored_for(need, &space)?) {
-                    Ok(evicted) => self.owed = evicted.objects > 0,
-                    Err(Failure::Busy) => self.owed = false,
-                    Err(Failure::Fatal(stop)) => return Err(stop),
+                // At most one batch's bytes a transaction, which bounds the log; as many
+                // transactions as it takes to free what one batch of saves adds, so that
+                // eviction keeps up with saving.
+                let mut space = space;
+                for _ in 0..EVICT_STEPS {
+                    let need = (space.in_use() - marks.low).min(marks.batch_bytes as u64);
+                    match self.evict(now - self.grace, self.stored_for(need, &space)?) {
+                        Ok(evicted) => self.owed = evicted.objects > 0,
+                        Err(Failure::Busy) => self.owed = false,
+                        Err(Failure::Fatal(stop)) => return Err(stop),
+                    }
+                    space = self.space()?;
+                    if !self.owed || space.in_use() <= marks.high {
+                        break;
+                    }
                 }
-                if self.owed {
+                if self.owed && space.in_use() > marks.low {
                     return Ok(true);
                 }
             }
@@ -1077,6 +1100,27 @@ impl Writer {
         }
     }
 
+    /// Keeps the write-ahead log within its share of the cap. The automatic checkpoint
+    /// copies the log into the file, but the log only starts over from its beginning (and
+    /// is cut back to `journal_size_limit`) once no reader is still reading its frames; with
+    /// saves looking keys up all the time that moment may not come, and the log grows. A
+    /// `RESTART` checkpoint waits (briefly) for the readers to move on.
+    fn bound_log(&self, marks: &Marks) {
+        let log = crate::files::sibling(&self.path, "-wal");
+        let bytes = std::fs::metadata(log).map_or(0, |m| m.len());
+        if bytes <= marks.log {
+            return;
+        }
+        let restarted = self
+            .conn
+            .busy_timeout(LOG_WAIT)
+            .and_then(|()| self.conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(())));
+        if let Err(e) = restarted.and_then(|()| self.conn.busy_timeout(self.busy)) {
+            log::debug!("objstash: restarting the write-ahead log: {e}");
+            let _ = self.conn.busy_timeout(self.busy);
+        }
+    }
+
     /// Pages one step of upkeep may free or move: one batch's worth under a cap (the log
     /// holds one transaction's pages), [`VACUUM_PAGES`] without.
     fn step_pages(&self) -> u64 {
@@ -1176,13 +1220,13 @@ mod tests {
 
     #[test]
     fn journal_bound_shrinks_batches_only_for_large_stashes() {
-        assert_eq!(journal_bounded_rows(100_000, 0, 8192), 100_000);
-        assert_eq!(journal_bounded_rows(100_000, 200_000, 8192), 100_000);
-        let at_10m = journal_bounded_rows(100_000, 10_000_000, 8192);
+        assert_eq!(journal_bounded_rows(100_000, 0, 8192, JOURNAL_BUDGET), 100_000);
+        assert_eq!(journal_bounded_rows(100_000, 200_000, 8192, JOURNAL_BUDGET), 100_000);
+        let at_10m = journal_bounded_rows(100_000, 10_000_000, 8192, JOURNAL_BUDGET);
         assert!((3_000..10_000).contains(&at_10m), "{at_10m}");
-        let at_100m = journal_bounded_rows(100_000, 100_000_000, 8192);
+        let at_100m = journal_bounded_rows(100_000, 100_000_000, 8192, JOURNAL_BUDGET);
         assert!(at_100m < at_10m && at_100m > 3_000, "{at_100m}");
         // The bound never exceeds the configured batch.
-        assert_eq!(journal_bounded_rows(10, 10_000_000, 8192), 10);
+        assert_eq!(journal_bounded_rows(10, 10_000_000, 8192, JOURNAL_BUDGET), 10);
     }
 }
