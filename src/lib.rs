@@ -35,6 +35,12 @@
 //!   own (a Speckle id, a path; up to [`MAX_NAME_LEN`] bytes), read back with
 //!   [`Stash::get_named`], [`Stash::resolve`], [`Stash::missing_named`] and dropped with
 //!   [`Stash::remove_named`]. A name is committed with or after its object, never before.
+//! - A bounded cache: a size cap recorded in the stash ([`StashBuilder::max_size`],
+//!   [`Stash::set_max_size`]) keeps the database files within it by evicting the least
+//!   recently used objects (used: saved or read); [`Stash::evict_unused_since`] and
+//!   [`Stash::trim_to`] evict on demand; [`Stash::pin`] and [`Stash::save_pinned`] keep
+//!   objects that must never go; freed space is given back to the file system. Objects
+//!   used in the last seconds are never evicted ([`StashBuilder::eviction_grace`]).
 //! - Saving an object already stored costs a hash and an index lookup, no compression and
 //!   no write.
 //! - Once `save` returns, every read from any thread sees the object, before the writer

@@ -1,18 +1,22 @@
 //! The on-disk format: SQL text, table names, the format version and the meta table.
 //!
 //! A stash is a SQLite file whose `application_id` is [`APPLICATION_ID`] and whose
-//! `user_version` is its format version. The `objstash_meta` table records the layout,
-//! its durability and codec, whether the last writer closed cleanly, and running totals (objects, raw and stored
-//! bytes) that the writer updates in the same transaction as the rows they count, so the
-//! size report costs one read instead of a scan. A stash that uses the zstd codec also has
-//! an `objstash_dicts` table (see `dict.rs`) and format version 2 or more; one with names
-//! has an `objstash_names` table (`names.rs`) and format version 3. Each feature raises the
-//! version only when first used, so a stash that does not use it stays readable by
-//! versions that do not know it.
+//! `user_version` is its format version. The `objstash_meta` table records the layout, its
+//! durability and codec, whether the last writer closed cleanly, the size cap, and running
+//! totals (objects, raw and stored bytes, names, pins, evictions) that the writer updates
+//! in the same transaction as the rows they count, so the size report costs one read
+//! instead of a scan. A stash that uses the zstd codec also has an `objstash_dicts` table
+//! (see `dict.rs`) and format version 2 or more; one with names has an `objstash_names`
+//! table (`names.rs`) and format version 3. Each feature raises the version only when
+//! first used, so a stash that does not use it stays readable by versions that do not
+//! know it.
 //!
 //! Each object table is a rowid table with a unique index on the key: rows are appended in
 //! rowid order and only the 32-byte keys go into a randomly ordered B-tree. Measured against
-//! WITHOUT ROWID in notes/design.md.
+//! WITHOUT ROWID in notes/design.md. Each row also holds its last use (`uses.rs`), with an
+//! index on it for eviction: versions that do not know the column read and write such a
+//! table as before, so it is no format change; a stash made before it gets it at its next
+//! writable open.
 
 use std::io::Read;
 use std::path::Path;
