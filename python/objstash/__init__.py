@@ -56,6 +56,14 @@ class Stats:
     durability: str
     codec: str
     dictionaries: int
+    max_size: int | None = None
+    over_cap: bool = False
+    pinned_objects: int = 0
+    pinned_bytes: int = 0
+    evicted_objects: int = 0
+    evicted_bytes: int = 0
+    oldest_use: float | None = None
+    """Seconds since the epoch of the earliest last use of an unpinned object."""
 
     @property
     def compression_ratio(self) -> float:
@@ -84,9 +92,13 @@ class Stash(_Stash):
     """A content-addressed object cache in one SQLite file.
 
     ``Stash(path, layout=None, durability=None, codec=None, create=True, read_only=False,
-    reconfigure=False, max_object_size=None, threads=None)``: settings left as None use
-    what the stash records, or the defaults for a new one (layout "single", durability
-    "fast", codec "gzip"). Use it as a context manager, or call ``close()``.
+    reconfigure=False, max_object_size=None, threads=None, max_size=None,
+    eviction_grace=None)``: settings left as None use what the stash records, or the
+    defaults for a new one (layout "single", durability "fast", codec "gzip", no size
+    cap). ``max_size`` (bytes) is recorded in the stash: least recently used objects are
+    evicted to keep its files within it; objects saved or read in the last
+    ``eviction_grace`` seconds (default 5) and pinned ones (``save_pinned``, ``pin``)
+    never are. Use it as a context manager, or call ``close()``.
     """
 
     def stats(self) -> Stats:

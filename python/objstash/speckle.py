@@ -64,7 +64,8 @@ class ObjstashTransport(AbstractTransport):
     "zstd-dict") apply when the stash is created; a new stash is zstd-dict unless
     ``codec`` says otherwise: Speckle objects are small JSON, which a dictionary trained
     on the cache's own objects compresses to 0.35x the bytes of SQLiteTransport's cache
-    (gzip: 0.48x) and stores faster (python/bench/transports.py).
+    (gzip: 0.48x) and stores faster (python/bench/transports.py). ``max_size`` (bytes)
+    caps the cache: the least recently used objects are evicted to stay within it.
     """
 
     def __init__(
@@ -78,6 +79,7 @@ class ObjstashTransport(AbstractTransport):
         stash: Optional[Stash] = None,
         durability: Optional[str] = None,
         codec: Optional[str] = None,
+        max_size: Optional[int] = None,
     ) -> None:
         super().__init__()
         self._name = name
@@ -92,7 +94,7 @@ class ObjstashTransport(AbstractTransport):
             if codec is None and not os.path.exists(path):
                 codec = "zstd-dict"
             try:
-                stash = Stash(path, durability=durability, codec=codec)
+                stash = Stash(path, durability=durability, codec=codec, max_size=max_size)
             except Exception as ex:
                 raise SpeckleException(
                     f"ObjstashTransport could not open {path}: {ex}"

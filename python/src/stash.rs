@@ -62,6 +62,15 @@ fn bytes_list<'py>(py: Python<'py>, values: Vec<Option<Vec<u8>>>) -> PyResult<Bo
     PyList::new(py, values.into_iter().map(|v| v.map(|v| PyBytes::new(py, &v))))
 }
 
+/// A duration given in seconds: a finite number, at least 0.
+fn seconds_arg(what: &str, seconds: f64) -> PyResult<std::time::Duration> {
+    std::time::Duration::try_from_secs_f64(seconds).map_err(|_| {
+        pyo3::exceptions::PyValueError::new_err(format!(
+            "{what} must be a number of seconds, at least 0; got {seconds}"
+        ))
+    })
+}
+
 fn key_list(keys: &[Key]) -> Vec<String> {
     keys.iter().map(Key::to_string).collect()
 }
@@ -74,7 +83,8 @@ impl Stash {
     #[new]
     #[pyo3(signature = (
         path, *, layout=None, durability=None, codec=None, create=true, read_only=false,
-        reconfigure=false, max_object_size=None, threads=None
+        reconfigure=false, max_object_size=None, threads=None, max_size=None,
+        eviction_grace=None
     ))]
     #[allow(clippy::too_many_arguments)] // Python keyword arguments, one per setting
     fn new(
@@ -88,6 +98,8 @@ impl Stash {
         reconfigure: bool,
         max_object_size: Option<u64>,
         threads: Option<usize>,
+        max_size: Option<u64>,
+        eviction_grace: Option<f64>,
     ) -> PyResult<Self> {
         let mut builder =
             objstash::Stash::builder().create(create).read_only(read_only).reconfigure(reconfigure);
@@ -106,6 +118,12 @@ impl Stash {
         if let Some(threads) = threads {
             builder = builder.threads(threads);
         }
+        if let Some(bytes) = max_size {
+            builder = builder.max_size(bytes);
+        }
+        if let Some(seconds) = eviction_grace {
+            builder = builder.eviction_grace(seconds_arg("eviction_grace", seconds)?);
+        }
         let opened = py.detach(|| builder.open(&path)).map_err(errors::to_py)?;
         Ok(Stash { inner: RwLock::new(Some(opened)), path })
     }
@@ -121,6 +139,51 @@ impl Stash {
         let held = convert::collect(objects)?;
         let data = held.iter().map(convert::object).collect::<PyResult<Vec<&[u8]>>>()?;
         Ok(key_list(&self.with(py, |s| s.save_all(&data))?))
+    }
+
+    /// Stores objects and pins them: never evicted. Their keys in input order.
+    fn save_pinned(&self, py: Python<'_>, objects: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+        let held = convert::collect(objects)?;
+        let data = held.iter().map(convert::object).collect::<PyResult<Vec<&[u8]>>>()?;
+        Ok(key_list(&self.with(py, |s| s.save_pinned(&data))?))
+    }
+
+    /// Pins stored objects; whether each is stored (and so pinned now).
+    fn pin(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
+        let keys = convert::keys(keys)?;
+        self.with(py, |s| s.pin(&keys))
+    }
+
+    /// Unpins objects (a use now); whether each was pinned.
+    fn unpin(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
+        let keys = convert::keys(keys)?;
+        self.with(py, |s| s.unpin(&keys))
+    }
+
+    /// The size cap the stash records, in bytes, or None.
+    #[getter]
+    fn max_size(&self, py: Python<'_>) -> PyResult<Option<u64>> {
+        self.with(py, objstash::Stash::max_size)
+    }
+
+    /// Records a size cap (None removes it); eviction down to it runs in the background.
+    fn set_max_size(&self, py: Python<'_>, max_size: Option<u64>) -> PyResult<()> {
+        self.with(py, |s| s.set_max_size(max_size))
+    }
+
+    /// Evicts least recently used objects until the files fit `max_size` bytes; returns
+    /// (objects, stored bytes) evicted.
+    fn trim_to(&self, py: Python<'_>, max_size: u64) -> PyResult<(u64, u64)> {
+        let done = self.with(py, |s| s.trim_to(max_size))?;
+        Ok((done.objects, done.stored_bytes))
+    }
+
+    /// Evicts unpinned objects not saved or read for `seconds`; returns (objects, stored
+    /// bytes) evicted.
+    fn evict_unused_since(&self, py: Python<'_>, seconds: f64) -> PyResult<(u64, u64)> {
+        let age = seconds_arg("seconds", seconds)?;
+        let done = self.with(py, |s| s.evict_unused_since(age))?;
+        Ok((done.objects, done.stored_bytes))
     }
 
     /// The object under `key` (str or bytes), or None. Checked against its key.
@@ -301,6 +364,14 @@ impl Stash {
         d.set_item("durability", s.durability.to_string())?;
         d.set_item("codec", s.codec.to_string())?;
         d.set_item("dictionaries", s.dictionaries)?;
+        d.set_item("max_size", s.max_size)?;
+        d.set_item("over_cap", s.over_cap())?;
+        d.set_item("pinned_objects", s.pinned_objects)?;
+        d.set_item("pinned_bytes", s.pinned_bytes)?;
+        d.set_item("evicted_objects", s.evicted_objects)?;
+        d.set_item("evicted_bytes", s.evicted_bytes)?;
+        let oldest = s.oldest_use.and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+        d.set_item("oldest_use", oldest.map(|d| d.as_secs_f64()))?;
         Ok(d)
     }
 

@@ -230,3 +230,39 @@ def test_keys_are_blake3_hex(path):
     # blake3("abc") from the reference test vectors
     assert key == "6437b3ac38465133ffb63b75273a8db548c558465d79db03fd359c6cd5bd9d85"
     assert hashlib.sha256(b"abc").hexdigest() != key
+
+
+def test_a_capped_stash_evicts_least_recently_used_and_keeps_pins(tmp_path):
+    path = tmp_path / "capped.objstash"
+    objs = [os.urandom(16 * 1024) for _ in range(60)]
+    with Stash(path, max_size=64 << 20, eviction_grace=0) as s:
+        assert s.max_size == 64 << 20
+        pinned = s.save_pinned(objs[:10])
+        old = s.save_all(objs[10:35])
+        s.flush()
+        time.sleep(0.05)
+        new = s.save_all(objs[35:])
+        s.flush()
+        time.sleep(0.005)
+        assert s.pin([pinned[0], "00" * 32]) == [True, False]
+        # Expiry by last use: the older group goes, the newer and the pinned stay.
+        objects, stored = s.evict_unused_since(0.03)
+        assert objects == 25 and stored >= 25 * 16 * 1024
+        assert s.missing(old) == old
+        assert s.missing(new) == [] and s.missing(pinned) == []
+        # A trim to nothing takes every unpinned object.
+        assert s.trim_to(0)[0] == 25
+        stats = s.stats()
+        assert (stats.objects, stats.pinned_objects, stats.evicted_objects) == (10, 10, 50)
+        assert stats.pinned_bytes == stats.stored_bytes
+        assert stats.oldest_use is None  # every object left is pinned
+        s.set_max_size(1024)
+        assert s.stats().over_cap
+        assert s.unpin(pinned[:5]) == [True] * 5
+        s.set_max_size(None)
+        assert s.max_size is None
+        assert s.verify().ok
+    with pytest.raises(ValueError):
+        Stash(path, eviction_grace=-1)
+    with pytest.raises(objstash.SettingsError):
+        Stash(path, max_size=0)
