@@ -8,6 +8,10 @@
 //! acknowledges removes and flushes. If a commit fails or the thread panics, the writer records why and
 //! stops: every later write and every waiting flush gets [`Error::WriterStopped`] with that
 //! reason instead of hanging or losing rows silently.
+//!
+//! Between batches the writer does its upkeep (`writer/upkeep.rs`): it writes the uses
+//! recorded in memory, evicts down to the stash's cap, runs one-off evictions and gives
+//! free pages back, one short transaction at a time.
 
 use std::collections::{HashSet, VecDeque};
 use std::io::Write;
@@ -21,26 +25,22 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::dict::{self, Dictionary};
 use crate::error::{Error, Result, sqlite_code};
-use crate::evict::{self, EVICT_ROWS, MAX_BATCH_BYTES, Marks, Space, VACUUM_PAGES};
+use crate::evict::{self, MAX_BATCH_BYTES, Marks};
 use crate::key::Key;
 use crate::names::{self, NameRow, NameSql, PendingNames};
 use crate::pending::{Pending, Row};
 use crate::schema::{self, Delta, Schema, TableSql};
 use crate::stats::Evicted;
 use crate::uses::{self, PINNED, Uses};
+use upkeep::Job;
+
+mod upkeep;
 
 /// Rows of at least this many stored bytes are written through blob I/O (see
 /// `Writer::insert_large`).
 const LARGE_ROW: usize = 1 << 20;
 /// Saves written into the open transaction at a time, each run sorted by key.
 const RUN_ROWS: usize = 2_048;
-/// The longest the writer waits for readers to leave the write-ahead log when it is over
-/// its share of the cap (see `Writer::bound_log`).
-const LOG_WAIT: Duration = Duration::from_millis(200);
-/// Eviction transactions run at most between two batches while the stash is over its
-/// high-water mark: each frees about one batch, and a batch of saves adds a little more
-/// than one (its rows' index entries and page slack).
-const EVICT_STEPS: usize = 4;
 /// How long the writer waits for more rows before committing a batch that is not full.
 /// Each commit rewrites every index page the batch touched, so a commit per handful of rows
 /// costs far more than waiting; readers do not wait, they read the pending rows.
@@ -300,14 +300,6 @@ impl Batch {
 struct Limit {
     rows: usize,
     bytes: usize,
-}
-
-/// A one-off eviction under way.
-struct Job {
-    trim: Trim,
-    done: Evicted,
-    /// Whether the objects unused since the job's time are all evicted.
-    aged_out: bool,
 }
 
 /// Starts the writer thread on `conn`, which must already carry the durability pragmas.
@@ -880,9 +872,7 @@ impl Writer {
         }
         Ok(removed)
     }
-}
 
-impl Writer {
     /// Pins an object; whether it is stored (and so pinned now).
     fn pin(&self, key: &Key, totals: &mut Delta) -> Result<bool, Stop> {
         let table = self.shared.schema.table(key);
@@ -914,280 +904,6 @@ impl Writer {
             totals.pinned_bytes -= bytes;
         }
         Ok(pinned.is_some())
-    }
-
-    /// Writes the uses recorded in memory into the open transaction, in key order. Uses
-    /// are a hint for eviction, not data: one that cannot be written (a damaged index that
-    /// the next open will rebuild) is logged and dropped, never a reason to stop writing.
-    fn write_uses(&self) -> Result<(), Stop> {
-        let schema = &self.shared.schema;
-        for (key, used) in self.shared.uses.take() {
-            let table = schema.table(&key);
-            let written = self
-                .conn
-                .prepare_cached(&table.touch)
-                .and_then(|mut stmt| stmt.execute(params![&key.as_bytes()[..], used]));
-            if let Err(e) = written {
-                log::warn!("objstash: the uses of objects could not be recorded: {e}");
-                self.shared.uses.take();
-                break;
-            }
-        }
-        Ok(())
-    }
-
-    /// Reads the size cap the stash records (another handle may have changed it) and sizes
-    /// the write-ahead log to it.
-    fn read_cap(&mut self) -> Result<(), Stop> {
-        let cap = schema::read_max_size(&self.conn)?;
-        if cap != self.cap {
-            // The log is checkpointed once it holds this many bytes, and truncated back to
-            // them after each checkpoint; SQLite's defaults without a cap.
-            let (limit, pages) = cap.map_or((-1, 1000), |cap| {
-                let log = Marks::of(cap).log;
-                (log as i64, (log / self.page_size).max(1) as i64)
-            });
-            self.conn
-                .pragma_update(None, "journal_size_limit", limit)
-                .and_then(|()| self.conn.pragma_update(None, "wal_autocheckpoint", pages))
-                .map_err(|e| Stop::sqlite("sizing the write-ahead log", e))?;
-            self.cap = cap;
-        }
-        Ok(())
-    }
-
-    /// Runs one step of the upkeep owed between batches: a one-off eviction, an eviction
-    /// down to the cap, giving free pages back, or writing recorded uses. Returns whether
-    /// more is owed. Each step is one short transaction, so saves wait for at most one.
-    fn upkeep(&mut self) -> Result<bool, Stop> {
-        if !self.jobs.is_empty() {
-            match self.job_step() {
-                Ok(()) => {}
-                Err(Failure::Busy) => {
-                    let job = self.jobs.pop_front().expect("a job is under way");
-                    let _ = job.trim.ack.send(Err(self.busy_error()));
-                }
-                Err(Failure::Fatal(stop)) => return Err(stop),
-            }
-            return Ok(true);
-        }
-        let space = self.space()?;
-        let now = uses::now();
-        if let Some(cap) = self.cap {
-            let marks = Marks::of(cap);
-            self.bound_log(&marks);
-            let over = space.in_use() > marks.high || (self.owed && space.in_use() > marks.low);
-            if over {
-                self.settled = false;
-                // At most one batch's bytes a transaction, which bounds the log; as many
-                // transactions as it takes to free what one batch of saves adds, so that
-                // eviction keeps up with saving.
-                let mut space = space;
-                for _ in 0..EVICT_STEPS {
-                    let need = (space.in_use() - marks.low).min(marks.batch_bytes as u64);
-                    match self.evict(now - self.grace, self.stored_for(need, &space)?) {
-                        Ok(evicted) => self.owed = evicted.objects > 0,
-                        Err(Failure::Busy) => self.owed = false,
-                        Err(Failure::Fatal(stop)) => return Err(stop),
-                    }
-                    space = self.space()?;
-                    if !self.owed || space.in_use() <= marks.high {
-                        break;
-                    }
-                }
-                if self.owed && space.in_use() > marks.low {
-                    return Ok(true);
-                }
-            }
-            self.owed = false;
-        }
-        let reserve = self.cap.map_or_else(Marks::uncapped_reserve, |cap| Marks::of(cap).reserve);
-        if self.incremental && space.free_bytes() > reserve {
-            let pages = (space.free_bytes() - reserve).div_ceil(space.page_size);
-            self.settled = false;
-            match self.vacuum(pages.min(self.step_pages())) {
-                Ok(()) => return Ok(true),
-                Err(Failure::Busy) => return Ok(false),
-                Err(Failure::Fatal(stop)) => return Err(stop),
-            }
-        }
-        if !self.settled {
-            self.settled = true;
-            self.checkpoint();
-        }
-        if !self.shared.uses.is_empty() {
-            // Uses are a hint (see `write_uses`): a failure to write them is no reason to
-            // stop, and a damaged file is rebuilt by the next open.
-            if let Err(Failure::Fatal(stop)) = self.transaction(|writer| writer.write_uses()) {
-                log::warn!("objstash: the uses of objects could not be recorded: {stop:?}");
-                self.shared.uses.take();
-            }
-        }
-        Ok(false)
-    }
-
-    /// One step of the first one-off eviction; answers it once it is done.
-    fn job_step(&mut self) -> Result<(), Failure> {
-        let now = uses::now();
-        let job = self.jobs.front().expect("a job is under way");
-        let (unused_before, max_size, aged_out) =
-            (job.trim.unused_before, job.trim.max_size, job.aged_out);
-        let step = match (unused_before, max_size) {
-            (Some(before), _) if !aged_out => {
-                let evicted = self.evict(before.min(now - self.grace), u64::MAX)?;
-                if evicted.objects == 0 {
-                    self.jobs[0].aged_out = true;
-                }
-                evicted
-            }
-            (_, Some(size)) => {
-                let space = self.space()?;
-                if space.in_use() > size {
-                    let need = (space.in_use() - size).min(self.step_pages() * space.page_size);
-                    let need = self.stored_for(need, &space)?;
-                    let evicted = self.evict(now - self.grace, need)?;
-                    if evicted.objects == 0 {
-                        self.finish_job();
-                    }
-                    evicted
-                } else if self.incremental && space.pages * space.page_size > size && space.free > 0
-                {
-                    self.vacuum(space.free.min(self.step_pages()))?;
-                    Evicted::default()
-                } else {
-                    self.finish_job();
-                    Evicted::default()
-                }
-            }
-            _ => {
-                self.finish_job();
-                Evicted::default()
-            }
-        };
-        if let Some(job) = self.jobs.front_mut() {
-            job.done.objects += step.objects;
-            job.done.stored_bytes += step.stored_bytes;
-        }
-        Ok(())
-    }
-
-    fn finish_job(&mut self) {
-        // The log's pages count too: fold them into the file and truncate it. Best effort:
-        // a reader in the middle of a read keeps part of it until the next checkpoint.
-        if let Err(e) = self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
-            log::debug!("objstash: checkpoint after a trim: {e}");
-        }
-        self.settled = true;
-        if let Some(job) = self.jobs.pop_front() {
-            let _ = job.trim.ack.send(Ok(job.done));
-        }
-    }
-
-    /// Stored bytes to evict to free about `bytes` of pages: rows cost their stored bytes
-    /// plus their share of the indexes and of half-full pages.
-    fn stored_for(&self, bytes: u64, space: &Space) -> Result<u64, Stop> {
-        let stored = schema::read_totals(&self.conn)?.stored_bytes.max(1);
-        let per_byte = (space.in_use() as f64 / stored as f64).clamp(1.0, 4.0);
-        Ok((bytes as f64 / per_byte).ceil() as u64)
-    }
-
-    /// Once upkeep is done: copies the log into the file without waiting for anyone. In
-    /// WAL mode a file shrinks only when a checkpoint copies the commit that shrank it;
-    /// the automatic checkpoint only runs once the log holds enough pages.
-    fn checkpoint(&self) {
-        if let Err(e) = self.conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
-            log::debug!("objstash: checkpoint after upkeep: {e}");
-        }
-    }
-
-    /// Keeps the write-ahead log within its share of the cap. The automatic checkpoint
-    /// copies the log into the file, but the log only starts over from its beginning (and
-    /// is cut back to `journal_size_limit`) once no reader is still reading its frames; with
-    /// saves looking keys up all the time that moment may not come, and the log grows. A
-    /// `RESTART` checkpoint waits (briefly) for the readers to move on.
-    fn bound_log(&self, marks: &Marks) {
-        let log = crate::files::sibling(&self.path, "-wal");
-        let bytes = std::fs::metadata(log).map_or(0, |m| m.len());
-        if bytes <= marks.log {
-            return;
-        }
-        let restarted = self
-            .conn
-            .busy_timeout(LOG_WAIT)
-            .and_then(|()| self.conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(())));
-        if let Err(e) = restarted.and_then(|()| self.conn.busy_timeout(self.busy)) {
-            log::debug!("objstash: restarting the write-ahead log: {e}");
-            let _ = self.conn.busy_timeout(self.busy);
-        }
-    }
-
-    /// Pages one step of upkeep may free or move: one batch's worth under a cap (the log
-    /// holds one transaction's pages), [`VACUUM_PAGES`] without.
-    fn step_pages(&self) -> u64 {
-        self.cap
-            .map_or(VACUUM_PAGES, |cap| (Marks::of(cap).batch_bytes as u64 / self.page_size).max(1))
-    }
-
-    fn space(&self) -> Result<Space, Stop> {
-        Space::read(&self.conn).map_err(|e| Stop::sqlite("reading the database's size", e))
-    }
-
-    /// Evicts, in one transaction, the least recently used unpinned objects used before
-    /// `before`, up to `stored_bytes` of them (and [`EVICT_ROWS`] rows), with their names.
-    fn evict(&mut self, before: i64, stored_bytes: u64) -> Result<Evicted, Failure> {
-        let evicted = self.transaction(|writer| {
-            // Uses recorded in memory first, so that they count.
-            writer.write_uses()?;
-            let uses = &writer.shared.uses;
-            let schema = &writer.shared.schema;
-            let recent = |key: &Key| uses.recorded(key).is_some_and(|used| used >= before);
-            let victims =
-                evict::oldest(&writer.conn, schema, before, EVICT_ROWS, stored_bytes, recent)
-                    .map_err(|e| Stop::sqlite("choosing objects to evict", e))?;
-            if victims.is_empty() {
-                return Ok(Evicted::default());
-            }
-            let names = writer.names_table()?;
-            let mut delta = Delta::default();
-            evict::delete(&writer.conn, schema, &victims, names, &mut delta)
-                .map_err(|e| Stop::sqlite("evicting objects", e))?;
-            schema::add_totals(&writer.conn, &delta)?;
-            Ok(Evicted { objects: delta.evicted as u64, stored_bytes: delta.evicted_bytes as u64 })
-        })?;
-        self.objects = self.objects.saturating_sub(evicted.objects);
-        Ok(evicted)
-    }
-
-    /// Gives up to `pages` free pages back to the file system, in one transaction.
-    fn vacuum(&mut self, pages: u64) -> Result<(), Failure> {
-        self.transaction(|writer| {
-            evict::vacuum(&writer.conn, pages)
-                .map_err(|e| Stop::sqlite("giving free pages back", e))
-        })
-    }
-
-    /// Runs `work` in a transaction of its own.
-    fn transaction<T>(
-        &mut self,
-        work: impl FnOnce(&Self) -> Result<T, Stop>,
-    ) -> Result<T, Failure> {
-        match self.conn.execute_batch("BEGIN IMMEDIATE") {
-            Ok(()) => {}
-            Err(e) if sqlite_code(&e) == Some(rusqlite::ErrorCode::DatabaseBusy) => {
-                return Err(Failure::Busy);
-            }
-            Err(e) => return Err(Stop::sqlite("starting a transaction", e).into()),
-        }
-        let done = work(self).and_then(|value| {
-            self.conn
-                .execute_batch("COMMIT")
-                .map(|()| value)
-                .map_err(|e| Stop::sqlite("committing", e))
-        });
-        if done.is_err() {
-            let _ = self.conn.execute_batch("ROLLBACK");
-        }
-        Ok(done?)
     }
 }
 
