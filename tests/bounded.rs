@@ -333,9 +333,13 @@ fn a_stash_from_before_uses_is_upgraded_at_open() -> TestResult {
         stash.close()?;
         keys
     };
-    // What a stash made by an earlier version looks like: no use column or index.
+    // What a stash made by an earlier version looks like: no use column or index, and
+    // no incremental vacuum.
     let conn = rusqlite::Connection::open(&path)?;
-    conn.execute_batch("DROP INDEX objects_used; ALTER TABLE objects DROP COLUMN used;")?;
+    conn.execute_batch(
+        "DROP INDEX objects_used; ALTER TABLE objects DROP COLUMN used;
+         PRAGMA auto_vacuum = NONE; VACUUM;",
+    )?;
     drop(conn);
     let before = std::time::SystemTime::now();
     let stash = builder(Layout::Single).open(&path)?;
@@ -343,6 +347,20 @@ fn a_stash_from_before_uses_is_upgraded_at_open() -> TestResult {
     assert!(stats.oldest_use.is_some_and(|t| t + Duration::from_secs(1) >= before), "{stats}");
     assert_eq!(stash.pin(&keys[..1])?, [true]);
     assert_eq!(stash.trim_to(0)?.objects, 9);
+    assert_verified(&stash)?;
+    // Its free pages are given back too: a trim rewrites it once with incremental vacuum.
+    let more = stash.save_all(&blobs(13, 300, 16 * KIB as usize))?;
+    stash.flush()?;
+    let full = std::fs::metadata(&path)?.len();
+    std::thread::sleep(Duration::from_millis(5));
+    stash.trim_to(MIB)?;
+    let evicted = stash.missing(&more)?.len();
+    assert!(evicted > 200 && evicted < 300, "{evicted}: {}", stash.stats()?);
+    let vacuum: i64 =
+        rusqlite::Connection::open(&path)?.pragma_query_value(None, "auto_vacuum", |r| r.get(0))?;
+    assert_eq!(vacuum, 2, "still not incremental");
+    let now = file_bytes(&path);
+    assert!(now <= MIB, "the file stayed at {now} bytes (was {full})");
     assert_verified(&stash)?;
     Ok(())
 }

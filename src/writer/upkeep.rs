@@ -166,9 +166,12 @@ impl Writer {
                         self.finish_job();
                     }
                     evicted
-                } else if self.incremental && space.pages * space.page_size > size && space.free > 0
-                {
-                    self.vacuum(space.free.min(self.step_pages()))?;
+                } else if space.pages * space.page_size > size && space.free > 0 {
+                    if self.incremental {
+                        self.vacuum(space.free.min(self.step_pages()))?;
+                    } else {
+                        self.convert()?;
+                    }
                     Evicted::default()
                 } else {
                     self.finish_job();
@@ -185,6 +188,33 @@ impl Writer {
             job.done.stored_bytes += step.stored_bytes;
         }
         Ok(())
+    }
+
+    /// Makes a stash created before incremental vacuum give its free pages back: a full
+    /// `VACUUM` that rewrites the file without them, once. It holds the write lock for as
+    /// long as rewriting the pages in use takes (about a second per 100 MB here), and the
+    /// log holds a copy of the file until the checkpoint that ends the trim.
+    fn convert(&mut self) -> Result<(), Failure> {
+        log::info!(
+            "objstash: {} was made before incremental vacuum; rewriting it once so that it \
+             gives free pages back",
+            self.path.display()
+        );
+        let converted = self
+            .conn
+            .pragma_update(None, "auto_vacuum", "INCREMENTAL")
+            .and_then(|()| self.conn.execute_batch("VACUUM"));
+        match converted {
+            Ok(()) => {
+                self.incremental = evict::incremental(&self.conn)
+                    .map_err(|e| Stop::sqlite("reading the vacuum mode", e))?;
+                Ok(())
+            }
+            Err(e) if sqlite_code(&e) == Some(rusqlite::ErrorCode::DatabaseBusy) => {
+                Err(Failure::Busy)
+            }
+            Err(e) => Err(Stop::sqlite("rewriting the stash without its free pages", e).into()),
+        }
     }
 
     fn finish_job(&mut self) {
