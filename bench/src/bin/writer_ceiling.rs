@@ -1,0 +1,90 @@
+//! The writer's ceiling: rows handed to the writer already hashed and compressed (no work
+//! for the producers but a map insert and a channel send), so the figure is what the one
+//! writer thread and SQLite can take. Rows/s of each million, up to `--count`.
+//!
+//! `cargo run --release -p objstash-bench --bin writer_ceiling -- [--count 10000000]
+//!  [--layout single|bucketed] [--durability fast|safe]`
+//!
+//! The rows' bytes are gzipped generated objects (a pool of 100,000 reused), their keys
+//! random: realistic sizes and a realistic key index, though no key matches its bytes
+//! (nothing reads them back).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Result, bail};
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use objstash::{Durability, Key, Layout, Stash};
+use rayon::prelude::*;
+
+const POOL: u64 = 100_000;
+const CALL: u64 = 10_000;
+
+fn main() -> Result<()> {
+    let mut count = 10_000_000u64;
+    let mut layout = Layout::Single;
+    let mut durability = Durability::Fast;
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let value = args.next().unwrap_or_default();
+        match flag.as_str() {
+            "--count" => count = value.parse()?,
+            "--layout" => layout = value.parse()?,
+            "--durability" => durability = value.parse()?,
+            other => bail!("unknown flag {other}"),
+        }
+    }
+    let pool: Vec<(u64, Arc<Vec<u8>>)> = (0..POOL)
+        .into_par_iter()
+        .map(|i| {
+            let object = speckle_gen::object(1, i);
+            let mut gz = GzEncoder::new(Vec::new(), Compression::new(1));
+            std::io::Write::write_all(&mut gz, &object).expect("in memory");
+            (object.len() as u64, Arc::new(gz.finish().expect("in memory")))
+        })
+        .collect();
+    let mean = pool.iter().map(|(_, d)| d.len()).sum::<usize>() / pool.len();
+    println!("{count} rows of {mean} B on average, {layout} layout, {durability}");
+    let dir = tempfile::tempdir()?;
+    let stash =
+        Stash::builder().layout(layout).durability(durability).open(dir.path().join("w.db"))?;
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut key = || {
+        let mut bytes = [0u8; 32];
+        for chunk in bytes.chunks_mut(8) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            chunk.copy_from_slice(&x.to_le_bytes());
+        }
+        Key::from_bytes(bytes)
+    };
+    let start = Instant::now();
+    let mut million = Instant::now();
+    let mut at = 0u64;
+    while at < count {
+        let n = CALL.min(count - at);
+        let rows = (at..at + n)
+            .map(|i| {
+                let (raw, data) = &pool[(i % POOL) as usize];
+                (key(), *raw, Arc::clone(data))
+            })
+            .collect();
+        stash.save_rows_unchecked(rows)?;
+        at += n;
+        if at.is_multiple_of(1_000_000) || at == count {
+            stash.flush()?;
+            let rows = if at.is_multiple_of(1_000_000) { 1_000_000 } else { at % 1_000_000 };
+            println!(
+                "rows {:>9}: {:>9.0} rows/s this million, {:>9.0} rows/s overall",
+                at,
+                rows as f64 / million.elapsed().as_secs_f64(),
+                at as f64 / start.elapsed().as_secs_f64()
+            );
+            million = Instant::now();
+        }
+    }
+    stash.close()?;
+    Ok(())
+}
