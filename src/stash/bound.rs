@@ -118,9 +118,12 @@ impl Stash {
             if todo.is_empty() {
                 return Ok(keys);
             }
-            // Another process evicted them between the save and the pin: save them again.
+            // Another thread had queued them and its rows had not reached the writer yet,
+            // or another process evicted them between the save and the pin: save them
+            // again and wait for every row queued so far.
             let again: Vec<&[u8]> = todo.iter().map(|&i| objects[i].as_ref()).collect();
             self.save_all(&again)?;
+            self.flush()?;
         }
         Err(Error::Busy {
             path: self.path.clone(),
