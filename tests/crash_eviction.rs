@@ -27,9 +27,9 @@ use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::TestResult;
+use common::{TestResult, sibling, wait_until_open};
 use objstash::{Durability, Key, Layout, Stash};
 
 const CHILD_ENV: &str = "OBJSTASH_EVICTION_CHILD";
@@ -99,12 +99,6 @@ fn eviction_child() -> TestResult {
     }
 }
 
-fn sibling(path: &Path, suffix: &str) -> PathBuf {
-    let mut s = path.as_os_str().to_owned();
-    s.push(suffix);
-    PathBuf::from(s)
-}
-
 fn spawn_child(
     db: &Path,
     durability: Durability,
@@ -123,18 +117,6 @@ fn spawn_child(
 fn acknowledged(db: &Path) -> Vec<u64> {
     let text = fs::read_to_string(sibling(db, ".acked")).unwrap_or_default();
     text.lines().filter_map(|l| l.split(' ').next()?.parse().ok()).collect()
-}
-
-fn wait_until_open(db: &Path, child: &mut Child) -> TestResult {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !fs::read_to_string(sibling(db, ".acked")).unwrap_or_default().contains("open") {
-        if let Some(status) = child.try_wait()? {
-            anyhow::bail!("the child exited early with {status}");
-        }
-        anyhow::ensure!(Instant::now() < deadline, "the child did not open the stash");
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    Ok(())
 }
 
 #[derive(Debug, Default)]

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{LAYOUTS, MODES, TestResult};
+use common::{LAYOUTS, MODES, TestResult, sibling};
 use objstash::{Durability, Error, Key, Layout, Stash};
 
 const CHILD_ENV: &str = "OBJSTASH_SHARING_CHILD";
@@ -19,12 +19,6 @@ const FLUSH_EVERY: u64 = 200;
 
 fn object(index: u64) -> Vec<u8> {
     speckle_gen::object(91, index)
-}
-
-fn sibling(path: &Path, suffix: &str) -> PathBuf {
-    let mut s = path.as_os_str().to_owned();
-    s.push(suffix);
-    PathBuf::from(s)
 }
 
 /// What a child does, as `ROLE|DB|DURABILITY|LAYOUT|ARG`.

@@ -2,7 +2,8 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
 
 use objstash::{Durability, Layout, Stash};
 
@@ -28,6 +29,27 @@ pub fn mark_unclean(path: &Path) -> rusqlite::Result<()> {
     let conn = rusqlite::Connection::open(path)?;
     conn.execute("UPDATE objstash_meta SET value = 'open-fast' WHERE name = 'state'", [])?;
     conn.execute("DELETE FROM objstash_meta WHERE name = 'boot'", [])?;
+    Ok(())
+}
+
+/// `path` with `suffix` appended to its file name (`db.acked` beside `db`).
+pub fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// Waits until a crash test's child has opened the stash (it writes `open` to
+/// `<db>.acked`), so that a kill lands in its write loop.
+pub fn wait_until_open(db: &Path, child: &mut Child) -> TestResult {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(sibling(db, ".acked")).unwrap_or_default().contains("open") {
+        if let Some(status) = child.try_wait()? {
+            anyhow::bail!("the child exited early with {status}");
+        }
+        anyhow::ensure!(Instant::now() < deadline, "the child did not open the stash");
+        std::thread::sleep(Duration::from_millis(2));
+    }
     Ok(())
 }
 
