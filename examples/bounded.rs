@@ -224,14 +224,26 @@ fn get(count: u64, reads: usize, rounds: usize) -> Result<()> {
         }
         Ok(keys.len() as f64 / start.elapsed().as_secs_f64())
     };
+    let time_many = |stash: &Stash, keys: &[Key]| -> Result<f64> {
+        let start = Instant::now();
+        for chunk in keys.chunks(1_000) {
+            anyhow::ensure!(stash.get_many(chunk)?.iter().all(Option::is_some), "missing");
+        }
+        Ok(keys.len() as f64 / start.elapsed().as_secs_f64())
+    };
     // Warm both: every page read once.
     time(&reader, &keys)?;
     let (mut recording, mut plain) = (Vec::new(), Vec::new());
+    let (mut recording_many, mut plain_many) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
         let sample = pick(&keys, reads, &mut state);
         recording.push(time(&stash, &sample)?);
         let sample = pick(&keys, reads, &mut state);
         plain.push(time(&reader, &sample)?);
+        let sample = pick(&keys, reads, &mut state);
+        recording_many.push(time_many(&stash, &sample)?);
+        let sample = pick(&keys, reads, &mut state);
+        plain_many.push(time_many(&reader, &sample)?);
     }
     let median = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
@@ -242,6 +254,11 @@ fn get(count: u64, reads: usize, rounds: usize) -> Result<()> {
     println!("  recording uses: {r:.0} objects/s");
     println!("  read-only handle (records nothing): {p:.0} objects/s");
     println!("  ratio: {:.2}x", r / p);
+    let (rm, pm) = (median(&mut recording_many), median(&mut plain_many));
+    println!("get_many in calls of 1,000 keys (both cores read; the writer's updates compete):");
+    println!("  recording uses: {rm:.0} objects/s");
+    println!("  read-only handle: {pm:.0} objects/s");
+    println!("  ratio: {:.2}x", rm / pm);
     stash.close()?;
     Ok(())
 }
