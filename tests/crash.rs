@@ -77,12 +77,8 @@ fn spawn_child(
     layout: Layout,
     start: u64,
 ) -> std::io::Result<Child> {
-    Command::new(std::env::current_exe()?)
-        .args(["crash_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, format!("{}|{durability}|{layout}|{start}", db.display()))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
+    let spec = format!("{}|{durability}|{layout}|{start}", db.display());
+    common::spawn_child("crash_child", CHILD_ENV, spec)
 }
 
 /// Indexes of the objects the child saw acknowledged, in ranges `[a, b)`.

@@ -26,7 +26,7 @@ mod common;
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::{TestResult, sibling, wait_until_open};
@@ -105,12 +105,8 @@ fn spawn_child(
     layout: Layout,
     start: u64,
 ) -> std::io::Result<Child> {
-    Command::new(std::env::current_exe()?)
-        .args(["eviction_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, format!("{}|{durability}|{layout}|{start}", db.display()))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
+    let spec = format!("{}|{durability}|{layout}|{start}", db.display());
+    common::spawn_child("eviction_child", CHILD_ENV, spec)
 }
 
 /// The batches the child saw acknowledged, by their first index, in order.

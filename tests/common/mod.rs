@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use objstash::{Durability, Layout, Stash};
@@ -37,6 +37,17 @@ pub fn sibling(path: &Path, suffix: &str) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
     s.push(suffix);
     PathBuf::from(s)
+}
+
+/// Runs the ignored test `test` of this test binary as a child process, with `spec` in the
+/// environment variable `env` telling it what to do; its output is discarded.
+pub fn spawn_child(test: &str, env: &str, spec: String) -> std::io::Result<Child> {
+    Command::new(std::env::current_exe()?)
+        .args([test, "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+        .env(env, spec)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
 }
 
 /// Waits until a crash test's child has opened the stash (it writes `open` to
