@@ -52,6 +52,8 @@ impl Default for StashBuilder {
                 read_only: false,
                 max_size: None,
                 grace: evict::DEFAULT_GRACE,
+                #[cfg(feature = "remote")]
+                remote: None,
             },
         }
     }
@@ -242,6 +244,14 @@ impl StashBuilder {
     /// Default: 5 seconds.
     pub fn eviction_grace(mut self, grace: Duration) -> Self {
         self.options.grace = grace;
+        self
+    }
+
+    /// A shared remote tier on an S3-compatible store (feature `remote`): reads of objects
+    /// the stash lacks fetch them from the remote, and [`Stash::push`] uploads.
+    #[cfg(feature = "remote")]
+    pub fn remote(mut self, remote: crate::remote::RemoteConfig) -> Self {
+        self.options.remote = Some(remote);
         self
     }
 

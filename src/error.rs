@@ -215,6 +215,36 @@ pub enum Error {
         reason: String,
     },
 
+    /// The remote (feature `remote`) could not be reached or refused a request. Nothing
+    /// local is affected: reads of stored objects and saves go on; retry the push or the
+    /// read later.
+    #[error(
+        "the remote failed while {operation}: {source}; the local stash is unaffected: \
+         retry once the remote is reachable"
+    )]
+    Remote {
+        /// What was being done, with the remote's path.
+        operation: String,
+        /// The client's error.
+        #[source]
+        source: Arc<dyn std::error::Error + Send + Sync + 'static>,
+    },
+
+    /// An object read from a remote pack failed its check (it does not inflate, or its
+    /// bytes do not hash to its key). It was neither returned nor stored.
+    #[error(
+        "object {key} in remote pack {pack} is damaged ({reason}); it was neither returned \
+         nor stored: push it again from a stash that holds it"
+    )]
+    RemoteCorrupt {
+        /// The key asked for.
+        key: Key,
+        /// The pack's name on the remote.
+        pack: String,
+        /// What failed.
+        reason: String,
+    },
+
     /// The writer thread stopped after a failure; no write is accepted any more.
     #[error(
         "the stash's writer stopped: {reason}; writes since the last successful flush may be \
@@ -269,6 +299,30 @@ impl Error {
 
     pub(crate) fn corrupt(key: Key, reason: impl Into<String>) -> Self {
         Error::Corrupt { key, reason: reason.into() }
+    }
+
+    pub(crate) fn remote(
+        operation: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::Remote { operation: operation.into(), source: Arc::new(source) }
+    }
+
+    /// The same error again, for each of several calls one failure answers (the objects
+    /// of a pack that could not be read).
+    pub(crate) fn duplicate(&self) -> Self {
+        match self {
+            Error::Remote { operation, source } => {
+                Error::Remote { operation: operation.clone(), source: Arc::clone(source) }
+            }
+            Error::RemoteCorrupt { key, pack, reason } => {
+                Error::RemoteCorrupt { key: *key, pack: pack.clone(), reason: reason.clone() }
+            }
+            other => Error::Remote {
+                operation: "reading".to_string(),
+                source: Arc::new(std::io::Error::other(other.to_string())),
+            },
+        }
     }
 
     pub(crate) fn config(reason: impl Into<String>) -> Self {

@@ -98,6 +98,10 @@ mod recovery;
 mod repair;
 mod stats;
 
+// The shared remote tier (feature `remote`).
+#[cfg(feature = "remote")]
+mod remote;
+
 // Storage internals.
 mod codec;
 mod evict;
@@ -122,6 +126,10 @@ pub use crate::layout::Layout;
 pub use crate::names::MAX_NAME_LEN;
 pub use crate::parse::ParseSettingError;
 pub use crate::recovery::{RecoveryReport, Trigger};
+#[cfg(feature = "remote")]
+pub use crate::remote::{
+    DEFAULT_PACK_SIZE, DamagedPack, PullReport, PushReport, RemoteConfig, RemoteStatus,
+};
 pub use crate::repair::repair;
 pub use crate::stash::Stash;
 pub use crate::stats::{Evicted, Stats, VerifyReport};

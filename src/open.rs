@@ -50,6 +50,9 @@ pub(crate) struct Options {
     pub max_size: Option<u64>,
     /// How long after its last use an object is safe from eviction.
     pub grace: Duration,
+    /// The shared remote tier (`remote.rs`).
+    #[cfg(feature = "remote")]
+    pub remote: Option<crate::remote::RemoteConfig>,
 }
 
 /// The settings a stash runs with once the recorded and the requested ones are settled.
@@ -67,8 +70,23 @@ struct Prepared {
     recovery: Option<RecoveryReport>,
 }
 
-/// Opens (or creates) the stash at `path`.
+/// Opens (or creates) the stash at `path`, with its remote if it has one.
 pub(crate) fn open(options: &Options, path: &Path) -> Result<Stash> {
+    #[cfg(feature = "remote")]
+    if let Some(remote) = &options.remote {
+        remote.validate()?;
+    }
+    #[allow(unused_mut)]
+    let mut stash = open_local(options, path)?;
+    #[cfg(feature = "remote")]
+    if let Some(remote) = &options.remote {
+        stash.attach_remote(remote.clone())?;
+    }
+    Ok(stash)
+}
+
+/// Opens (or creates) the stash at `path`.
+fn open_local(options: &Options, path: &Path) -> Result<Stash> {
     options.validate()?;
     let path = path.to_path_buf();
     check_path(&path, options.create && !options.read_only)?;

@@ -11,6 +11,8 @@
 mod bound;
 mod named;
 mod read;
+#[cfg(feature = "remote")]
+mod remote;
 mod remove;
 mod save;
 mod train;
@@ -67,6 +69,9 @@ pub struct Stash {
     /// This handle's hold on the stash (`lock.rs`); `None` for a reader that could not
     /// take one.
     hold: Option<Hold>,
+    /// The shared remote tier, when the stash was opened with one.
+    #[cfg(feature = "remote")]
+    remote: Option<crate::remote::Remote>,
 }
 
 /// What the open sequence hands over to start a stash.
@@ -147,7 +152,16 @@ impl Stash {
             read_only: parts.read_only,
             busy_timeout: parts.busy_timeout,
             hold: parts.hold,
+            #[cfg(feature = "remote")]
+            remote: None,
         })
+    }
+
+    /// Attaches the remote tier (`open.rs`, once the stash is open).
+    #[cfg(feature = "remote")]
+    pub(crate) fn attach_remote(&mut self, config: crate::remote::RemoteConfig) -> Result<()> {
+        self.remote = Some(crate::remote::Remote::open(&self.path, config, self.busy_timeout)?);
+        Ok(())
     }
 
     /// Returns once every object saved and removed before the call is committed. In

@@ -44,14 +44,22 @@ impl Stash {
         let table = self.table(key);
         let mut stmt =
             reader.prepare_cached(&table.select).context(|| format!("reading {}", table.name))?;
-        stmt.query_row([&key.as_bytes()[..]], |r| {
-            let raw_len = r.get::<_, i64>(0)?;
-            let data = r.get_ref(1)?.as_blob()?;
-            Ok(self.decode(key, raw_len, data))
-        })
-        .optional()
-        .context(|| format!("reading {key} from {}", table.name))?
-        .transpose()
+        let found = stmt
+            .query_row([&key.as_bytes()[..]], |r| {
+                let raw_len = r.get::<_, i64>(0)?;
+                let data = r.get_ref(1)?.as_blob()?;
+                Ok(self.decode(key, raw_len, data))
+            })
+            .optional()
+            .context(|| format!("reading {key} from {}", table.name))?
+            .transpose()?;
+        #[cfg(feature = "remote")]
+        if found.is_none() && self.remote.is_some() {
+            drop(stmt);
+            drop(reader);
+            return Ok(self.read_through(std::slice::from_ref(key))?.pop().flatten());
+        }
+        Ok(found)
     }
 
     /// The objects stored under `keys`, in the same order, `None` for those not stored.
@@ -80,6 +88,17 @@ impl Stash {
         found.resize_with(keys.len(), || None);
         for (i, value) in parts.into_iter().flatten() {
             found[i] = Some(value);
+        }
+        #[cfg(feature = "remote")]
+        if self.remote.is_some() {
+            let absent: Vec<usize> =
+                (0..keys.len()).filter(|&i| matches!(found[i], Some(Ok(None)))).collect();
+            if !absent.is_empty() {
+                let wanted: Vec<Key> = absent.iter().map(|&i| keys[i]).collect();
+                for (i, value) in absent.into_iter().zip(self.read_through(&wanted)?) {
+                    found[i] = Some(Ok(value));
+                }
+            }
         }
         found.into_iter().map(|value| value.expect("every index is in one part")).collect()
     }
@@ -141,7 +160,7 @@ impl Stash {
     /// Finds each of `keys`: in the pending map (taken with `pending`), else with `read` in
     /// one read transaction. Every key is looked up in the pending map before the
     /// transaction reads anything (see the module documentation for why).
-    fn lookup<T>(
+    pub(super) fn lookup<T>(
         &self,
         keys: &[Key],
         pending: impl Fn(Row) -> T,

@@ -7,6 +7,9 @@ use std::time::{Duration, Instant};
 
 use objstash::{Durability, Layout, Stash};
 
+#[cfg(feature = "remote")]
+pub mod s3;
+
 pub type TestResult = anyhow::Result<()>;
 
 pub const LAYOUTS: [Layout; 2] = [Layout::Single, Layout::Bucketed];

@@ -1,0 +1,301 @@
+//! The shared remote tier: a stash's objects in packs on an S3-compatible object store
+//! (feature `remote`).
+//!
+//! Objects of a few hundred bytes are far too small to be remote files of their own: a
+//! push packs many into one file with an index beside it (`pack.rs`), names both by their
+//! content, and uploads the body before the index, so a pack is visible (listed) only
+//! once whole and a push stopped at any point leaves nothing half-visible. Each machine
+//! keeps a local copy of every index (`catalog.rs`), so "does the remote hold this key,
+//! and where" costs no request; the copy is refreshed by listing the indexes and reading
+//! the new ones. Reads of objects the stash lacks fetch byte ranges of the packs,
+//! neighbours merged, and check every object's hash before it is stored or returned.
+//!
+//! - `config.rs`: where the remote is ([`RemoteConfig`]).
+//! - `client.rs`: the S3 client, its runtime and its request count.
+//! - `pack.rs`: the pack and index format.
+//! - `catalog.rs`: the local copy of the remote's indexes.
+//! - `report.rs`: what push, pull and refresh did.
+//! - `stash/remote.rs`: push, pull and read-through on [`Stash`](crate::Stash).
+
+mod catalog;
+mod client;
+mod config;
+mod pack;
+mod report;
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::StreamExt;
+
+pub use config::{DEFAULT_PACK_SIZE, RemoteConfig};
+pub use report::{DamagedPack, PullReport, PushReport, RemoteStatus};
+
+pub(crate) use catalog::Location;
+pub(crate) use pack::{Builder, Sealed};
+
+use crate::codec;
+use crate::error::{Error, Result};
+use crate::key::Key;
+use catalog::Catalog;
+use client::{Client, Part};
+
+/// Indexes read at once by a refresh, and packs read at once by a fetch.
+const READS_IN_FLIGHT: usize = 16;
+
+/// A stash's remote: the client, the runtime it runs on and the local copy of the indexes.
+pub(crate) struct Remote {
+    pub config: RemoteConfig,
+    client: Client,
+    catalog: Catalog,
+    runtime: tokio::runtime::Runtime,
+    /// When the catalog was last brought up to date with the remote's listing.
+    refreshed: Mutex<Option<Instant>>,
+}
+
+impl Remote {
+    pub(crate) fn open(stash: &Path, config: RemoteConfig, busy: Duration) -> Result<Remote> {
+        config.validate()?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("objstash-remote")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::io("starting the remote's runtime", e))?;
+        let client = Client::new(&config)?;
+        let catalog = Catalog::open(stash, &config.url(), busy)?;
+        Ok(Remote { config, client, catalog, runtime, refreshed: Mutex::new(None) })
+    }
+
+    /// Requests sent so far by this handle.
+    pub(crate) fn requests(&self) -> u64 {
+        self.client.requests()
+    }
+
+    pub(crate) fn url(&self) -> &str {
+        self.client.url()
+    }
+
+    /// Lists the remote's packs and reads the indexes the catalog lacks.
+    pub(crate) fn refresh(&self) -> Result<RemoteStatus> {
+        let before = self.client.requests();
+        let listed: HashSet<String> = self
+            .runtime
+            .block_on(self.client.list_indexes())?
+            .into_iter()
+            .filter(|name| pack::is_name(name))
+            .collect();
+        let known = self.catalog.packs()?;
+        let gone: Vec<String> = known.difference(&listed).cloned().collect();
+        self.catalog.remove(&gone)?;
+        let new: Vec<String> = listed.difference(&known).cloned().collect();
+        let read = self.runtime.block_on(async {
+            futures::stream::iter(
+                new.iter()
+                    .map(|name| async move { (name, self.client.get(Part::Index, name).await) }),
+            )
+            .buffer_unordered(READS_IN_FLIGHT)
+            .collect::<Vec<_>>()
+            .await
+        });
+        let mut damaged = Vec::new();
+        for (name, bytes) in read {
+            match pack::parse_index(name, &bytes?) {
+                Ok(index) => self.catalog.add(name, &index)?,
+                Err(reason) => {
+                    log::error!("remote index {name} on {} is damaged: {reason}", self.url());
+                    damaged.push(name.clone());
+                }
+            }
+        }
+        *self.refreshed.lock().expect("refresh lock") = Some(Instant::now());
+        let (packs, objects) = self.catalog.counts()?;
+        Ok(RemoteStatus {
+            url: self.url().to_string(),
+            packs,
+            objects,
+            new_packs: (new.len() - damaged.len()) as u64,
+            damaged_indexes: damaged,
+            requests: self.client.requests() - before,
+        })
+    }
+
+    /// Refreshes unless the catalog was refreshed within the refresh interval.
+    pub(crate) fn refresh_if_due(&self) -> Result<()> {
+        let last = *self.refreshed.lock().expect("refresh lock");
+        if last.is_none_or(|t| t.elapsed() >= self.config.refresh) {
+            self.refresh()?;
+        }
+        Ok(())
+    }
+
+    /// Where the remote holds each of `keys`; keys the catalog lacks make it refresh once
+    /// if it is due.
+    pub(crate) fn locate(&self, keys: &[Key]) -> Result<Vec<Option<Location>>> {
+        let found = self.catalog.locate(keys)?;
+        if found.iter().all(Option::is_some) {
+            return Ok(found);
+        }
+        let last = *self.refreshed.lock().expect("refresh lock");
+        if last.is_some_and(|t| t.elapsed() < self.config.refresh) {
+            return Ok(found);
+        }
+        self.refresh()?;
+        self.catalog.locate(keys)
+    }
+
+    /// Which of `keys` the remote is known to hold (after a refresh if one is due).
+    pub(crate) fn holds(&self, keys: &[Key]) -> Result<Vec<bool>> {
+        self.refresh_if_due()?;
+        self.catalog.holds(keys)
+    }
+
+    /// Every object of the pack `name` the catalog knows.
+    pub(crate) fn entries(&self, name: &str) -> Result<Vec<pack::Entry>> {
+        self.catalog.entries(name)
+    }
+
+    /// Names of the packs the catalog knows.
+    pub(crate) fn packs(&self) -> Result<Vec<String>> {
+        let mut packs: Vec<String> = self.catalog.packs()?.into_iter().collect();
+        packs.sort();
+        Ok(packs)
+    }
+
+    /// The gzip members of `wanted`, read pack by pack (each pack's ranges in one or few
+    /// requests, packs in parallel). A pack that cannot be read fails all its objects.
+    pub(crate) fn fetch(&self, wanted: &[Location]) -> Vec<Result<Bytes>> {
+        let mut by_pack: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (i, location) in wanted.iter().enumerate() {
+            by_pack.entry(&location.pack).or_default().push(i);
+        }
+        let fetched = self.runtime.block_on(async {
+            futures::stream::iter(by_pack.into_iter().map(|(pack, indices)| async move {
+                let ranges: Vec<_> = indices.iter().map(|&i| wanted[i].entry.range()).collect();
+                (indices, self.client.get_ranges(pack, &ranges).await)
+            }))
+            .buffer_unordered(READS_IN_FLIGHT)
+            .collect::<Vec<_>>()
+            .await
+        });
+        let mut out: Vec<Option<Result<Bytes>>> = (0..wanted.len()).map(|_| None).collect();
+        for (indices, result) in fetched {
+            match result {
+                Ok(parts) => {
+                    for (i, bytes) in indices.into_iter().zip(parts) {
+                        out[i] = Some(Ok(bytes));
+                    }
+                }
+                Err(e) => {
+                    for i in indices {
+                        out[i] = Some(Err(e.duplicate()));
+                    }
+                }
+            }
+        }
+        out.into_iter().map(|r| r.expect("every location is in one pack")).collect()
+    }
+
+    /// Takes a pack whose bytes failed their check out of the remote's listing: its index
+    /// moves to `damaged/`, so every machine's next refresh forgets the pack and the next
+    /// push of a machine holding its objects uploads them again (the same objects in the
+    /// same order make the same pack, which overwrites the damaged body). Objects are
+    /// content-addressed, so a failed check is damage, never a newer version.
+    pub(crate) fn quarantine(&self, name: &str) -> Result<()> {
+        log::error!(
+            "remote pack {name} on {} is damaged: taking it out of the listing",
+            self.url()
+        );
+        self.runtime.block_on(async {
+            match self.client.get(Part::Index, name).await {
+                Ok(index) => self.client.put(Part::Damaged, name, index.to_vec(), false).await?,
+                // Another reader moved it already.
+                Err(Error::Remote { .. }) => {}
+                Err(e) => return Err(e),
+            }
+            self.client.delete(Part::Index, name).await
+        })?;
+        self.catalog.remove(&[name.to_string()])
+    }
+
+    /// Uploads sealed packs, at most `uploads` at once, and records each in the catalog
+    /// once both its files are written. Returns how many packs, objects and bytes went up,
+    /// or the first error (packs uploaded before it stay recorded).
+    pub(crate) fn upload(
+        &self,
+        packs: impl Iterator<Item = Result<Sealed>>,
+    ) -> Result<(u64, u64, u64)> {
+        let mut running: std::collections::VecDeque<tokio::task::JoinHandle<Result<Sealed>>> =
+            std::collections::VecDeque::new();
+        let mut done = (0u64, 0u64, 0u64);
+        let mut finish = |handle: tokio::task::JoinHandle<Result<Sealed>>| -> Result<()> {
+            let sealed = self
+                .runtime
+                .block_on(handle)
+                .map_err(|e| Error::remote("an upload task".to_string(), e))??;
+            let index = pack::parse_index(&sealed.name, &sealed.index)
+                .expect("a pack this process sealed parses");
+            self.catalog.add(&sealed.name, &index)?;
+            done.0 += 1;
+            done.1 += sealed.entries.len() as u64;
+            done.2 += sealed.body.len() as u64;
+            Ok(())
+        };
+        let mut first_error = None;
+        for sealed in packs {
+            let sealed = match sealed {
+                Ok(sealed) => sealed,
+                Err(e) => {
+                    first_error = Some(e);
+                    break;
+                }
+            };
+            while running.len() >= self.config.uploads {
+                if let Err(e) = finish(running.pop_front().expect("uploads running")) {
+                    first_error.get_or_insert(e);
+                }
+            }
+            if first_error.is_some() {
+                break;
+            }
+            let client = self.client.clone();
+            running.push_back(self.runtime.spawn(async move {
+                client.put(Part::Body, &sealed.name, sealed.body.clone(), false).await?;
+                client.put(Part::Index, &sealed.name, sealed.index.clone(), true).await?;
+                Ok(sealed)
+            }));
+        }
+        for handle in running {
+            if let Err(e) = finish(handle) {
+                first_error.get_or_insert(e);
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(done),
+        }
+    }
+}
+
+/// Inflates a member fetched for `location` and checks it against its key.
+pub(crate) fn check(location: &Location, member: &[u8]) -> Result<Vec<u8>> {
+    let key = location.entry.key;
+    let damaged =
+        |reason: String| Error::RemoteCorrupt { key, pack: location.pack.clone(), reason };
+    if member.len() != location.entry.len as usize {
+        return Err(damaged(format!(
+            "{} bytes came back for a {}-byte object",
+            member.len(),
+            location.entry.len
+        )));
+    }
+    let raw = codec::decompress(member, location.entry.raw_len).map_err(damaged)?;
+    let actual = Key::of(&raw);
+    if actual != key {
+        return Err(damaged(format!("its bytes hash to {actual}")));
+    }
+    Ok(raw)
+}

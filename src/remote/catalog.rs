@@ -1,0 +1,202 @@
+//! The local copy of the remote's pack indexes: which keys the remote holds, and where.
+//!
+//! It lives in a SQLite file beside the stash (`<stash>-remote`), apart from the stash's
+//! own tables: it is a cache of what the remote says, rebuilt from the remote at any time
+//! (delete the file and the next refresh lists and reads every index again), written by
+//! whichever handle refreshes or pushes, never by the stash's writer. Every process that
+//! has the stash open shares it; SQLite's locks take the turns.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::pack::{Entry, Index};
+use crate::error::{DbContext, Result};
+use crate::files;
+use crate::key::Key;
+
+/// Suffix of the catalog's file beside the stash.
+pub(crate) const SUFFIX: &str = "-remote";
+
+const SCHEMA: &str = "
+    CREATE TABLE IF NOT EXISTS settings(name TEXT PRIMARY KEY, value ANY) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS packs(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,
+        objects INTEGER NOT NULL, body_len INTEGER NOT NULL);
+    CREATE TABLE IF NOT EXISTS keys(key BLOB PRIMARY KEY, pack INTEGER NOT NULL,
+        offset INTEGER NOT NULL, len INTEGER NOT NULL, raw_len INTEGER NOT NULL) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS keys_pack ON keys(pack, offset);
+";
+
+/// Where the remote holds one object.
+#[derive(Clone, Debug)]
+pub(crate) struct Location {
+    pub pack: String,
+    pub entry: Entry,
+}
+
+pub(crate) struct Catalog {
+    path: PathBuf,
+    conn: std::sync::Mutex<Connection>,
+}
+
+impl Catalog {
+    /// Opens the catalog beside `stash`, for the remote at `url`; a catalog of another
+    /// remote is emptied.
+    pub(crate) fn open(stash: &Path, url: &str, busy: Duration) -> Result<Catalog> {
+        let path = files::sibling(stash, SUFFIX);
+        let conn = Connection::open(&path).context(|| format!("opening {}", path.display()))?;
+        conn.busy_timeout(busy).context(|| format!("opening {}", path.display()))?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .context(|| format!("opening {}", path.display()))?;
+        // A cache of the remote: rebuilt by the next refresh if a crash loses its tail.
+        conn.pragma_update(None, "synchronous", "OFF")
+            .context(|| format!("opening {}", path.display()))?;
+        conn.execute_batch(SCHEMA).context(|| format!("creating {}", path.display()))?;
+        let catalog = Catalog { path, conn: std::sync::Mutex::new(conn) };
+        catalog.write(|tx| {
+            let recorded: Option<String> = tx
+                .query_row("SELECT value FROM settings WHERE name = 'url'", [], |r| r.get(0))
+                .optional()?;
+            if recorded.as_deref() != Some(url) {
+                tx.execute_batch("DELETE FROM keys; DELETE FROM packs;")?;
+                tx.execute("INSERT OR REPLACE INTO settings VALUES ('url', ?1)", [url])?;
+            }
+            Ok(())
+        })?;
+        Ok(catalog)
+    }
+
+    fn write<T>(
+        &self,
+        f: impl FnOnce(&rusqlite::Transaction<'_>) -> rusqlite::Result<T>,
+    ) -> Result<T> {
+        let mut conn = self.conn.lock().expect("catalog lock");
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .context(|| format!("writing {}", self.path.display()))?;
+        let value = f(&tx).context(|| format!("writing {}", self.path.display()))?;
+        tx.commit().context(|| format!("writing {}", self.path.display()))?;
+        Ok(value)
+    }
+
+    fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T> {
+        let mut conn = self.conn.lock().expect("catalog lock");
+        let tx = conn.transaction().context(|| format!("reading {}", self.path.display()))?;
+        let value = f(&tx).context(|| format!("reading {}", self.path.display()))?;
+        Ok(value)
+    }
+
+    /// Names of the packs known.
+    pub(crate) fn packs(&self) -> Result<HashSet<String>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare("SELECT name FROM packs")?;
+            stmt.query_map([], |r| r.get(0))?.collect()
+        })
+    }
+
+    /// Records a pack and its objects (an object already in another pack keeps that one).
+    pub(crate) fn add(&self, name: &str, index: &Index) -> Result<()> {
+        self.write(|tx| {
+            let added = tx.execute(
+                "INSERT OR IGNORE INTO packs(name, objects, body_len) VALUES (?1, ?2, ?3)",
+                params![name, index.entries.len() as i64, index.body_len as i64],
+            )?;
+            if added == 0 {
+                return Ok(());
+            }
+            let id = tx.last_insert_rowid();
+            let mut stmt = tx.prepare("INSERT OR IGNORE INTO keys VALUES (?1, ?2, ?3, ?4, ?5)")?;
+            for e in &index.entries {
+                stmt.execute(params![
+                    &e.key.as_bytes()[..],
+                    id,
+                    e.offset as i64,
+                    i64::from(e.len),
+                    e.raw_len as i64
+                ])?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Forgets packs the remote no longer lists.
+    pub(crate) fn remove(&self, names: &[String]) -> Result<()> {
+        self.write(|tx| {
+            for name in names {
+                let id: Option<i64> = tx
+                    .query_row("SELECT id FROM packs WHERE name = ?1", [name], |r| r.get(0))
+                    .optional()?;
+                if let Some(id) = id {
+                    tx.execute("DELETE FROM keys WHERE pack = ?1", [id])?;
+                    tx.execute("DELETE FROM packs WHERE id = ?1", [id])?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Where the remote holds each of `keys`, `None` for those it is not known to hold.
+    pub(crate) fn locate(&self, keys: &[Key]) -> Result<Vec<Option<Location>>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT p.name, k.offset, k.len, k.raw_len FROM keys k JOIN packs p \
+                 ON p.id = k.pack WHERE k.key = ?1",
+            )?;
+            keys.iter()
+                .map(|key| {
+                    stmt.query_row([&key.as_bytes()[..]], |r| {
+                        Ok(Location {
+                            pack: r.get(0)?,
+                            entry: Entry {
+                                key: *key,
+                                offset: r.get::<_, i64>(1)? as u64,
+                                len: r.get::<_, i64>(2)? as u32,
+                                raw_len: r.get::<_, i64>(3)? as u64,
+                            },
+                        })
+                    })
+                    .optional()
+                })
+                .collect()
+        })
+    }
+
+    /// Which of `keys` the remote is known to hold.
+    pub(crate) fn holds(&self, keys: &[Key]) -> Result<Vec<bool>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached("SELECT 1 FROM keys WHERE key = ?1")?;
+            keys.iter().map(|key| stmt.exists([&key.as_bytes()[..]])).collect()
+        })
+    }
+
+    /// Every object of the pack `name`, in body order.
+    pub(crate) fn entries(&self, name: &str) -> Result<Vec<Entry>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT k.key, k.offset, k.len, k.raw_len FROM keys k JOIN packs p \
+                 ON p.id = k.pack WHERE p.name = ?1 ORDER BY k.offset",
+            )?;
+            stmt.query_map([name], |r| {
+                let bytes: Vec<u8> = r.get(0)?;
+                Ok(Entry {
+                    key: Key::from_slice(&bytes).unwrap_or_else(|| Key::of(&bytes)),
+                    offset: r.get::<_, i64>(1)? as u64,
+                    len: r.get::<_, i64>(2)? as u32,
+                    raw_len: r.get::<_, i64>(3)? as u64,
+                })
+            })?
+            .collect()
+        })
+    }
+
+    /// Packs and objects known.
+    pub(crate) fn counts(&self) -> Result<(u64, u64)> {
+        self.read(|conn| {
+            conn.query_row("SELECT count(*), coalesce(sum(objects), 0) FROM packs", [], |r| {
+                Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64))
+            })
+        })
+    }
+}

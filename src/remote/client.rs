@@ -1,0 +1,216 @@
+//! The connection to the store: an `object_store` S3 client on a small tokio runtime of
+//! the remote's own, with every request counted.
+//!
+//! The rest of objstash is synchronous; calls here block on the runtime. Retries are
+//! few and short (`RemoteConfig::retries`): a remote that is down is reported, and the
+//! local stash carries on without it.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::path::Path;
+use object_store::{
+    BackoffConfig, ClientOptions, ObjectStore, PutMode, PutOptions, PutPayload, RetryConfig,
+};
+
+use super::config::RemoteConfig;
+use crate::error::{Error, Result};
+
+/// Folder of the packs' bodies under the prefix.
+const PACKS: &str = "packs";
+/// Folder of the packs' indexes under the prefix.
+const INDEXES: &str = "indexes";
+/// Folder of the indexes of packs found damaged, kept for a look but no longer listed.
+const DAMAGED: &str = "damaged";
+
+/// Which of a pack's two files.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Part {
+    Body,
+    Index,
+    /// The index of a pack found damaged.
+    Damaged,
+}
+
+/// A client of one remote.
+#[derive(Clone)]
+pub(crate) struct Client {
+    store: Arc<AmazonS3>,
+    prefix: String,
+    url: String,
+    requests: Arc<AtomicU64>,
+}
+
+impl Client {
+    pub(crate) fn new(config: &RemoteConfig) -> Result<Client> {
+        let mut builder = AmazonS3Builder::from_env().with_bucket_name(&config.bucket);
+        if let Some(endpoint) = &config.endpoint {
+            builder = builder.with_endpoint(endpoint);
+        }
+        if let Some(region) = &config.region {
+            builder = builder.with_region(region);
+        }
+        if let (Some(key), Some(secret)) = (&config.access_key, &config.secret_key) {
+            builder = builder.with_access_key_id(key).with_secret_access_key(secret);
+        }
+        let plain_http = config
+            .endpoint
+            .clone()
+            .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
+            .or_else(|| std::env::var("AWS_ENDPOINT").ok())
+            .is_some_and(|e| e.starts_with("http://"));
+        let retry = RetryConfig {
+            backoff: BackoffConfig {
+                init_backoff: std::time::Duration::from_millis(100),
+                max_backoff: std::time::Duration::from_secs(2),
+                base: 2.0,
+            },
+            max_retries: config.retries,
+            retry_timeout: config.timeout * 2,
+        };
+        // Client options replace the builder's (`with_allow_http` included): one set.
+        let store = builder
+            .with_retry(retry)
+            .with_client_options(
+                ClientOptions::new()
+                    .with_allow_http(plain_http)
+                    .with_timeout(config.timeout)
+                    .with_connect_timeout(std::time::Duration::from_secs(5)),
+            )
+            .build()
+            .map_err(|e| Error::remote(format!("setting up {}", config.url()), e))?;
+        Ok(Client {
+            store: Arc::new(store),
+            prefix: config.prefix.clone(),
+            url: config.url(),
+            requests: Arc::new(AtomicU64::new(0)),
+        })
+    }
+
+    /// Requests sent since the client was made (retries not counted).
+    pub(crate) fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// The remote's URL, for messages.
+    pub(crate) fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn count(&self, n: u64) {
+        self.requests.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Where a pack's part lives.
+    pub(crate) fn path(&self, part: Part, name: &str) -> Path {
+        let folder = match part {
+            Part::Body => PACKS,
+            Part::Index => INDEXES,
+            Part::Damaged => DAMAGED,
+        };
+        if self.prefix.is_empty() {
+            Path::from(format!("{folder}/{name}"))
+        } else {
+            Path::from(format!("{}/{folder}/{name}", self.prefix))
+        }
+    }
+
+    /// The names of every pack whose index is on the remote.
+    pub(crate) async fn list_indexes(&self) -> Result<Vec<String>> {
+        let folder = self.path(Part::Index, "");
+        let folder = Path::from(folder.as_ref().trim_end_matches('/'));
+        self.count(1);
+        let metas: Vec<_> = self
+            .store
+            .list(Some(&folder))
+            .try_collect()
+            .await
+            .map_err(|e| Error::remote(format!("listing the packs of {}", self.url), e))?;
+        // A listing comes in pages of 1,000: count the requests it took.
+        self.count((metas.len() as u64).saturating_sub(1) / 1_000);
+        Ok(metas.into_iter().filter_map(|m| m.location.filename().map(str::to_string)).collect())
+    }
+
+    /// A whole file.
+    pub(crate) async fn get(&self, part: Part, name: &str) -> Result<Bytes> {
+        let path = self.path(part, name);
+        self.count(1);
+        let result = self.store.get(&path).await.map_err(|e| self.error("reading", &path, e))?;
+        result.bytes().await.map_err(|e| self.error("reading", &path, e))
+    }
+
+    /// Ranges of a pack's body, neighbours merged into one request (`object_store`
+    /// coalesces ranges less than 1 MiB apart).
+    pub(crate) async fn get_ranges(&self, name: &str, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        let path = self.path(Part::Body, name);
+        self.count(coalesced_requests(ranges));
+        self.store.get_ranges(&path, ranges).await.map_err(|e| self.error("reading", &path, e))
+    }
+
+    /// Writes a file; with `create`, only if there is none by that name (a pack's name
+    /// is its content, so one already there is the same pack).
+    pub(crate) async fn put(
+        &self,
+        part: Part,
+        name: &str,
+        bytes: Vec<u8>,
+        create: bool,
+    ) -> Result<()> {
+        let path = self.path(part, name);
+        let mode = if create { PutMode::Create } else { PutMode::Overwrite };
+        let options = PutOptions { mode, ..PutOptions::default() };
+        self.count(1);
+        match self.store.put_opts(&path, PutPayload::from(bytes.clone()), options).await {
+            Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => Ok(()),
+            // A store without conditional writes: an overwrite writes the same bytes.
+            Err(object_store::Error::NotImplemented) if create => {
+                self.count(1);
+                self.store
+                    .put(&path, PutPayload::from(bytes))
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| self.error("writing", &path, e))
+            }
+            Err(e) => Err(self.error("writing", &path, e)),
+        }
+    }
+
+    /// Deletes a file; one already gone is no error.
+    pub(crate) async fn delete(&self, part: Part, name: &str) -> Result<()> {
+        let path = self.path(part, name);
+        self.count(1);
+        match self.store.delete(&path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.error("deleting", &path, e)),
+        }
+    }
+
+    fn error(&self, doing: &str, path: &Path, e: object_store::Error) -> Error {
+        Error::remote(format!("{doing} {path} on {}", self.url), e)
+    }
+}
+
+/// Requests `object_store::get_ranges` sends for `ranges`: one per run of ranges less than
+/// its coalescing distance (1 MiB) apart.
+fn coalesced_requests(ranges: &[Range<u64>]) -> u64 {
+    let mut sorted: Vec<_> = ranges.to_vec();
+    sorted.sort_by_key(|r| r.start);
+    let mut requests = 0;
+    let mut end: Option<u64> = None;
+    for r in sorted {
+        match end {
+            Some(e) if r.start <= e + object_store::OBJECT_STORE_COALESCE_DEFAULT => {
+                end = Some(e.max(r.end));
+            }
+            _ => {
+                requests += 1;
+                end = Some(r.end);
+            }
+        }
+    }
+    requests
+}

@@ -1,0 +1,114 @@
+//! What a push, a pull or a refresh did, for callers and the command line.
+
+use std::fmt;
+
+/// What [`Stash::push`](crate::Stash::push) did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PushReport {
+    /// Objects uploaded.
+    pub objects: u64,
+    /// Bytes of pack bodies uploaded.
+    pub bytes: u64,
+    /// Packs uploaded.
+    pub packs: u64,
+    /// Stored objects the remote already held.
+    pub already_remote: u64,
+    /// Local objects that failed their hash check and were not uploaded (run verify).
+    pub corrupt: u64,
+    /// Requests sent to the remote, the listing included.
+    pub requests: u64,
+}
+
+/// A pack whose bytes failed their check while pulling or reading through: nothing of it
+/// that failed was returned or stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DamagedPack {
+    /// The pack's name on the remote.
+    pub pack: String,
+    /// Objects of it that failed.
+    pub objects: u64,
+    /// The first failure.
+    pub reason: String,
+}
+
+/// What [`Stash::pull`](crate::Stash::pull) did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PullReport {
+    /// Objects fetched, checked and stored.
+    pub objects: u64,
+    /// Bytes fetched.
+    pub bytes: u64,
+    /// Remote objects the stash already held.
+    pub already_local: u64,
+    /// Packs with objects that failed their check; those objects were not stored.
+    pub damaged: Vec<DamagedPack>,
+    /// Requests sent to the remote, the listing included.
+    pub requests: u64,
+}
+
+/// What the remote holds, as the local copy of its indexes knows after a refresh.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RemoteStatus {
+    /// The remote's URL.
+    pub url: String,
+    /// Packs on the remote.
+    pub packs: u64,
+    /// Objects in them.
+    pub objects: u64,
+    /// Packs whose index was read by this refresh.
+    pub new_packs: u64,
+    /// Indexes that failed their check (left out; the error names each).
+    pub damaged_indexes: Vec<String>,
+    /// Requests sent.
+    pub requests: u64,
+}
+
+impl fmt::Display for PushReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "pushed {} objects ({} bytes) in {} packs; {} already on the remote; {} requests",
+            self.objects, self.bytes, self.packs, self.already_remote, self.requests
+        )?;
+        if self.corrupt > 0 {
+            write!(f, "; {} corrupt local objects NOT pushed (run verify)", self.corrupt)?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for PullReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "pulled {} objects ({} bytes); {} already here; {} requests",
+            self.objects, self.bytes, self.already_local, self.requests
+        )?;
+        for d in &self.damaged {
+            write!(
+                f,
+                "\npack {} is damaged: {} objects NOT stored ({})",
+                d.pack, d.objects, d.reason
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for RemoteStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {} objects in {} packs ({} indexes read, {} requests)",
+            self.url, self.objects, self.packs, self.new_packs, self.requests
+        )?;
+        for name in &self.damaged_indexes {
+            write!(f, "\nindex {name} is damaged: its objects are left out")?;
+        }
+        Ok(())
+    }
+}

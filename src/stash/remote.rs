@@ -1,0 +1,330 @@
+//! The remote tier on a stash (feature `remote`): push, pull, read-through.
+//!
+//! A push lists the stash's objects in storage order (objects saved together, a model's,
+//! go into the same packs, so reading them back takes few ranges), leaves out those the
+//! remote holds, reads and checks the rest in parallel (a damaged local row is never
+//! uploaded) and packs their gzip members; each pack is uploaded while the next is built.
+//! A read of a key the stash lacks asks the remote; whatever comes back is inflated and
+//! hashed before it is stored or returned.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use crate::codec;
+use crate::dict::{self, Codec};
+use crate::error::{Error, Result};
+use crate::key::Key;
+use crate::pending::Row;
+use crate::remote::{
+    self, Builder, DamagedPack, Location, PullReport, PushReport, Remote, RemoteStatus, Sealed,
+};
+use crate::writer::Message;
+
+use super::Stash;
+
+/// Keys looked up in the catalog, and rows read from the stash, at once by a push.
+const PUSH_CHUNK: usize = 4_096;
+/// Bytes of members a pull fetches before checking and storing them.
+const PULL_BATCH: u64 = 32 << 20;
+
+impl Stash {
+    fn remote(&self) -> Result<&Remote> {
+        self.remote.as_ref().ok_or_else(|| {
+            Error::config(
+                "this stash was opened without a remote: set one with StashBuilder::remote \
+                 (command line: objstash remote set s3://bucket/prefix, or OBJSTASH_REMOTE)",
+            )
+        })
+    }
+
+    /// The URL of the remote this handle was opened with.
+    pub fn remote_url(&self) -> Option<String> {
+        self.remote.as_ref().map(|r| r.url().to_string())
+    }
+
+    /// Brings the local copy of the remote's pack indexes up to date: lists the packs and
+    /// reads the indexes of new ones.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] without a remote; [`Error::Remote`] if the remote fails.
+    pub fn refresh_remote(&self) -> Result<RemoteStatus> {
+        self.remote()?.refresh()
+    }
+
+    /// The keys among `keys` the remote does not hold, in input order (no request per
+    /// key: the local copy of the remote's indexes answers, refreshed if it is older than
+    /// the refresh interval).
+    ///
+    /// # Errors
+    /// As [`Stash::refresh_remote`].
+    pub fn remote_missing(&self, keys: &[Key]) -> Result<Vec<Key>> {
+        let holds = self.remote()?.holds(keys)?;
+        Ok(keys.iter().zip(holds).filter(|(_, held)| !held).map(|(k, _)| *k).collect())
+    }
+
+    /// Uploads every stored object the remote does not hold, in packs. An interrupted push
+    /// (killed, remote down) leaves no pack half-visible; the next one sends only what the
+    /// remote still lacks.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] without a remote; [`Error::Remote`] if the remote fails
+    /// (packs uploaded before the failure stay uploaded); database errors as for reads.
+    pub fn push(&self) -> Result<PushReport> {
+        let remote = self.remote()?;
+        let before = remote.requests();
+        if !self.read_only {
+            self.flush()?;
+        }
+        remote.refresh()?;
+        let mut report = PushReport::default();
+        let mut unpushed = Vec::new();
+        let mut chunk = Vec::with_capacity(PUSH_CHUNK);
+        let mut entries = self.entries()?;
+        loop {
+            let next = entries.next().transpose()?;
+            if let Some(entry) = next {
+                chunk.push(entry.key);
+            }
+            if chunk.len() == PUSH_CHUNK || (next.is_none() && !chunk.is_empty()) {
+                let holds = remote.holds(&chunk)?;
+                for (key, held) in chunk.drain(..).zip(holds) {
+                    if held {
+                        report.already_remote += 1;
+                    } else {
+                        unpushed.push(key);
+                    }
+                }
+            }
+            if next.is_none() {
+                break;
+            }
+        }
+        let corrupt = std::sync::atomic::AtomicU64::new(0);
+        let packs = Packer {
+            stash: self,
+            keys: unpushed.chunks(PUSH_CHUNK),
+            ready: VecDeque::new(),
+            builder: Builder::default(),
+            pack_size: remote.config.pack_size as usize,
+            corrupt: &corrupt,
+        };
+        let (packs, objects, bytes) = remote.upload(packs)?;
+        report.packs = packs;
+        report.objects = objects;
+        report.bytes = bytes;
+        report.corrupt = corrupt.into_inner();
+        report.requests = remote.requests() - before;
+        Ok(report)
+    }
+
+    /// Fetches every object the remote holds and the stash lacks, checks each and stores
+    /// it. Objects of a damaged pack that fail their check are left out and the pack is
+    /// named in the report; everything else is stored.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnly`] for a read-only handle; [`Error::InvalidConfig`] without a
+    /// remote; [`Error::Remote`] if the remote fails (objects stored before stay stored).
+    pub fn pull(&self) -> Result<PullReport> {
+        let remote = self.remote()?;
+        if self.read_only {
+            return Err(Error::ReadOnly { path: self.path.clone() });
+        }
+        let before = remote.requests();
+        remote.refresh()?;
+        let mut report = PullReport::default();
+        let mut wanted: Vec<Location> = Vec::new();
+        let mut wanted_bytes = 0;
+        for pack in remote.packs()? {
+            let entries = remote.entries(&pack)?;
+            let keys: Vec<Key> = entries.iter().map(|e| e.key).collect();
+            let missing: HashSet<Key> = self.missing(&keys)?.into_iter().collect();
+            report.already_local += (keys.len() - missing.len()) as u64;
+            for entry in entries.into_iter().filter(|e| missing.contains(&e.key)) {
+                wanted_bytes += u64::from(entry.len);
+                wanted.push(Location { pack: pack.clone(), entry });
+            }
+            if wanted_bytes >= PULL_BATCH {
+                self.pull_batch(remote, &std::mem::take(&mut wanted), &mut report)?;
+                wanted_bytes = 0;
+            }
+        }
+        self.pull_batch(remote, &wanted, &mut report)?;
+        self.flush()?;
+        report.requests = remote.requests() - before;
+        Ok(report)
+    }
+
+    fn pull_batch(
+        &self,
+        remote: &Remote,
+        wanted: &[Location],
+        report: &mut PullReport,
+    ) -> Result<()> {
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        let members = remote.fetch(wanted);
+        let checked = self.check_and_store(remote, wanted, members)?;
+        for (location, result) in wanted.iter().zip(checked) {
+            match result {
+                Ok(_) => {
+                    report.objects += 1;
+                    report.bytes += u64::from(location.entry.len);
+                }
+                Err(Error::RemoteCorrupt { pack, reason, .. }) => {
+                    match report.damaged.iter_mut().find(|d| d.pack == pack) {
+                        Some(d) => d.objects += 1,
+                        None => report.damaged.push(DamagedPack { pack, objects: 1, reason }),
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks fetched members in parallel and stores those that pass (unless the handle is
+    /// read-only); each result is the object or why it was refused. Packs with a member
+    /// that failed are quarantined (`Remote::quarantine`).
+    fn check_and_store(
+        &self,
+        remote: &Remote,
+        wanted: &[Location],
+        members: Vec<Result<bytes::Bytes>>,
+    ) -> Result<Vec<Result<Vec<u8>>>> {
+        let results: Vec<Result<Vec<u8>>> = self.pool.install(|| {
+            wanted
+                .par_iter()
+                .zip(members)
+                .map(|(location, member)| {
+                    let member = member?;
+                    let raw =
+                        remote::check(location, &member).inspect_err(|e| log::error!("{e}"))?;
+                    if !self.read_only {
+                        self.store_checked(location, &raw, &member)?;
+                    }
+                    Ok(raw)
+                })
+                .collect()
+        });
+        let damaged: HashSet<&str> = results
+            .iter()
+            .filter_map(|r| match r {
+                Err(Error::RemoteCorrupt { pack, .. }) => Some(pack.as_str()),
+                _ => None,
+            })
+            .collect();
+        for pack in damaged {
+            remote.quarantine(pack)?;
+        }
+        Ok(results)
+    }
+
+    /// Stores an object fetched and checked: as the gzip member it came in when the stash
+    /// stores gzip (no second compression), else saved as any new object.
+    fn store_checked(&self, location: &Location, raw: &[u8], member: &[u8]) -> Result<()> {
+        if self.codec == Codec::Gzip && raw.len() as u64 <= self.max_object {
+            let row = Row {
+                key: location.entry.key,
+                raw_len: location.entry.raw_len,
+                data: Arc::new(member.to_vec()),
+            };
+            self.shared.pending.insert(row.clone());
+            self.send(Message::Save(row))
+        } else {
+            self.save(raw).map(|_| ())
+        }
+    }
+
+    /// Read-through: the objects under `keys` from the remote (checked, then stored),
+    /// `None` for those it does not hold either.
+    pub(super) fn read_through(&self, keys: &[Key]) -> Result<Vec<Option<Vec<u8>>>> {
+        let Some(remote) = &self.remote else {
+            return Ok(vec![None; keys.len()]);
+        };
+        let located = remote.locate(keys)?;
+        let (at, wanted): (Vec<usize>, Vec<Location>) =
+            located.into_iter().enumerate().filter_map(|(i, l)| l.map(|l| (i, l))).unzip();
+        let mut found = vec![None; keys.len()];
+        if wanted.is_empty() {
+            return Ok(found);
+        }
+        let members = remote.fetch(&wanted);
+        for (i, result) in at.into_iter().zip(self.check_and_store(remote, &wanted, members)?) {
+            found[i] = Some(result?);
+        }
+        Ok(found)
+    }
+}
+
+/// Builds packs of the objects of `keys` as they are asked for, so that one uploads while
+/// the next is built.
+struct Packer<'a, I> {
+    stash: &'a Stash,
+    keys: I,
+    /// Checked members not yet in a pack: (key, raw length, member).
+    ready: VecDeque<(Key, u64, Vec<u8>)>,
+    builder: Builder,
+    pack_size: usize,
+    corrupt: &'a std::sync::atomic::AtomicU64,
+}
+
+impl<'a, I: Iterator<Item = &'a [Key]>> Packer<'a, I> {
+    /// Reads the rows of `keys`, checks each and turns it into a gzip member.
+    fn read(&mut self, keys: &[Key]) -> Result<()> {
+        let stash = self.stash;
+        let rows = stash.lookup(
+            keys,
+            |row: Row| (row.raw_len as i64, row.data),
+            |conn, key| stash.select_row(conn, key),
+        )?;
+        let members: Vec<Option<(Key, u64, Vec<u8>)>> = stash.pool.install(|| {
+            keys.par_iter()
+                .zip(rows)
+                .map(|(key, row)| {
+                    // Removed or evicted since it was listed: nothing to push.
+                    let (raw_len, data) = row?;
+                    match codec::decode_checked(key, raw_len, &data, &stash.dicts) {
+                        Ok(raw) if data.starts_with(&dict::MAGIC) => {
+                            Some((*key, raw_len as u64, codec::compress(&raw, stash.level)))
+                        }
+                        Ok(_) => Some((*key, raw_len as u64, data.to_vec())),
+                        Err(e) => {
+                            log::error!("not pushed: {e}");
+                            self.corrupt.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            None
+                        }
+                    }
+                })
+                .collect()
+        });
+        self.ready.extend(members.into_iter().flatten());
+        Ok(())
+    }
+}
+
+impl<'a, I: Iterator<Item = &'a [Key]>> Iterator for Packer<'a, I> {
+    type Item = Result<Sealed>;
+
+    fn next(&mut self) -> Option<Result<Sealed>> {
+        loop {
+            while let Some((key, raw_len, member)) = self.ready.pop_front() {
+                self.builder.push(key, raw_len, &member);
+                if self.builder.body_len() >= self.pack_size {
+                    return Some(Ok(self.builder.seal()));
+                }
+            }
+            match self.keys.next() {
+                Some(keys) => {
+                    if let Err(e) = self.read(keys) {
+                        return Some(Err(e));
+                    }
+                }
+                None if self.builder.is_empty() => return None,
+                None => return Some(Ok(self.builder.seal())),
+            }
+        }
+    }
+}
