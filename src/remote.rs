@@ -102,8 +102,19 @@ impl Remote {
             .await
         });
         let mut damaged = Vec::new();
+        let mut unreadable = 0;
         for (name, bytes) in read {
-            match pack::parse_index(name, &bytes?) {
+            // An index that cannot be read now (a volume server down) is read at the next
+            // refresh; the others are usable meanwhile.
+            let bytes = match bytes {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    log::warn!("{e}");
+                    unreadable += 1;
+                    continue;
+                }
+            };
+            match pack::parse_index(name, &bytes) {
                 Ok(index) => self.catalog.add(name, &index)?,
                 Err(reason) => {
                     log::error!("remote index {name} on {} is damaged: {reason}", self.url());
@@ -117,8 +128,9 @@ impl Remote {
             url: self.url().to_string(),
             packs,
             objects,
-            new_packs: (new.len() - damaged.len()) as u64,
+            new_packs: (new.len() - damaged.len() - unreadable) as u64,
             damaged_indexes: damaged,
+            unreadable_indexes: unreadable as u64,
             requests: self.client.requests() - before,
         })
     }

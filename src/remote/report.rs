@@ -45,6 +45,9 @@ pub struct PullReport {
     pub already_local: u64,
     /// Packs with objects that failed their check; those objects were not stored.
     pub damaged: Vec<DamagedPack>,
+    /// Packs that could not be read (their index or body: the remote failed for them);
+    /// pull again to get their objects.
+    pub unreachable: u64,
     /// Requests sent to the remote, the listing included.
     pub requests: u64,
 }
@@ -63,6 +66,9 @@ pub struct RemoteStatus {
     pub new_packs: u64,
     /// Indexes that failed their check (left out; the error names each).
     pub damaged_indexes: Vec<String>,
+    /// Indexes that could not be read (the remote failed for them): read at the next
+    /// refresh.
+    pub unreadable_indexes: u64,
     /// Requests sent.
     pub requests: u64,
 }
@@ -81,6 +87,13 @@ impl fmt::Display for PushReport {
     }
 }
 
+impl PullReport {
+    /// Whether the pull got every object the remote lists.
+    pub fn is_complete(&self) -> bool {
+        self.damaged.is_empty() && self.unreachable == 0
+    }
+}
+
 impl fmt::Display for PullReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -88,6 +101,9 @@ impl fmt::Display for PullReport {
             "pulled {} objects ({} bytes); {} already here; {} requests",
             self.objects, self.bytes, self.already_local, self.requests
         )?;
+        if self.unreachable > 0 {
+            write!(f, "\n{} packs could not be read: pull again", self.unreachable)?;
+        }
         for d in &self.damaged {
             write!(
                 f,
@@ -106,6 +122,9 @@ impl fmt::Display for RemoteStatus {
             "{}: {} objects in {} packs ({} indexes read, {} requests)",
             self.url, self.objects, self.packs, self.new_packs, self.requests
         )?;
+        if self.unreadable_indexes > 0 {
+            write!(f, "\n{} indexes could not be read: refresh again", self.unreadable_indexes)?;
+        }
         for name in &self.damaged_indexes {
             write!(f, "\nindex {name} is damaged: its objects are left out")?;
         }

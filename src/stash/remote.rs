@@ -132,8 +132,9 @@ impl Stash {
             return Err(Error::ReadOnly { path: self.path.clone() });
         }
         let before = remote.requests();
-        remote.refresh()?;
+        let status = remote.refresh()?;
         let mut report = PullReport::default();
+        let mut unreachable = HashSet::new();
         let mut wanted: Vec<Location> = Vec::new();
         let mut wanted_bytes = 0;
         for pack in remote.packs()? {
@@ -146,21 +147,30 @@ impl Stash {
                 wanted.push(Location { pack: pack.clone(), entry });
             }
             if wanted_bytes >= PULL_BATCH {
-                self.pull_batch(remote, &std::mem::take(&mut wanted), &mut report)?;
+                self.pull_batch(
+                    remote,
+                    &std::mem::take(&mut wanted),
+                    &mut report,
+                    &mut unreachable,
+                )?;
                 wanted_bytes = 0;
             }
         }
-        self.pull_batch(remote, &wanted, &mut report)?;
+        self.pull_batch(remote, &wanted, &mut report, &mut unreachable)?;
         self.flush()?;
+        report.unreachable = status.unreadable_indexes + unreachable.len() as u64;
         report.requests = remote.requests() - before;
         Ok(report)
     }
 
+    /// Fetches, checks and stores `wanted`; packs that cannot be read go into
+    /// `unreachable`, and the pull goes on with the others.
     fn pull_batch(
         &self,
         remote: &Remote,
         wanted: &[Location],
         report: &mut PullReport,
+        unreachable: &mut HashSet<String>,
     ) -> Result<()> {
         if wanted.is_empty() {
             return Ok(());
@@ -178,6 +188,9 @@ impl Stash {
                         Some(d) => d.objects += 1,
                         None => report.damaged.push(DamagedPack { pack, objects: 1, reason }),
                     }
+                }
+                Err(Error::Remote { .. }) => {
+                    unreachable.insert(location.pack.clone());
                 }
                 Err(e) => return Err(e),
             }

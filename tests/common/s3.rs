@@ -101,7 +101,8 @@ impl S3Server {
         Self::cluster(0)
     }
 
-    /// `weed server` and `extra_volumes` more volume servers, each its own process.
+    /// `weed server` and `extra_volumes` more volume servers, each its own process; with
+    /// extra volume servers, every file is written on two of them (replication `001`).
     pub fn cluster(extra_volumes: u16) -> S3Server {
         let dir = tempfile::tempdir().unwrap();
         let base = free_ports(4 + extra_volumes);
@@ -137,6 +138,11 @@ impl S3Server {
             "-s3.port.lance=0".into(),
         ];
         server_args.extend(common.clone());
+        if extra_volumes > 0 {
+            // Every file on two volume servers: what a store that survives one losing its
+            // disk does.
+            server_args.push("-master.defaultReplication=001".into());
+        }
         let mut processes = vec![Process {
             name: "server".into(),
             args: server_args,
@@ -201,13 +207,7 @@ impl S3Server {
 
     /// A remote under `prefix` of the test bucket.
     pub fn remote(&self, prefix: &str) -> RemoteConfig {
-        RemoteConfig::new(&format!("s3://{BUCKET}/{prefix}"))
-            .unwrap()
-            .endpoint(self.endpoint())
-            .region("us-east-1")
-            .credentials(ACCESS_KEY, SECRET_KEY)
-            .timeout(Duration::from_secs(5))
-            .retries(1)
+        remote_at(&self.endpoint(), prefix)
     }
 
     /// The S3 client the tests use to look at or damage what is stored.
@@ -249,6 +249,18 @@ impl S3Server {
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("weed.log")).unwrap_or_default()
     }
+}
+
+/// A remote under `prefix` of the test bucket of the server at `endpoint` (for a child
+/// process that was handed the endpoint).
+pub fn remote_at(endpoint: &str, prefix: &str) -> RemoteConfig {
+    RemoteConfig::new(&format!("s3://{BUCKET}/{prefix}"))
+        .unwrap()
+        .endpoint(endpoint)
+        .region("us-east-1")
+        .credentials(ACCESS_KEY, SECRET_KEY)
+        .timeout(Duration::from_secs(5))
+        .retries(1)
 }
 
 impl Drop for S3Server {
