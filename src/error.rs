@@ -301,6 +301,7 @@ impl Error {
         Error::Corrupt { key, reason: reason.into() }
     }
 
+    #[cfg(feature = "remote")]
     pub(crate) fn remote(
         operation: impl Into<String>,
         source: impl std::error::Error + Send + Sync + 'static,
@@ -310,6 +311,7 @@ impl Error {
 
     /// The same error again, for each of several calls one failure answers (the objects
     /// of a pack that could not be read).
+    #[cfg(feature = "remote")]
     pub(crate) fn duplicate(&self) -> Self {
         match self {
             Error::Remote { operation, source } => {

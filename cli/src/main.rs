@@ -17,6 +17,8 @@ mod check;
 mod fetch;
 mod manage;
 mod output;
+#[cfg(feature = "remote")]
+mod remote;
 mod store;
 
 use output::{Failure, Out};
@@ -27,7 +29,8 @@ Examples:
   echo hello | objstash --db cache.db put      store stdin
   objstash --db cache.db get <KEY> -o obj.json write an object to a file
   objstash --db cache.db import ./objects      store a whole directory in parallel
-  OBJSTASH_DB=cache.db objstash stats --json   the size report as JSON";
+  OBJSTASH_DB=cache.db objstash stats --json   the size report as JSON
+  objstash --db cache.db --remote s3://team/cache push   upload what the remote lacks";
 
 #[derive(Parser, Debug)]
 #[command(name = "objstash", version, about = "A content-addressed object cache in SQLite", after_help = EXAMPLES)]
@@ -58,6 +61,21 @@ struct Cli {
     /// Print no messages or progress; errors and lost data are still reported.
     #[arg(long, short, global = true)]
     quiet: bool,
+    /// A shared remote on an S3-compatible store, s3://bucket/prefix (default:
+    /// $OBJSTASH_REMOTE). With one, get of an object the stash lacks reads it from the
+    /// remote. Credentials come from the AWS variables (AWS_ACCESS_KEY_ID, ...).
+    #[cfg(feature = "remote")]
+    #[arg(long, global = true, value_name = "URL")]
+    remote: Option<String>,
+    /// The remote store's address, e.g. http://127.0.0.1:8333 (default:
+    /// $AWS_ENDPOINT_URL, else AWS).
+    #[cfg(feature = "remote")]
+    #[arg(long, global = true, value_name = "URL")]
+    endpoint: Option<String>,
+    /// Target size of the packs a push uploads, e.g. 8MiB (the default).
+    #[cfg(feature = "remote")]
+    #[arg(long, global = true, value_name = "SIZE")]
+    pack_size: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -201,6 +219,28 @@ enum Command {
         #[arg(required = true)]
         keys: Vec<String>,
     },
+    /// Upload every stored object the remote lacks, in packs; an interrupted push is
+    /// resumed by the next one.
+    #[cfg(feature = "remote")]
+    #[command(after_help = "Example:\n  objstash --db cache.db --remote s3://team/cache push")]
+    Push,
+    /// Fetch every object the remote holds and the stash lacks, checking each; exit 1 if a
+    /// pack was damaged or could not be read.
+    #[cfg(feature = "remote")]
+    #[command(after_help = "Example:\n  objstash --db cache.db --remote s3://team/cache pull")]
+    Pull,
+    /// What the remote holds (`status`), or which keys it lacks (`missing KEY...`, `-`
+    /// reads them from stdin), from the local copy of its pack indexes.
+    #[cfg(feature = "remote")]
+    #[command(
+        after_help = "Example:\n  objstash --db cache.db --remote s3://team/cache remote status\n  objstash --db cache.db --remote s3://team/cache remote missing - < keys.txt"
+    )]
+    Remote {
+        /// status or missing.
+        action: String,
+        /// Keys for missing; `-` alone reads them from stdin.
+        keys: Vec<String>,
+    },
 }
 
 impl Command {
@@ -219,6 +259,10 @@ impl Command {
 
     /// Whether the command may create a stash: only those that store objects.
     fn creates(&self) -> bool {
+        #[cfg(feature = "remote")]
+        if matches!(self, Command::Pull) {
+            return true;
+        }
         matches!(self, Command::Put { .. } | Command::Import { .. })
     }
 }
@@ -280,6 +324,35 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
     if let Some(bytes) = cli.max_object_size {
         builder = builder.max_object_size(bytes);
     }
+    #[cfg(feature = "remote")]
+    {
+        let pack_size = cli.pack_size.as_deref().map(bound::parse_size).transpose()?;
+        let remote = remote::config(cli.remote.as_deref(), cli.endpoint.as_deref(), pack_size)?;
+        let needs_remote =
+            matches!(cli.command, Command::Push | Command::Pull | Command::Remote { .. });
+        if needs_remote && remote.is_none() {
+            return Err(Failure::Usage(
+                "this command needs a remote: --remote s3://bucket/prefix or OBJSTASH_REMOTE"
+                    .into(),
+            ));
+        }
+        if let Command::Remote { action, keys } = &cli.command {
+            match action.as_str() {
+                "status" if keys.is_empty() => {}
+                "missing" if !keys.is_empty() => {
+                    keys.iter().filter(|k| *k != "-").try_for_each(|k| parse_key(k).map(drop))?;
+                }
+                _ => {
+                    return Err(Failure::Usage(
+                        "remote takes status, or missing with keys (- reads stdin)".into(),
+                    ));
+                }
+            }
+        }
+        if let Some(remote) = remote {
+            builder = builder.remote(remote);
+        }
+    }
     let stash = builder.open(&db)?;
     if let Some(report) = stash.recovery() {
         if report.lost_anything() {
@@ -316,6 +389,15 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         }
         Command::Pin { keys } => bound::pin(&stash, keys, true, &mut out)?,
         Command::Unpin { keys } => bound::pin(&stash, keys, false, &mut out)?,
+        #[cfg(feature = "remote")]
+        Command::Push => remote::push(&stash, &mut out)?,
+        #[cfg(feature = "remote")]
+        Command::Pull => remote::pull(&stash, &mut out)?,
+        #[cfg(feature = "remote")]
+        Command::Remote { action, keys } => match action.as_str() {
+            "status" => remote::status(&stash, &mut out)?,
+            _ => remote::missing(&stash, keys, &mut out)?,
+        },
         Command::Repair => unreachable!("handled before opening"),
     };
     out.flush()?;

@@ -14,15 +14,21 @@ use std::time::{Duration, Instant};
 use objstash::RemoteConfig;
 
 pub const BUCKET: &str = "objstash";
-const ACCESS_KEY: &str = "objstash-test";
-const SECRET_KEY: &str = "objstash-test-secret";
+pub const ACCESS_KEY: &str = "objstash-test";
+pub const SECRET_KEY: &str = "objstash-test-secret";
 
 /// The `weed` binary: `$OBJSTASH_WEED`, else the one `tests/s3/install.sh` installs.
 pub fn weed() -> PathBuf {
     if let Some(path) = std::env::var_os("OBJSTASH_WEED") {
         return PathBuf::from(path);
     }
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/s3-venv/bin/weed");
+    // The workspace's root: the nearest directory up from this crate with the installer.
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = manifest
+        .ancestors()
+        .find(|dir| dir.join("tests/s3/install.sh").exists())
+        .unwrap_or(&manifest);
+    let path = root.join("target/s3-venv/bin/weed");
     assert!(
         path.exists(),
         "no SeaweedFS binary at {}: run tests/s3/install.sh (./test.sh does) or set OBJSTASH_WEED",

@@ -1,0 +1,153 @@
+//! The remote tier's commands: `push`, `pull`, `remote status`, `remote missing`; with a
+//! remote given (`--remote` or `OBJSTASH_REMOTE`), `get` reads through it too.
+//!
+//! Credentials come from the environment as the AWS tools read them
+//! (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_REGION`,
+//! `AWS_ENDPOINT_URL`); the command line never takes a secret.
+
+use std::process::ExitCode;
+
+use objstash::{RemoteConfig, Stash};
+use serde::Serialize;
+
+use crate::fetch::keys_arg;
+use crate::output::{Failure, Out};
+
+/// The remote the command line names, if any: `--remote`, else `OBJSTASH_REMOTE`.
+pub fn config(
+    url: Option<&str>,
+    endpoint: Option<&str>,
+    pack_size: Option<u64>,
+) -> Result<Option<RemoteConfig>, Failure> {
+    let config = match url {
+        Some(url) => Some(RemoteConfig::new(url)?),
+        None => RemoteConfig::from_env()?,
+    };
+    let Some(mut config) = config else {
+        if endpoint.is_some() || pack_size.is_some() {
+            return Err(Failure::Usage(
+                "--endpoint and --pack-size need a remote: --remote s3://bucket/prefix or \
+                 OBJSTASH_REMOTE"
+                    .into(),
+            ));
+        }
+        return Ok(None);
+    };
+    if let Some(endpoint) = endpoint {
+        config = config.endpoint(endpoint);
+    }
+    if let Some(bytes) = pack_size {
+        config = config.pack_size(bytes);
+    }
+    Ok(Some(config))
+}
+
+#[derive(Serialize)]
+struct Pushed {
+    objects: u64,
+    bytes: u64,
+    packs: u64,
+    already_remote: u64,
+    corrupt: u64,
+    requests: u64,
+}
+
+pub fn push(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
+    let report = stash.push()?;
+    if out.json {
+        out.json(&Pushed {
+            objects: report.objects,
+            bytes: report.bytes,
+            packs: report.packs,
+            already_remote: report.already_remote,
+            corrupt: report.corrupt,
+            requests: report.requests,
+        })?;
+    } else {
+        out.say(&report.to_string());
+    }
+    if report.corrupt > 0 {
+        out.warn(&format!(
+            "{} stored objects are corrupt and were not pushed: run objstash verify",
+            report.corrupt
+        ));
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Serialize)]
+struct Pulled<'a> {
+    objects: u64,
+    bytes: u64,
+    already_local: u64,
+    unreachable_packs: u64,
+    damaged_packs: Vec<&'a str>,
+    requests: u64,
+}
+
+pub fn pull(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
+    let report = stash.pull()?;
+    if out.json {
+        out.json(&Pulled {
+            objects: report.objects,
+            bytes: report.bytes,
+            already_local: report.already_local,
+            unreachable_packs: report.unreachable,
+            damaged_packs: report.damaged.iter().map(|d| d.pack.as_str()).collect(),
+            requests: report.requests,
+        })?;
+    }
+    if report.is_complete() {
+        if !out.json {
+            out.say(&report.to_string());
+        }
+        Ok(ExitCode::SUCCESS)
+    } else {
+        // Objects not fetched are news the user must see, even with --quiet.
+        out.warn(&report.to_string());
+        Ok(ExitCode::from(1))
+    }
+}
+
+#[derive(Serialize)]
+struct Status<'a> {
+    url: &'a str,
+    packs: u64,
+    objects: u64,
+    damaged_indexes: &'a [String],
+    unreadable_indexes: u64,
+    requests: u64,
+}
+
+pub fn status(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
+    let status = stash.refresh_remote()?;
+    if out.json {
+        out.json(&Status {
+            url: &status.url,
+            packs: status.packs,
+            objects: status.objects,
+            damaged_indexes: &status.damaged_indexes,
+            unreadable_indexes: status.unreadable_indexes,
+            requests: status.requests,
+        })?;
+    } else {
+        out.line(&status.to_string())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints the keys (from stdin or arguments) the remote does not hold.
+pub fn missing(stash: &Stash, keys: &[String], out: &mut Out) -> Result<ExitCode, Failure> {
+    let keys = keys_arg(keys)?;
+    let missing = stash.remote_missing(&keys)?;
+    if out.json {
+        let hex: Vec<String> = missing.iter().map(ToString::to_string).collect();
+        out.json(&hex)?;
+    } else {
+        for key in &missing {
+            out.line(&key.to_string())?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,112 @@
+//! `push`, `pull`, `remote status`, `remote missing` and read-through `get`, run as a user
+//! would against a real S3 server (SeaweedFS on loopback: tests/common/s3.rs).
+#![cfg(feature = "remote")]
+
+#[allow(dead_code)]
+#[path = "../../tests/common/s3.rs"]
+mod s3;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+/// `objstash --db <db> --remote s3://objstash/<prefix> --endpoint <server> args...`, with the
+/// credentials in the environment as the AWS tools read them.
+fn run(server: &s3::S3Server, db: &Path, prefix: &str, args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_objstash"))
+        .arg("--db")
+        .arg(db)
+        .args(["--remote", &format!("s3://{}/{prefix}", s3::BUCKET), "--endpoint"])
+        .arg(server.endpoint())
+        .args(args)
+        .env("AWS_ACCESS_KEY_ID", s3::ACCESS_KEY)
+        .env("AWS_SECRET_ACCESS_KEY", s3::SECRET_KEY)
+        .env("AWS_REGION", "us-east-1")
+        .env_remove("OBJSTASH_REMOTE")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn objstash");
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().expect("wait")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn push_pull_status_missing_and_read_through() -> TestResult {
+    let server = s3::S3Server::start();
+    let dir = tempfile::tempdir()?;
+    let (a, b, c) = (dir.path().join("a.db"), dir.path().join("b.db"), dir.path().join("c.db"));
+    let mut keys = Vec::new();
+    for i in 0..50 {
+        let file = dir.path().join(format!("{i}.json"));
+        let body = format!("{{\"id\":{i},\"pad\":\"{}\"}}", "x".repeat(i * 10));
+        std::fs::write(&file, &body)?;
+        let out = run(&server, &a, "cli", &["put", file.to_str().unwrap()], b"");
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        keys.push((text(&out.stdout).trim().to_string(), body));
+    }
+    let out = run(&server, &a, "cli", &["--json", "push"], b"");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let pushed: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(pushed["objects"], 50);
+    assert_eq!(pushed["packs"], 1);
+
+    // Read-through: b has nothing, get fetches the object from the remote.
+    let (key, body) = &keys[7];
+    std::fs::write(dir.path().join("seed"), b"seed")?;
+    let out = run(&server, &b, "cli", &["put", dir.path().join("seed").to_str().unwrap()], b"");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = run(&server, &b, "cli", &["get", key], b"");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), *body);
+
+    let unknown = objstash::Key::of(b"not pushed").to_string();
+    let input = format!("{key}\n{unknown}\n");
+    let out = run(&server, &b, "cli", &["remote", "missing", "-"], input.as_bytes());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), unknown);
+
+    let out = run(&server, &b, "cli", &["--json", "remote", "status"], b"");
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!((status["objects"].as_u64(), status["packs"].as_u64()), (Some(50), Some(1)));
+
+    // Pull creates a stash that did not exist and fills it.
+    let out = run(&server, &c, "cli", &["--json", "pull"], b"");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let pulled: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(pulled["objects"], 50);
+    let out = run(&server, &c, "cli", &["verify"], b"");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    Ok(())
+}
+
+#[test]
+fn remote_commands_without_a_remote_are_usage_errors() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = dir.path().join("x.db");
+    for args in [&["push"][..], &["pull"], &["remote", "status"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_objstash"))
+            .arg("--db")
+            .arg(&db)
+            .args(args)
+            .env_remove("OBJSTASH_REMOTE")
+            .output()?;
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(text(&out.stderr).contains("needs a remote"), "{}", text(&out.stderr));
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_objstash"))
+        .arg("--db")
+        .arg(&db)
+        .args(["--remote", "http://nope", "push"])
+        .output()?;
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("s3://"), "{}", text(&out.stderr));
+    Ok(())
+}
