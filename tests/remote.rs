@@ -327,3 +327,50 @@ fn a_volume_server_of_two_stopped_mid_push() -> TestResult {
     assert!(b.missing(&keys)?.is_empty());
     Ok(())
 }
+
+/// Environment variable that makes `model_child` save a model and push it:
+/// `<db>|<endpoint>|<prefix>`.
+const MODEL_CHILD: &str = "OBJSTASH_TEST_MODEL_CHILD";
+
+/// Saves model 8 (20,000 objects) into its own stash and pushes it, in a process of its
+/// own, for `a_model_pushed_by_one_process_is_read_through_by_another`.
+#[test]
+#[ignore = "child process of a sharing test"]
+fn model_child() -> TestResult {
+    let Ok(spec) = std::env::var(MODEL_CHILD) else { return Ok(()) };
+    let mut parts = spec.split('|');
+    let (db, endpoint, prefix) =
+        (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
+    let stash = Stash::builder().remote(common::s3::remote_at(endpoint, prefix)).open(db)?;
+    stash.save_all(&common::objects(8, 20_000))?;
+    let report = stash.push()?;
+    anyhow::ensure!(report.objects == 20_000, "{report}");
+    stash.close()?;
+    Ok(())
+}
+
+#[test]
+fn a_model_pushed_by_one_process_is_read_through_by_another() -> TestResult {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir()?;
+    let spec = format!("{}|{}|shared", dir.path().join("a.db").display(), server.endpoint());
+    let status = common::spawn_child("model_child", MODEL_CHILD, spec)?.wait()?;
+    assert!(status.success(), "the pushing process failed: {status}");
+    // This process never saw the model: every object comes through the remote, checked.
+    let objects = common::objects(8, 20_000);
+    let keys: Vec<Key> = objects.iter().map(|o| Key::of(o)).collect();
+    let b = open(dir.path(), "b.db", server.remote("shared"))?;
+    assert_eq!(b.len()?, 0);
+    for (key, object) in keys.iter().zip(&objects).take(100) {
+        assert_eq!(b.get(key)?.as_deref(), Some(&object[..]));
+    }
+    for (chunk, objects) in keys.chunks(1_000).zip(objects.chunks(1_000)) {
+        for (got, object) in b.get_many(chunk)?.into_iter().zip(objects) {
+            assert_eq!(got.as_deref(), Some(&object[..]));
+        }
+    }
+    b.flush()?;
+    assert_eq!(b.len()?, 20_000);
+    assert!(b.verify()?.is_ok());
+    Ok(())
+}
