@@ -84,7 +84,8 @@ fn main() -> Result<()> {
             secs
         );
         if size == 8 || default_push.is_none() {
-            default_push = Some((size, report.objects as f64 / secs, report.requests, report.objects));
+            default_push =
+                Some((size, report.objects as f64 / secs, report.requests, report.objects));
         }
         a.close()?;
     }
@@ -129,7 +130,9 @@ fn main() -> Result<()> {
 
     // Pull into an empty stash.
     let size = default_push.map_or(8, |d| d.0);
-    let b = Stash::builder().remote(server.remote(&format!("push{size}"))).open(dir.path().join("b.db"))?;
+    let b = Stash::builder()
+        .remote(server.remote(&format!("push{size}")))
+        .open(dir.path().join("b.db"))?;
     let t = Instant::now();
     let pulled = b.pull()?;
     let secs = t.elapsed().as_secs_f64();
@@ -148,7 +151,9 @@ fn main() -> Result<()> {
     let wanted: Vec<Key> = pick(&keys, args.reads, &mut state);
     for (label, many) in [("get, one key per call", false), ("get_many, one call", true)] {
         let name = format!("cold-{many}.db");
-        let c = Stash::builder().remote(server.remote(&format!("push{size}"))).open(dir.path().join(name))?;
+        let c = Stash::builder()
+            .remote(server.remote(&format!("push{size}")))
+            .open(dir.path().join(name))?;
         let t = Instant::now();
         let status = c.refresh_remote()?;
         let refresh = t.elapsed();

@@ -223,7 +223,7 @@ impl Remote {
         );
         self.runtime.block_on(async {
             match self.client.get(Part::Index, name).await {
-                Ok(index) => self.client.put(Part::Damaged, name, index.to_vec(), false).await?,
+                Ok(index) => self.client.put(Part::Damaged, name, index, false).await?,
                 // Another reader moved it already.
                 Err(Error::Remote { .. }) => {}
                 Err(e) => return Err(e),

@@ -8,6 +8,8 @@
 //! returns, so every thread reads its writes; no byte reaches a caller before its blake3
 //! hash has been checked against the key it was asked for.
 
+#[cfg(feature = "remote")]
+mod behind;
 mod bound;
 mod named;
 mod read;
@@ -71,7 +73,10 @@ pub struct Stash {
     hold: Option<Hold>,
     /// The shared remote tier, when the stash was opened with one.
     #[cfg(feature = "remote")]
-    remote: Option<crate::remote::Remote>,
+    remote: Option<Arc<crate::remote::Remote>>,
+    /// Background uploads of what this handle saves (`stash/behind.rs`).
+    #[cfg(feature = "remote")]
+    behind: Option<behind::WriteBehind>,
 }
 
 /// What the open sequence hands over to start a stash.
@@ -154,13 +159,27 @@ impl Stash {
             hold: parts.hold,
             #[cfg(feature = "remote")]
             remote: None,
+            #[cfg(feature = "remote")]
+            behind: None,
         })
     }
 
     /// Attaches the remote tier (`open.rs`, once the stash is open).
     #[cfg(feature = "remote")]
     pub(crate) fn attach_remote(&mut self, config: crate::remote::RemoteConfig) -> Result<()> {
-        self.remote = Some(crate::remote::Remote::open(&self.path, config, self.busy_timeout)?);
+        let interval = config.write_behind;
+        let remote = Arc::new(crate::remote::Remote::open(&self.path, config, self.busy_timeout)?);
+        if let Some(interval) = interval
+            && !self.read_only
+        {
+            self.behind = Some(behind::WriteBehind::start(
+                self.path.clone(),
+                Arc::clone(&remote),
+                Arc::clone(&self.shared),
+                interval,
+            )?);
+        }
+        self.remote = Some(remote);
         Ok(())
     }
 
@@ -348,6 +367,10 @@ impl Stash {
     }
 
     fn shutdown(&mut self) -> Result<()> {
+        #[cfg(feature = "remote")]
+        if let Some(mut behind) = self.behind.take() {
+            behind.stop();
+        }
         self.readers.close_all();
         drop(self.sender.take());
         let panicked = self.writer.take().is_some_and(|writer| writer.join().is_err());

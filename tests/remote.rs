@@ -374,3 +374,47 @@ fn a_model_pushed_by_one_process_is_read_through_by_another() -> TestResult {
     assert!(b.verify()?.is_ok());
     Ok(())
 }
+
+#[test]
+fn write_behind_uploads_in_the_background_and_flush_remote_waits() -> TestResult {
+    let mut server = S3Server::start();
+    let dir = tempfile::tempdir()?;
+    // Saved by an earlier session without a remote: the first round uploads them.
+    let earlier = common::objects(9, 1_000);
+    let earlier_keys = {
+        let a = Stash::open(dir.path().join("a.db"))?;
+        let keys = a.save_all(&earlier)?;
+        a.close()?;
+        keys
+    };
+    let remote = server.remote("behind").write_behind(Duration::from_millis(200));
+    let a = open(dir.path(), "a.db", remote)?;
+    let objects = common::objects(10, 5_000);
+    let keys = a.save_all(&objects)?;
+    a.flush_remote()?;
+    let b = open(dir.path(), "b.db", server.remote("behind"))?;
+    assert_eq!(b.refresh_remote()?.objects, 6_000);
+    assert!(b.remote_missing(&keys)?.is_empty() && b.remote_missing(&earlier_keys)?.is_empty());
+
+    // The remote down: saves do not wait for it, flush_remote says it failed.
+    server.stop();
+    let more = common::objects(11, 2_000);
+    let started = Instant::now();
+    let more_keys = a.save_all(&more)?;
+    a.flush()?;
+    let saving = started.elapsed();
+    assert!(matches!(a.flush_remote(), Err(Error::Remote { .. })));
+    server.restart();
+    // The next round (retried in the background, or hurried by this call) uploads them.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while let Err(e) = a.flush_remote() {
+        assert!(Instant::now() < deadline, "still failing: {e}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let pulled = b.pull()?;
+    assert!(pulled.is_complete(), "{pulled}");
+    assert!(b.missing(&more_keys)?.is_empty() && b.missing(&keys)?.is_empty());
+    eprintln!("2,000 saves with the remote down took {saving:?}");
+    a.close()?;
+    Ok(())
+}

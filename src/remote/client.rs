@@ -157,7 +157,7 @@ impl Client {
         &self,
         part: Part,
         name: &str,
-        bytes: Vec<u8>,
+        bytes: Bytes,
         create: bool,
     ) -> Result<()> {
         let path = self.path(part, name);

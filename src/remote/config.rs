@@ -38,6 +38,7 @@ pub struct RemoteConfig {
     pub(crate) refresh: Duration,
     pub(crate) timeout: Duration,
     pub(crate) retries: usize,
+    pub(crate) write_behind: Option<Duration>,
 }
 
 impl RemoteConfig {
@@ -76,6 +77,7 @@ impl RemoteConfig {
             refresh: DEFAULT_REFRESH,
             timeout: DEFAULT_TIMEOUT,
             retries: DEFAULT_RETRIES,
+            write_behind: None,
         })
     }
 
@@ -135,6 +137,15 @@ impl RemoteConfig {
     /// (default 3).
     pub fn retries(mut self, retries: usize) -> Self {
         self.retries = retries;
+        self
+    }
+
+    /// Uploads what the handle saves in the background (write-behind): keys gather for
+    /// `interval` (e.g. 1 s), then go up in packs; a save never waits on the network, and
+    /// [`Stash::flush_remote`](crate::Stash::flush_remote) waits for the uploads. The
+    /// first round after opening pushes everything the remote lacks. Off by default.
+    pub fn write_behind(mut self, interval: Duration) -> Self {
+        self.write_behind = Some(interval);
         self
     }
 

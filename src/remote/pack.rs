@@ -51,8 +51,8 @@ pub(crate) struct Builder {
 /// A pack ready to upload.
 pub(crate) struct Sealed {
     pub name: String,
-    pub body: Vec<u8>,
-    pub index: Vec<u8>,
+    pub body: bytes::Bytes,
+    pub index: bytes::Bytes,
     pub entries: Vec<Entry>,
 }
 
@@ -89,7 +89,7 @@ impl Builder {
             index.extend_from_slice(&entry.raw_len.to_le_bytes());
         }
         let name = blake3::hash(&index).to_hex().to_string();
-        Sealed { name, body, index, entries }
+        Sealed { name, body: body.into(), index: index.into(), entries }
     }
 }
 
@@ -167,7 +167,7 @@ mod tests {
         builder.push(Key::of(b"a"), 1, b"member");
         let sealed = builder.seal();
         for i in 0..sealed.index.len() {
-            let mut bad = sealed.index.clone();
+            let mut bad = sealed.index.to_vec();
             bad[i] ^= 1;
             assert!(parse_index(&sealed.name, &bad).is_err(), "flip at {i}");
         }

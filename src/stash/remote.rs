@@ -31,7 +31,7 @@ const PULL_BATCH: u64 = 32 << 20;
 
 impl Stash {
     fn remote(&self) -> Result<&Remote> {
-        self.remote.as_ref().ok_or_else(|| {
+        self.remote.as_deref().ok_or_else(|| {
             Error::config(
                 "this stash was opened without a remote: set one with StashBuilder::remote \
                  (command line: objstash remote set s3://bucket/prefix, or OBJSTASH_REMOTE)",
@@ -73,32 +73,45 @@ impl Stash {
     /// (packs uploaded before the failure stay uploaded); database errors as for reads.
     pub fn push(&self) -> Result<PushReport> {
         let remote = self.remote()?;
-        let before = remote.requests();
         if !self.read_only {
             self.flush()?;
         }
-        remote.refresh()?;
+        self.push_to(remote, None)
+    }
+
+    /// Pushes `keys` (those the remote lacks), or every stored object the remote lacks.
+    pub(super) fn push_to(&self, remote: &Remote, keys: Option<Vec<Key>>) -> Result<PushReport> {
+        let before = remote.requests();
         let mut report = PushReport::default();
         let mut unpushed = Vec::new();
-        let mut chunk = Vec::with_capacity(PUSH_CHUNK);
-        let mut entries = self.entries()?;
-        loop {
-            let next = entries.next().transpose()?;
-            if let Some(entry) = next {
-                chunk.push(entry.key);
-            }
-            if chunk.len() == PUSH_CHUNK || (next.is_none() && !chunk.is_empty()) {
-                let holds = remote.holds(&chunk)?;
-                for (key, held) in chunk.drain(..).zip(holds) {
-                    if held {
-                        report.already_remote += 1;
-                    } else {
-                        unpushed.push(key);
-                    }
+        let mut sort = |chunk: &mut Vec<Key>, report: &mut PushReport| -> Result<()> {
+            let holds = remote.holds(chunk)?;
+            for (key, held) in chunk.drain(..).zip(holds) {
+                if held {
+                    report.already_remote += 1;
+                } else {
+                    unpushed.push(key);
                 }
             }
-            if next.is_none() {
-                break;
+            Ok(())
+        };
+        match keys {
+            Some(keys) => {
+                remote.refresh_if_due()?;
+                for chunk in keys.chunks(PUSH_CHUNK) {
+                    sort(&mut chunk.to_vec(), &mut report)?;
+                }
+            }
+            None => {
+                remote.refresh()?;
+                let mut chunk = Vec::with_capacity(PUSH_CHUNK);
+                for entry in self.entries()? {
+                    chunk.push(entry?.key);
+                    if chunk.len() == PUSH_CHUNK {
+                        sort(&mut chunk, &mut report)?;
+                    }
+                }
+                sort(&mut chunk, &mut report)?;
             }
         }
         let corrupt = std::sync::atomic::AtomicU64::new(0);
@@ -254,7 +267,7 @@ impl Stash {
     /// Read-through: the objects under `keys` from the remote (checked, then stored),
     /// `None` for those it does not hold either.
     pub(super) fn read_through(&self, keys: &[Key]) -> Result<Vec<Option<Vec<u8>>>> {
-        let Some(remote) = &self.remote else {
+        let Some(remote) = self.remote.as_deref() else {
             return Ok(vec![None; keys.len()]);
         };
         let located = remote.locate(keys)?;

@@ -185,6 +185,12 @@ impl Stash {
             // Not queued: reads must not show it.
             self.shared.pending.settle(&row);
         }
+        #[cfg(feature = "remote")]
+        if sent.is_ok()
+            && let Some(behind) = &self.behind
+        {
+            behind.queue(key);
+        }
         sent.map(|()| true)
     }
 }
