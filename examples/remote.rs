@@ -170,6 +170,12 @@ fn main() -> Result<()> {
         let secs = t.elapsed().as_secs_f64();
         assert_eq!(found, wanted.len(), "every key is on the remote");
         c.flush()?;
+        let catalog = std::fs::metadata(dir.path().join(format!("cold-{many}.db-remote")))?.len();
+        println!(
+            "local copy of the remote's indexes: {} ({:.0} bytes per object)",
+            mib(catalog),
+            catalog as f64 / status.objects as f64
+        );
         println!(
             "read-through of {} random keys, {label}: {:.0} objects/s, refresh first {:.2} s \
              ({} requests for {} indexes, {} of index)",

@@ -41,6 +41,11 @@
 //!   [`Stash::trim_to`] evict on demand; [`Stash::pin`] and [`Stash::save_pinned`] keep
 //!   objects that must never go; freed space is given back to the file system. Objects
 //!   used in the last seconds are never evicted ([`StashBuilder::eviction_grace`]).
+//! - A shared remote tier (feature `remote`): [`StashBuilder::remote`] with a
+//!   `RemoteConfig` (an S3-compatible bucket and prefix); `Stash::push` uploads what the
+//!   remote lacks in packs, `get` and `get_many` of keys the stash lacks read them through
+//!   (checked, then stored), `Stash::pull`, `Stash::remote_missing`, and write-behind
+//!   uploads with `Stash::flush_remote`. Without the feature there is no async runtime.
 //! - Saving an object already stored costs a hash and an index lookup, no compression and
 //!   no write.
 //! - Once `save` returns, every read from any thread sees the object, before the writer
@@ -76,7 +81,7 @@
 //!
 //! # What it is not
 //! Not a database of mutable records (an object's key is its content), and not a network
-//! cache.
+//! server: machines share objects through an object store they all reach (`remote`).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
