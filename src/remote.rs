@@ -45,6 +45,9 @@ use client::{Client, Part};
 
 /// Indexes read at once by a refresh, and packs read at once by a fetch.
 const READS_IN_FLIGHT: usize = 16;
+/// After a listing fails, how long reads that would refresh answer with that failure
+/// instead of waiting for the remote's timeouts again.
+const QUIET_AFTER_FAILURE: Duration = Duration::from_secs(5);
 
 /// A stash's remote: the client, the runtime it runs on and the local copy of the indexes.
 pub(crate) struct Remote {
@@ -54,6 +57,8 @@ pub(crate) struct Remote {
     runtime: tokio::runtime::Runtime,
     /// When the catalog was last brought up to date with the remote's listing.
     refreshed: Mutex<Option<Instant>>,
+    /// When a listing last failed, and why.
+    failed: Mutex<Option<(Instant, String)>>,
 }
 
 impl Remote {
@@ -67,7 +72,14 @@ impl Remote {
             .map_err(|e| Error::io("starting the remote's runtime", e))?;
         let client = Client::new(&config)?;
         let catalog = Catalog::open(stash, &config.url(), busy)?;
-        Ok(Remote { config, client, catalog, runtime, refreshed: Mutex::new(None) })
+        Ok(Remote {
+            config,
+            client,
+            catalog,
+            runtime,
+            refreshed: Mutex::new(None),
+            failed: Mutex::new(None),
+        })
     }
 
     /// Requests sent so far by this handle.
@@ -82,12 +94,11 @@ impl Remote {
     /// Lists the remote's packs and reads the indexes the catalog lacks.
     pub(crate) fn refresh(&self) -> Result<RemoteStatus> {
         let before = self.client.requests();
-        let listed: HashSet<String> = self
-            .runtime
-            .block_on(self.client.list_indexes())?
-            .into_iter()
-            .filter(|name| pack::is_name(name))
-            .collect();
+        let listing = self.runtime.block_on(self.client.list_indexes());
+        *self.failed.lock().expect("refresh lock") =
+            listing.as_ref().err().map(|e| (Instant::now(), e.to_string()));
+        let listed: HashSet<String> =
+            listing?.into_iter().filter(|name| pack::is_name(name)).collect();
         let known = self.catalog.packs()?;
         let gone: Vec<String> = known.difference(&listed).cloned().collect();
         self.catalog.remove(&gone)?;
@@ -139,9 +150,29 @@ impl Remote {
     pub(crate) fn refresh_if_due(&self) -> Result<()> {
         let last = *self.refreshed.lock().expect("refresh lock");
         if last.is_none_or(|t| t.elapsed() >= self.config.refresh) {
-            self.refresh()?;
+            self.refresh_unless_failing()?;
         }
         Ok(())
+    }
+
+    /// Refreshes, unless a listing failed in the last seconds: then that failure again,
+    /// at once, so that reads of a stash whose remote is unreachable do not each wait for
+    /// the remote's timeouts.
+    fn refresh_unless_failing(&self) -> Result<()> {
+        if let Some((at, reason)) = &*self.failed.lock().expect("refresh lock")
+            && at.elapsed() < QUIET_AFTER_FAILURE
+        {
+            return Err(Error::Remote {
+                operation: format!(
+                    "listing the packs of {} ({:.1} s ago; tried again after {} s)",
+                    self.url(),
+                    at.elapsed().as_secs_f64(),
+                    QUIET_AFTER_FAILURE.as_secs()
+                ),
+                source: std::sync::Arc::new(std::io::Error::other(reason.clone())),
+            });
+        }
+        self.refresh().map(drop)
     }
 
     /// Where the remote holds each of `keys`; keys the catalog lacks make it refresh once
@@ -155,7 +186,7 @@ impl Remote {
         if last.is_some_and(|t| t.elapsed() < self.config.refresh) {
             return Ok(found);
         }
-        self.refresh()?;
+        self.refresh_unless_failing()?;
         self.catalog.locate(keys)
     }
 

@@ -191,6 +191,12 @@ fn the_server_stopped_mid_push_and_mid_read_costs_nothing_local() -> TestResult 
     assert!(a.push().is_err());
     let b = open(dir.path(), "b.db", remote.clone())?;
     assert!(matches!(b.get(&keys[1]), Err(Error::Remote { .. })));
+    // Further misses answer with that failure at once, not after the timeouts again.
+    let quick = Instant::now();
+    for key in &keys[2..50] {
+        assert!(matches!(b.get(key), Err(Error::Remote { .. })));
+    }
+    assert!(quick.elapsed() < Duration::from_secs(2), "48 misses took {:?}", quick.elapsed());
     assert!(started.elapsed() < Duration::from_secs(60), "errors took {:?}", started.elapsed());
 
     server.restart();
@@ -416,5 +422,38 @@ fn write_behind_uploads_in_the_background_and_flush_remote_waits() -> TestResult
     assert!(b.missing(&more_keys)?.is_empty() && b.missing(&keys)?.is_empty());
     eprintln!("2,000 saves with the remote down took {saving:?}");
     a.close()?;
+    Ok(())
+}
+
+#[test]
+fn two_stashes_pushing_the_same_objects_at_once_write_the_same_packs() -> TestResult {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir()?;
+    let objects = common::objects(12, 8_000);
+    let remote = small_packs(server.remote("same"));
+    let a = open(dir.path(), "a.db", remote.clone())?;
+    let b = open(dir.path(), "b.db", remote.clone())?;
+    // One at a time from one thread: the same storage order in both.
+    let keys: Vec<Key> = objects.iter().map(|o| a.save(o)).collect::<Result<_, _>>()?;
+    for object in &objects {
+        b.save(object)?;
+    }
+    a.flush()?;
+    b.flush()?;
+    // Same objects in the same order: the same pack names and bytes. Whichever index
+    // lands second finds the first there (a conditional put) and takes it as its own.
+    let (ra, rb) = std::thread::scope(|s| {
+        let pa = s.spawn(|| a.push());
+        let pb = s.spawn(|| b.push());
+        (pa.join().unwrap(), pb.join().unwrap())
+    });
+    let (ra, rb) = (ra?, rb?);
+    let c = open(dir.path(), "c.db", remote)?;
+    let status = c.refresh_remote()?;
+    assert_eq!(status.objects, 8_000, "{ra} / {rb}");
+    assert!(status.packs <= ra.packs.max(rb.packs), "{status} after {ra} / {rb}");
+    let pulled = c.pull()?;
+    assert!(pulled.is_complete() && pulled.objects == 8_000, "{pulled}");
+    assert!(c.missing(&keys)?.is_empty());
     Ok(())
 }
