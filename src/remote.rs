@@ -196,6 +196,11 @@ impl Remote {
         self.catalog.holds(keys)
     }
 
+    /// Which of `keys` the catalog knows the remote to hold, without refreshing it.
+    pub(crate) fn known(&self, keys: &[Key]) -> Result<Vec<bool>> {
+        self.catalog.holds(keys)
+    }
+
     /// Every object of the pack `name` the catalog knows.
     pub(crate) fn entries(&self, name: &str) -> Result<Vec<pack::Entry>> {
         self.catalog.entries(name)

@@ -85,7 +85,8 @@ impl Stash {
         let mut report = PushReport::default();
         let mut unpushed = Vec::new();
         let mut sort = |chunk: &mut Vec<Key>, report: &mut PushReport| -> Result<()> {
-            let holds = remote.holds(chunk)?;
+            // The catalog was refreshed below, once for the whole push.
+            let holds = remote.known(chunk)?;
             for (key, held) in chunk.drain(..).zip(holds) {
                 if held {
                     report.already_remote += 1;
