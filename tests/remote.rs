@@ -270,6 +270,14 @@ async fn list(store: &object_store::aws::AmazonS3, prefix: &str) -> anyhow::Resu
     Ok(names)
 }
 
+/// What a child process was told in `env`: `<db>|<endpoint>|<prefix>`; `None` when the
+/// test runs as itself, not as a child.
+fn child_spec(env: &str) -> Option<(String, String, String)> {
+    let spec = std::env::var(env).ok()?;
+    let mut parts = spec.split('|').map(str::to_string);
+    Some((parts.next()?, parts.next()?, parts.next()?))
+}
+
 /// Environment variable that makes `push_child` push: `<db>|<endpoint>|<prefix>`.
 const PUSH_CHILD: &str = "OBJSTASH_TEST_PUSH_CHILD";
 
@@ -278,13 +286,10 @@ const PUSH_CHILD: &str = "OBJSTASH_TEST_PUSH_CHILD";
 #[test]
 #[ignore = "child process of a kill test"]
 fn push_child() -> TestResult {
-    let Ok(spec) = std::env::var(PUSH_CHILD) else { return Ok(()) };
-    let mut parts = spec.split('|');
-    let (db, endpoint, prefix) =
-        (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
-    let remote = common::s3::remote_at(endpoint, prefix).pack_size(64 << 10).uploads(1);
-    let stash = Stash::builder().remote(remote).open(db)?;
-    std::fs::write(common::sibling(Path::new(db), ".acked"), "open")?;
+    let Some((db, endpoint, prefix)) = child_spec(PUSH_CHILD) else { return Ok(()) };
+    let remote = common::s3::remote_at(&endpoint, &prefix).pack_size(64 << 10).uploads(1);
+    let stash = Stash::builder().remote(remote).open(&db)?;
+    std::fs::write(common::sibling(Path::new(&db), ".acked"), "open")?;
     stash.push()?;
     Ok(())
 }
@@ -391,11 +396,8 @@ const MODEL_CHILD: &str = "OBJSTASH_TEST_MODEL_CHILD";
 #[test]
 #[ignore = "child process of a sharing test"]
 fn model_child() -> TestResult {
-    let Ok(spec) = std::env::var(MODEL_CHILD) else { return Ok(()) };
-    let mut parts = spec.split('|');
-    let (db, endpoint, prefix) =
-        (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
-    let stash = Stash::builder().remote(common::s3::remote_at(endpoint, prefix)).open(db)?;
+    let Some((db, endpoint, prefix)) = child_spec(MODEL_CHILD) else { return Ok(()) };
+    let stash = Stash::builder().remote(common::s3::remote_at(&endpoint, &prefix)).open(&db)?;
     stash.save_all(&common::objects(8, 20_000))?;
     let report = stash.push()?;
     anyhow::ensure!(report.objects == 20_000, "{report}");
