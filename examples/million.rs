@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::peak_memory;
+use common::{peak_memory, resident_memory};
 
 use anyhow::{Context, Result};
 use clap::Parser;
@@ -56,9 +56,9 @@ struct Args {
     /// Rows per writer transaction (default: the library's).
     #[arg(long)]
     batch_size: Option<usize>,
-    /// MiB of the file each read connection may memory-map (0: none, the default).
-    #[arg(long, default_value_t = 0)]
-    read_mmap: u64,
+    /// MiB of the file each read connection may memory-map (0: none; default: the library's).
+    #[arg(long)]
+    read_mmap: Option<u64>,
 }
 
 fn main() -> Result<()> {
@@ -72,8 +72,10 @@ fn main() -> Result<()> {
     if let Some(level) = args.level {
         builder = builder.compression_level(level);
     }
+    if let Some(mib) = args.read_mmap {
+        builder = builder.read_mmap_size(mib << 20);
+    }
     let stash = builder
-        .read_mmap_size(args.read_mmap << 20)
         .layout(args.layout)
         .durability(args.durability)
         .codec(args.codec)
@@ -124,6 +126,7 @@ fn main() -> Result<()> {
     let stats = stash.stats()?;
     let saving_peak = peak_memory();
     let reads = read_rates(&stash, args.seed, args.count, args.reads)?;
+    let after_reads = resident_memory();
     let sizes_start = Instant::now();
     // The references are zlib's gzip (flate2) at the level asked for, else level 2.
     let reference = args.level.unwrap_or(2);
@@ -165,6 +168,14 @@ fn main() -> Result<()> {
         show(peak_memory()),
         show(saving_peak)
     );
+    if let Some((own, files)) = after_reads {
+        println!(
+            "resident memory    {:>10}  own (RssAnon) after the reads, and {} of mapped files \
+             (RssFile: the program and the stash's pages its reads mapped)",
+            common::mib(own),
+            common::mib(files)
+        );
+    }
     println!();
     println!("{stats}");
     println!();

@@ -19,13 +19,19 @@ struct Config {
     cache_mib: u32,
     batch: usize,
     sorted: bool,
+    /// Write-ahead log (objstash's journal in both modes) instead of an in-memory journal.
+    wal: bool,
+    /// objstash's own table: a `used` column and its index, incremental auto-vacuum and
+    /// secure delete.
+    objstash_table: bool,
 }
 
 const BASE: Config =
-    Config { without_rowid: false, page_size: 4096, cache_mib: 64, batch: 10_000, sorted: true };
+    Config { without_rowid: false, page_size: 4096, cache_mib: 64, batch: 10_000, sorted: true, wal: false, objstash_table: false };
 
 fn main() -> Result<()> {
     let rows: usize = std::env::args().nth(1).map(|s| s.parse()).transpose()?.unwrap_or(500_000);
+    let only = std::env::args().nth(2).unwrap_or_default();
     eprintln!("preparing {rows} hashed and gzipped objects");
     let data: Vec<([u8; 32], Vec<u8>, usize)> = (0..rows as u64)
         .into_par_iter()
@@ -54,6 +60,17 @@ fn main() -> Result<()> {
         .push(("batch 100000, cache 256 MiB", Config { batch: 100_000, cache_mib: 256, ..BASE }));
     configs.push(("batch 100000, unsorted", Config { batch: 100_000, sorted: false, ..BASE }));
 
+    let chosen = Config { batch: 100_000, page_size: 8192, ..BASE };
+    configs.push(("batch 100000, page_size 8192, WAL", Config { wal: true, ..chosen }));
+    configs.push((
+        "batch 100000, page_size 8192, WAL, objstash's table",
+        Config { wal: true, objstash_table: true, ..chosen },
+    ));
+    configs.push((
+        "batch 100000, page_size 8192, WAL, objstash's table, cache 16 MiB",
+        Config { wal: true, objstash_table: true, cache_mib: 16, ..chosen },
+    ));
+    configs.retain(|(name, _)| name.contains(only.as_str()));
     println!(
         "| configuration | rows/s | first 10% rows/s | last 10% rows/s | last/first | file MB |"
     );
@@ -78,10 +95,21 @@ fn run(
 ) -> Result<(f64, f64, f64)> {
     let conn = Connection::open(path)?;
     conn.pragma_update(None, "page_size", c.page_size)?;
-    conn.pragma_update(None, "journal_mode", "MEMORY")?;
+    if c.objstash_table {
+        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+        conn.pragma_update(None, "secure_delete", "ON")?;
+    }
+    conn.pragma_update(None, "journal_mode", if c.wal { "WAL" } else { "MEMORY" })?;
     conn.pragma_update(None, "synchronous", "OFF")?;
     conn.pragma_update(None, "cache_size", -(i64::from(c.cache_mib) * 1024))?;
-    if c.without_rowid {
+    if c.objstash_table {
+        conn.execute_batch(
+            "CREATE TABLE objects(rowid INTEGER PRIMARY KEY, key BLOB NOT NULL, \
+             raw_len INTEGER NOT NULL, data BLOB NOT NULL, used INTEGER NOT NULL); \
+             CREATE UNIQUE INDEX objects_key ON objects(key); \
+             CREATE INDEX objects_used ON objects(used);",
+        )?;
+    } else if c.without_rowid {
         conn.execute_batch(
             "CREATE TABLE objects(key BLOB PRIMARY KEY, raw_len INTEGER NOT NULL, \
              data BLOB NOT NULL) WITHOUT ROWID",
@@ -102,11 +130,20 @@ fn run(
         }
         let tx = conn.unchecked_transaction()?;
         {
-            let mut stmt = tx.prepare_cached(
-                "INSERT OR IGNORE INTO objects(key, raw_len, data) VALUES (?, ?, ?)",
-            )?;
-            for (key, gz, raw_len) in order {
-                stmt.execute(params![&key[..], *raw_len as i64, gz])?;
+            if c.objstash_table {
+                let mut stmt = tx.prepare_cached(
+                    "INSERT OR IGNORE INTO objects(key, raw_len, data, used) VALUES (?, ?, ?, ?)",
+                )?;
+                for (key, gz, raw_len) in order {
+                    stmt.execute(params![&key[..], *raw_len as i64, gz, done as i64])?;
+                }
+            } else {
+                let mut stmt = tx.prepare_cached(
+                    "INSERT OR IGNORE INTO objects(key, raw_len, data) VALUES (?, ?, ?)",
+                )?;
+                for (key, gz, raw_len) in order {
+                    stmt.execute(params![&key[..], *raw_len as i64, gz])?;
+                }
             }
         }
         tx.commit()?;

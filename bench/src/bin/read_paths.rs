@@ -1,0 +1,96 @@
+//! Where a `get` loop's time goes, by layout: every object read one `get` at a time in a
+//! shuffled order, on the handle that saved them (which records each read as a use, and
+//! whose writer commits those uses every half second) and on a read-only handle of the
+//! same file (which records nothing), with and without memory-mapped reads. Rounds
+//! alternate; medians are printed.
+//!
+//! `cargo run --release -p objstash-bench --bin read_paths -- [--count 100000] [--rounds 3]`
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Result, bail};
+use objstash::{Key, Layout, Stash};
+use rayon::prelude::*;
+
+/// A fixed shuffle of `0..n`.
+fn shuffled(n: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    for i in (1..n).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        order.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    order
+}
+
+/// `get`s per second over every key in `order`, after a warm-up pass.
+fn get_rate(stash: &Stash, keys: &[Key], order: &[usize]) -> Result<f64> {
+    let mut rate = 0.0;
+    for pass in 0..2 {
+        let start = Instant::now();
+        for &i in order {
+            anyhow::ensure!(stash.get(&keys[i])?.is_some(), "{} missing", keys[i]);
+        }
+        if pass == 1 {
+            rate = order.len() as f64 / start.elapsed().as_secs_f64();
+        }
+    }
+    Ok(rate)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() -> Result<()> {
+    let mut count = 100_000u64;
+    let mut rounds = 3;
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let value = args.next().unwrap_or_default();
+        match flag.as_str() {
+            "--count" => count = value.parse()?,
+            "--rounds" => rounds = value.parse()?,
+            other => bail!("unknown flag {other}"),
+        }
+    }
+    let objects: Vec<Vec<u8>> = (0..count).into_par_iter().map(|i| speckle_gen::object(1, i)).collect();
+    let order = shuffled(objects.len());
+    let dir = tempfile::tempdir()?;
+    let mut stashes = Vec::new();
+    for layout in [Layout::Single, Layout::Bucketed] {
+        let path = dir.path().join(format!("{layout}.db"));
+        let stash = Stash::builder().layout(layout).open(&path)?;
+        let mut keys = Vec::with_capacity(objects.len());
+        for chunk in objects.chunks(10_000) {
+            keys.extend(stash.save_all(chunk)?);
+        }
+        stash.flush()?;
+        stashes.push((layout, path, stash, keys));
+    }
+    let open = |path: &Path, mmap: u64| {
+        Stash::builder().read_only(true).read_mmap_size(mmap).open(path)
+    };
+    let cases = ["saving handle (records uses)", "read-only handle", "read-only, mmap 1 GiB"];
+    let mut figures = vec![vec![Vec::new(); cases.len()]; stashes.len()];
+    for _ in 0..rounds {
+        for (s, (_, path, stash, keys)) in stashes.iter().enumerate() {
+            figures[s][0].push(get_rate(stash, keys, &order)?);
+            figures[s][1].push(get_rate(&open(path, 0)?, keys, &order)?);
+            figures[s][2].push(get_rate(&open(path, 1 << 30)?, keys, &order)?);
+        }
+    }
+    println!("{count} objects, `get` objects/s, one thread, medians of {rounds} rounds");
+    println!("| handle | single | bucketed | bucketed / single |");
+    println!("|---|---:|---:|---:|");
+    for (c, case) in cases.iter().enumerate() {
+        let single = median(figures[0][c].clone());
+        let bucketed = median(figures[1][c].clone());
+        println!("| {case} | {single:.0} | {bucketed:.0} | {:.2} |", bucketed / single);
+    }
+    Ok(())
+}
