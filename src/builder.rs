@@ -20,9 +20,6 @@ const DEFAULT_LEVEL: u32 = codec::DEFAULT_LEVEL;
 const DEFAULT_BATCH: usize = 100_000;
 /// Default capacity of the channel to the writer, in objects.
 const DEFAULT_CAPACITY: usize = 4_096;
-/// Default bytes of the file each read connection maps; see `read_mmap_size`. Address space
-/// is cheap on 64-bit targets only.
-const DEFAULT_READ_MMAP: u64 = if cfg!(target_pointer_width = "64") { 1 << 30 } else { 0 };
 /// Default longest wait for another handle's lock; see `busy_timeout`.
 const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default largest object: beyond it a save is refused (see `max_object_size`).
@@ -50,7 +47,7 @@ impl Default for StashBuilder {
                 batch_size: DEFAULT_BATCH,
                 channel_capacity: DEFAULT_CAPACITY,
                 threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
-                read_mmap: DEFAULT_READ_MMAP,
+                read_mmap: 0,
                 busy_timeout: DEFAULT_BUSY_TIMEOUT,
                 read_only: false,
                 max_size: None,

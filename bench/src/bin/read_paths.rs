@@ -1,8 +1,9 @@
 //! Where a `get` loop's time goes, by layout: every object read one `get` at a time in a
-//! shuffled order, on the handle that saved them (which records each read as a use, and
-//! whose writer commits those uses every half second) and on a read-only handle of the
-//! same file (which records nothing), with and without memory-mapped reads. Rounds
-//! alternate; medians are printed.
+//! shuffled order, on a handle that records each read as a use (its writer commits them
+//! every half second, and in WAL mode each commit empties every reader's page cache and
+//! drops its memory map) and on a read-only handle (which records nothing, so nothing
+//! commits), each with and without memory-mapped reads. Rounds alternate; medians are
+//! printed.
 //!
 //! `cargo run --release -p objstash-bench --bin read_paths -- [--count 100000] [--rounds 3]`
 
@@ -41,6 +42,16 @@ fn get_rate(stash: &Stash, keys: &[Key], order: &[usize]) -> Result<f64> {
     Ok(rate)
 }
 
+/// Objects per second by `get_many` of every key in `order`, in calls of 1,000 keys.
+fn get_many_rate(stash: &Stash, keys: &[Key], order: &[usize]) -> Result<f64> {
+    let shuffled: Vec<Key> = order.iter().map(|&i| keys[i]).collect();
+    let start = Instant::now();
+    for chunk in shuffled.chunks(1_000) {
+        anyhow::ensure!(stash.get_many(chunk)?.iter().all(Option::is_some));
+    }
+    Ok(shuffled.len() as f64 / start.elapsed().as_secs_f64())
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -58,7 +69,8 @@ fn main() -> Result<()> {
             other => bail!("unknown flag {other}"),
         }
     }
-    let objects: Vec<Vec<u8>> = (0..count).into_par_iter().map(|i| speckle_gen::object(1, i)).collect();
+    let objects: Vec<Vec<u8>> =
+        (0..count).into_par_iter().map(|i| speckle_gen::object(1, i)).collect();
     let order = shuffled(objects.len());
     let dir = tempfile::tempdir()?;
     let mut stashes = Vec::new();
@@ -69,28 +81,44 @@ fn main() -> Result<()> {
         for chunk in objects.chunks(10_000) {
             keys.extend(stash.save_all(chunk)?);
         }
-        stash.flush()?;
-        stashes.push((layout, path, stash, keys));
+        stash.close()?;
+        stashes.push((path, keys));
     }
-    let open = |path: &Path, mmap: u64| {
-        Stash::builder().read_only(true).read_mmap_size(mmap).open(path)
+    let open = |path: &Path, read_only: bool, mmap: u64| {
+        Stash::builder().read_only(read_only).read_mmap_size(mmap).open(path)
     };
-    let cases = ["saving handle (records uses)", "read-only handle", "read-only, mmap 1 GiB"];
+    let cases = [
+        ("records uses", false, 0),
+        ("records uses, mmap 1 GiB", false, 1 << 30),
+        ("read-only", true, 0),
+        ("read-only, mmap 1 GiB", true, 1 << 30),
+    ];
     let mut figures = vec![vec![Vec::new(); cases.len()]; stashes.len()];
+    let mut many = vec![vec![Vec::new(); cases.len()]; stashes.len()];
     for _ in 0..rounds {
-        for (s, (_, path, stash, keys)) in stashes.iter().enumerate() {
-            figures[s][0].push(get_rate(stash, keys, &order)?);
-            figures[s][1].push(get_rate(&open(path, 0)?, keys, &order)?);
-            figures[s][2].push(get_rate(&open(path, 1 << 30)?, keys, &order)?);
+        for (s, (path, keys)) in stashes.iter().enumerate() {
+            for (c, &(_, read_only, mmap)) in cases.iter().enumerate() {
+                let stash = open(path, read_only, mmap)?;
+                figures[s][c].push(get_rate(&stash, keys, &order)?);
+                many[s][c].push(get_many_rate(&stash, keys, &order)?);
+            }
         }
     }
     println!("{count} objects, `get` objects/s, one thread, medians of {rounds} rounds");
-    println!("| handle | single | bucketed | bucketed / single |");
-    println!("|---|---:|---:|---:|");
-    for (c, case) in cases.iter().enumerate() {
+    println!(
+        "| handle | `get` single | `get` bucketed | bucketed / single | `get_many` single | \
+         `get_many` bucketed |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (c, (case, ..)) in cases.iter().enumerate() {
         let single = median(figures[0][c].clone());
         let bucketed = median(figures[1][c].clone());
-        println!("| {case} | {single:.0} | {bucketed:.0} | {:.2} |", bucketed / single);
+        println!(
+            "| {case} | {single:.0} | {bucketed:.0} | {:.2} | {:.0} | {:.0} |",
+            bucketed / single,
+            median(many[0][c].clone()),
+            median(many[1][c].clone())
+        );
     }
     Ok(())
 }

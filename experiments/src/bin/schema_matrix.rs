@@ -26,8 +26,15 @@ struct Config {
     objstash_table: bool,
 }
 
-const BASE: Config =
-    Config { without_rowid: false, page_size: 4096, cache_mib: 64, batch: 10_000, sorted: true, wal: false, objstash_table: false };
+const BASE: Config = Config {
+    without_rowid: false,
+    page_size: 4096,
+    cache_mib: 64,
+    batch: 10_000,
+    sorted: true,
+    wal: false,
+    objstash_table: false,
+};
 
 fn main() -> Result<()> {
     let rows: usize = std::env::args().nth(1).map(|s| s.parse()).transpose()?.unwrap_or(500_000);
