@@ -56,7 +56,10 @@ const MAX_BATCH_AGE: Duration = Duration::from_millis(500);
 /// index, and every page a transaction changes goes into the write-ahead log: left
 /// unbounded, a batch of 100,000 rows into a 10-million-object stash would log ~500 MB
 /// and hold the write lock (which other processes wait for) for as long as that takes.
-const JOURNAL_BUDGET: f64 = 32.0 * 1024.0 * 1024.0;
+/// The more rows share a logged index page, the fewer pages each row costs: 128 MiB let the
+/// writer take 1.4x-1.7x the rows/s of 32 MiB at its second and third million
+/// (notes/performance.md), for a log of up to ~160 MiB between checkpoints.
+const JOURNAL_BUDGET: f64 = 128.0 * 1024.0 * 1024.0;
 /// Bytes one entry of the key index takes (32-byte key, rowid, cell overhead).
 const INDEX_ENTRY_BYTES: f64 = 48.0;
 /// How full index pages are after random inserts (B-trees settle near ln 2).
@@ -944,9 +947,9 @@ mod tests {
         assert_eq!(journal_bounded_rows(100_000, 0, 8192, JOURNAL_BUDGET), 100_000);
         assert_eq!(journal_bounded_rows(100_000, 200_000, 8192, JOURNAL_BUDGET), 100_000);
         let at_10m = journal_bounded_rows(100_000, 10_000_000, 8192, JOURNAL_BUDGET);
-        assert!((3_000..10_000).contains(&at_10m), "{at_10m}");
+        assert!((10_000..30_000).contains(&at_10m), "{at_10m}");
         let at_100m = journal_bounded_rows(100_000, 100_000_000, 8192, JOURNAL_BUDGET);
-        assert!(at_100m < at_10m && at_100m > 3_000, "{at_100m}");
+        assert!(at_100m < at_10m && at_100m > 10_000, "{at_100m}");
         // The bound never exceeds the configured batch.
         assert_eq!(journal_bounded_rows(10, 10_000_000, 8192, JOURNAL_BUDGET), 10);
     }

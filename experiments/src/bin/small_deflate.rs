@@ -39,11 +39,7 @@ fn run(name: &str, objects: &[Vec<u8>], mut f: impl FnMut(&[u8], &mut Vec<u8>) -
         }
         best = best.min(start.elapsed().as_secs_f64());
     }
-    println!(
-        "| {name} | {:.0} | {:.3} |",
-        objects.len() as f64 / best,
-        raw as f64 / stored as f64
-    );
+    println!("| {name} | {:.0} | {:.3} |", objects.len() as f64 / best, raw as f64 / stored as f64);
 }
 
 fn main() -> Result<()> {
