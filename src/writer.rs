@@ -39,13 +39,12 @@ mod upkeep;
 /// Rows of at least this many stored bytes are written through blob I/O (see
 /// `Writer::insert_large`).
 const LARGE_ROW: usize = 1 << 20;
-/// Saves written into the open transaction at a time, each run sorted by key. Larger than a
-/// default batch's rows (≤ 100,000, and ≤ 32 MiB: ~48,000 rows of 700 bytes), so a batch is
-/// written as one sorted run when it is complete: each key-index page it changes is then
-/// visited once per batch instead of once per run. Runs of 2,048 let SQLite start while
-/// producers still compressed, but the writer's ceiling was 1.06x-1.19x higher with one run
-/// per batch (notes/performance.md) and saving with compression the same.
-const RUN_ROWS: usize = 65_536;
+/// Saves written into the open transaction at a time, each run sorted by key, so SQLite works
+/// while producers still compress. One sorted run per batch visits each key-index page once
+/// per batch and raised the writer's ceiling 1.06x-1.19x, but left the insert of the last
+/// batch after compression had ended: a save of 100,000 objects and its flush ran at
+/// 0.88x-0.90x (notes/performance.md).
+const RUN_ROWS: usize = 2_048;
 /// How long the writer waits for more rows before committing a batch that is not full.
 /// Each commit rewrites every index page the batch touched, so a commit per handful of rows
 /// costs far more than waiting; readers do not wait, they read the pending rows.
