@@ -186,16 +186,18 @@ impl StashBuilder {
     }
 
     /// Lets each read connection map up to `bytes` of the database file into memory
-    /// (SQLite's `mmap_size`) instead of copying pages into its own cache: `get` of a random
-    /// key then reads its pages where the OS page cache holds them, with no system call and
-    /// no copy (1.15x to 1.45x the `get`s per second; figures in notes/performance.md).
-    /// The mapped pages are the OS page cache's own, shared and dropped by the kernel under
-    /// memory pressure; they add no memory of the process's own, but every page a read
-    /// touches counts towards its resident memory (`RssFile`), up to `bytes` per read
-    /// connection. SQLite maps at most the first 2 GiB of the file; pages beyond are read as
-    /// without a map. 0 turns mapping off: each reader copies pages into an 8 MiB cache.
+    /// (SQLite's `mmap_size`) instead of copying pages into its own cache: a read then finds
+    /// its pages where the OS page cache holds them, with no system call and no copy. It
+    /// pays where reads revisit pages (`get_many` 1.13x-1.27x at 100,000 objects); at a
+    /// million objects `get` was no faster, since SQLite drops the whole map at every
+    /// commit (saves, and the uses of objects recorded every half second) and each read
+    /// maps its pages again (figures in notes/performance.md). The mapped pages are the OS
+    /// page cache's own and the kernel drops them under memory pressure, but every page a
+    /// read touches counts towards the process's resident memory (`RssFile`), up to `bytes`
+    /// per read connection. SQLite maps at most the first 2 GiB of the file; pages beyond
+    /// are read as without a map.
     ///
-    /// Default: 1 GiB on 64-bit targets, 0 on others.
+    /// Default: 0 (no mapping; each reader copies pages into an 8 MiB cache).
     pub fn read_mmap_size(mut self, bytes: u64) -> Self {
         self.options.read_mmap = bytes;
         self
