@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use objstash::{Codec, Durability, Key, Layout, Stash};
+use objstash_bench::shuffled;
 
 fn read_objects(path: &Path) -> Result<Vec<Vec<u8>>> {
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
@@ -36,19 +37,6 @@ fn dir_bytes(dir: &Path) -> u64 {
             _ => e.metadata().map_or(0, |m| m.len()),
         })
         .sum()
-}
-
-/// A fixed shuffle of `0..n`.
-fn shuffled(n: usize) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..n).collect();
-    let mut x = 0x2545_F491_4F6C_DD1Du64;
-    for i in (1..n).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        order.swap(i, (x % (i as u64 + 1)) as usize);
-    }
-    order
 }
 
 fn rate(n: usize, start: Instant) -> f64 {

@@ -12,20 +12,8 @@ use std::time::Instant;
 
 use anyhow::{Result, bail};
 use objstash::{Key, Layout, Stash};
+use objstash_bench::shuffled;
 use rayon::prelude::*;
-
-/// A fixed shuffle of `0..n`.
-fn shuffled(n: usize) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..n).collect();
-    let mut x = 0x2545_F491_4F6C_DD1Du64;
-    for i in (1..n).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        order.swap(i, (x % (i as u64 + 1)) as usize);
-    }
-    order
-}
 
 /// `get`s per second over every key in `order`, after a warm-up pass.
 fn get_rate(stash: &Stash, keys: &[Key], order: &[usize]) -> Result<f64> {
