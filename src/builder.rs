@@ -13,6 +13,7 @@ use crate::evict;
 use crate::layout::Layout;
 use crate::open::{self, Options};
 use crate::stash::Stash;
+use crate::uses;
 
 /// Default gzip level; see notes/design.md.
 const DEFAULT_LEVEL: u32 = codec::DEFAULT_LEVEL;
@@ -52,6 +53,7 @@ impl Default for StashBuilder {
                 read_only: false,
                 max_size: None,
                 grace: evict::DEFAULT_GRACE,
+                use_resolution: uses::DEFAULT_RESOLUTION,
                 #[cfg(feature = "remote")]
                 remote: None,
             },
@@ -247,6 +249,22 @@ impl StashBuilder {
     /// Default: 5 seconds.
     pub fn eviction_grace(mut self, grace: Duration) -> Self {
         self.options.grace = grace;
+        self
+    }
+
+    /// How precisely the last use of each object is kept: a read of an object whose
+    /// recorded last use (its save, or an earlier read) is less than this old writes
+    /// nothing, so reading back what was just saved, or an object read again within the
+    /// period, costs the writer no work. The order in which eviction takes the least
+    /// recently used objects is exact to within this, and with a grace period eviction
+    /// spares objects used within the grace period plus this, so a read still protects an
+    /// object for the whole grace period after it. `Duration::ZERO` records every read
+    /// (the writer still writes an object's latest use once per batch, however often it
+    /// was read).
+    ///
+    /// Default: 5 seconds.
+    pub fn use_resolution(mut self, resolution: Duration) -> Self {
+        self.options.use_resolution = resolution;
         self
     }
 

@@ -50,6 +50,8 @@ pub(crate) struct Options {
     pub max_size: Option<u64>,
     /// How long after its last use an object is safe from eviction.
     pub grace: Duration,
+    /// How old a use must be for a read to record a new one (`uses.rs`).
+    pub use_resolution: Duration,
     /// The shared remote tier (`remote.rs`).
     #[cfg(feature = "remote")]
     pub remote: Option<crate::remote::RemoteConfig>,
@@ -189,6 +191,7 @@ impl Options {
             read_mmap: self.read_mmap,
             busy_timeout: self.busy_timeout,
             grace: self.grace,
+            use_resolution: self.use_resolution,
             pool,
             recovery,
             read_only,

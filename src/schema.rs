@@ -88,6 +88,8 @@ pub(crate) struct TableSql {
     /// An insert that reserves the value's bytes, written afterwards through blob I/O.
     pub insert_zeroblob: String,
     pub select: String,
+    /// `select` with the row's last use (tables with a use column only).
+    pub select_used: String,
     pub exists: String,
     pub delete: String,
     /// A chunk of rows with their values, for checking (see `scan.rs`).
@@ -128,6 +130,7 @@ impl TableSql {
                  VALUES (?1, ?2, zeroblob(?3), ?4)"
             ),
             select: format!("SELECT raw_len, data FROM {name} WHERE key = ?1"),
+            select_used: format!("SELECT raw_len, data, used FROM {name} WHERE key = ?1"),
             exists: format!("SELECT 1 FROM {name} WHERE key = ?1"),
             delete: format!(
                 "DELETE FROM {name} WHERE key = ?1 RETURNING raw_len, length(data), used"
@@ -208,7 +211,7 @@ impl Schema {
 
     /// How many prepared statements a connection should cache to never re-prepare.
     pub(crate) fn statement_count(&self) -> usize {
-        self.tables.len() * 17 + 16
+        self.tables.len() * 18 + 16
     }
 
     /// Creates the tables and meta rows of a new stash in an empty database. Pages freed

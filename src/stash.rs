@@ -41,6 +41,7 @@ use crate::readers::Readers;
 use crate::recovery::RecoveryReport;
 use crate::schema::{self, Schema, TableSql};
 use crate::stats::Stats;
+use crate::uses::Uses;
 use crate::writer::{self, Message, Shared};
 
 use train::Trainer;
@@ -95,6 +96,7 @@ pub(crate) struct Parts {
     pub pool: rayon::ThreadPool,
     pub busy_timeout: Duration,
     pub grace: Duration,
+    pub use_resolution: Duration,
     pub recovery: Option<RecoveryReport>,
     pub hold: Option<Hold>,
     pub read_only: bool,
@@ -118,7 +120,8 @@ impl Stash {
         let trainer = Trainer::new(parts.codec, &dicts);
         let names_table = names::table_exists(&parts.conn)?;
         // A writable open has given the tables their use column (`open.rs`).
-        let shared = Arc::new(Shared::new(parts.schema, names_table, !parts.read_only));
+        let uses = Uses::new(!parts.read_only, parts.use_resolution);
+        let shared = Arc::new(Shared::new(parts.schema, names_table, uses));
         let (sender, writer) = if parts.read_only {
             (None, None)
         } else {
@@ -130,7 +133,7 @@ impl Stash {
                 parts.batch_size,
                 parts.path.clone(),
                 parts.busy_timeout,
-                parts.grace,
+                spared(parts.grace, parts.use_resolution),
             )?;
             (Some(sender), Some(writer))
         };
@@ -415,5 +418,26 @@ impl Drop for Stash {
         if let Err(e) = self.shutdown() {
             log::error!("objstash: closing {} failed: {e}", self.path.display());
         }
+    }
+}
+
+/// How long after its last recorded use eviction spares an object: the grace period, plus
+/// the resolution of uses when there is a grace period to honour. A read within the
+/// resolution of an object's last use records nothing (`uses.rs`), so that use can be up to
+/// the resolution older than the read the grace period counts from.
+fn spared(grace: Duration, resolution: Duration) -> Duration {
+    if grace.is_zero() { grace } else { grace.saturating_add(resolution) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_stays_spared_for_the_whole_grace_period() {
+        let (grace, resolution) = (Duration::from_secs(5), Duration::from_secs(2));
+        assert_eq!(spared(grace, resolution), Duration::from_secs(7));
+        assert_eq!(spared(Duration::ZERO, resolution), Duration::ZERO);
+        assert_eq!(spared(Duration::MAX, resolution), Duration::MAX);
     }
 }

@@ -10,6 +10,16 @@
 //! sharded map, and the writer writes the latest time of each key once per batch (or once
 //! per [`RECORD_EVERY`] when no batch comes), in key order, in one transaction. An object
 //! read a thousand times between two batches costs one update.
+//!
+//! Nor does every read record a use: a read sees the row's `used`, and one less than the
+//! stash's resolution old ([`DEFAULT_RESOLUTION`], `StashBuilder::use_resolution`) is
+//! left as it is. Reading back what was just saved, or an object read again within
+//! seconds, then writes nothing: without it the writer rewrote a page of the object table
+//! and two of the use index for nearly every object `get_many` read, which cost reading a
+//! quarter of its rate on two cores (notes/performance.md). The order of last use that
+//! eviction follows is exact to within the resolution, and eviction spares objects used
+//! within the grace period plus the resolution, so a read still protects an object for
+//! the whole grace period after it.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
@@ -21,6 +31,8 @@ use crate::key::Key;
 pub(crate) const PINNED: i64 = i64::MAX;
 /// How often an idle writer writes the uses recorded in memory.
 pub(crate) const RECORD_EVERY: Duration = Duration::from_millis(500);
+/// How old an object's recorded use must be for a read to record a new one, by default.
+pub(crate) const DEFAULT_RESOLUTION: Duration = Duration::from_secs(5);
 /// Keys held in memory at most; uses beyond it are not recorded until the writer has
 /// written the others (the writer drains the map at least every [`RECORD_EVERY`]).
 const MAX_KEYS: usize = 1 << 20;
@@ -29,6 +41,11 @@ const SHARDS: usize = 16;
 /// Milliseconds since the Unix epoch: the unit of `used`.
 pub(crate) fn now() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// A duration in milliseconds, the unit of `used`.
+pub(crate) fn millis(duration: Duration) -> i64 {
+    duration.as_millis().min(i64::MAX as u128) as i64
 }
 
 /// A `used` value as a time; `None` for [`PINNED`].
@@ -42,11 +59,22 @@ pub(crate) struct Uses {
     shards: Vec<Mutex<HashMap<Key, i64>>>,
     /// Whether this handle records uses (it has a writer, and the tables a use column).
     on: bool,
+    /// A read records a use only when the row's is at least this old (milliseconds).
+    resolution: i64,
 }
 
 impl Uses {
-    pub(crate) fn new(on: bool) -> Self {
-        Uses { shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(), on }
+    pub(crate) fn new(on: bool, resolution: Duration) -> Self {
+        Uses {
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            on,
+            resolution: millis(resolution),
+        }
+    }
+
+    /// Whether this handle records uses: reads then select the row's `used` too.
+    pub(crate) fn on(&self) -> bool {
+        self.on
     }
 
     fn shard(&self, key: &Key) -> MutexGuard<'_, HashMap<Key, i64>> {
@@ -58,6 +86,17 @@ impl Uses {
     pub(crate) fn record(&self, key: &Key) {
         if self.on {
             self.record_at(key, now());
+        }
+    }
+
+    /// Records a read of `key`, whose row says it was last used at `used` (`None`: not
+    /// known): unless that is less than the resolution ago, or the object is pinned.
+    pub(crate) fn record_read(&self, key: &Key, used: Option<i64>) {
+        if self.on {
+            let now = now();
+            if used.is_none_or(|used| used != PINNED && now - used >= self.resolution) {
+                self.record_at(key, now);
+            }
         }
     }
 
@@ -104,7 +143,7 @@ mod tests {
 
     #[test]
     fn keeps_the_latest_use_of_each_key() {
-        let uses = Uses::new(true);
+        let uses = Uses::new(true, Duration::ZERO);
         let (a, b) = (Key::of(b"a"), Key::of(b"b"));
         uses.record_at(&a, 10);
         uses.record_at(&a, 5);
@@ -118,8 +157,24 @@ mod tests {
 
     #[test]
     fn a_handle_without_a_writer_records_nothing() {
-        let uses = Uses::new(false);
+        let uses = Uses::new(false, Duration::ZERO);
         uses.record(&Key::of(b"a"));
+        uses.record_read(&Key::of(b"a"), None);
         assert!(uses.is_empty());
+    }
+
+    #[test]
+    fn a_read_records_a_use_only_past_the_resolution() {
+        let uses = Uses::new(true, Duration::from_secs(5));
+        let (fresh, old, pinned, unknown) =
+            (Key::of(b"fresh"), Key::of(b"old"), Key::of(b"pinned"), Key::of(b"unknown"));
+        uses.record_read(&fresh, Some(now() - 1_000));
+        uses.record_read(&old, Some(now() - 6_000));
+        uses.record_read(&pinned, Some(PINNED));
+        uses.record_read(&unknown, None);
+        let recorded: Vec<Key> = uses.take().into_iter().map(|(key, _)| key).collect();
+        let mut expected = vec![old, unknown];
+        expected.sort();
+        assert_eq!(recorded, expected);
     }
 }

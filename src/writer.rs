@@ -159,13 +159,13 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// `names_table`: whether the stash has a names table yet; `record_uses`: whether
-    /// this handle records uses (see `uses.rs`).
-    pub(crate) fn new(schema: Schema, names_table: bool, record_uses: bool) -> Self {
+    /// `names_table`: whether the stash has a names table yet; `uses`: what records the
+    /// uses of objects (see `uses.rs`).
+    pub(crate) fn new(schema: Schema, names_table: bool, uses: Uses) -> Self {
         Shared {
             pending: Pending::new(),
             names: PendingNames::new(names_table),
-            uses: Uses::new(record_uses),
+            uses,
             schema,
             stopped: Mutex::new(None),
         }
@@ -335,7 +335,7 @@ pub(crate) fn spawn(
         path,
         busy,
         senders_gone: false,
-        grace: grace.as_millis().min(i64::MAX as u128) as i64,
+        grace: uses::millis(grace),
         cap: None,
         incremental,
         jobs: VecDeque::new(),

@@ -21,8 +21,9 @@ fn blobs(seed: u64, n: usize, len: usize) -> Vec<Vec<u8>> {
     (0..n as u64).map(|i| noise(seed * 1_000_003 + i, len)).collect()
 }
 
+/// Exact least-recently-used order: no grace period, and every read records its use.
 fn builder(layout: Layout) -> StashBuilder {
-    Stash::builder().layout(layout).eviction_grace(Duration::ZERO)
+    Stash::builder().layout(layout).eviction_grace(Duration::ZERO).use_resolution(Duration::ZERO)
 }
 
 /// The database files' bytes, as `ls -l` adds them up.
@@ -300,6 +301,49 @@ fn an_object_larger_than_the_cap_is_stored_then_evicted_first() -> TestResult {
     assert_eq!((stats.objects, stats.evicted_objects), (0, 2));
     assert_verified(&stash)?;
     assert!(Stash::builder().max_size(0).open(&path).is_err());
+    Ok(())
+}
+
+/// Saves two groups of objects 300 ms apart on a stash with `resolution`, waits 300 ms,
+/// reads the first group back (by `get` and by `get_many`), then evicts what was unused
+/// for longer than half the time since the second save. Returns which groups are left:
+/// the second never, the first if its read was recorded.
+fn read_then_evict(resolution: Duration) -> anyhow::Result<(bool, bool)> {
+    let dir = tempfile::tempdir()?;
+    let stash = Stash::builder()
+        .eviction_grace(Duration::ZERO)
+        .use_resolution(resolution)
+        .open(dir.path().join("resolution.db"))?;
+    let first = stash.save_all(&blobs(14, 10, KIB as usize))?;
+    stash.flush()?;
+    std::thread::sleep(Duration::from_millis(300));
+    let second_saved = Instant::now();
+    let second = stash.save_all(&blobs(15, 10, KIB as usize))?;
+    stash.flush()?;
+    std::thread::sleep(Duration::from_millis(300));
+    for key in &first[..5] {
+        assert!(stash.get(key)?.is_some());
+    }
+    assert!(stash.get_many(&first[5..])?.iter().all(Option::is_some));
+    stash.evict_unused_since(second_saved.elapsed() / 2)?;
+    let left = |keys: &[Key]| -> anyhow::Result<bool> {
+        let missing = stash.missing(keys)?.len();
+        anyhow::ensure!(missing == 0 || missing == keys.len(), "{missing} of a group evicted");
+        Ok(missing == 0)
+    };
+    let groups = (left(&first)?, left(&second)?);
+    assert_verified(&stash)?;
+    Ok(groups)
+}
+
+#[test]
+fn a_read_records_a_use_only_past_the_resolution() -> TestResult {
+    // Read back within the resolution: the first group's use stays its save.
+    let (first, second) = read_then_evict(Duration::from_secs(30))?;
+    assert!(!first && !second, "within the resolution: first left {first}, second {second}");
+    // Read back past it: the read is the newest use.
+    let (first, second) = read_then_evict(Duration::from_millis(100))?;
+    assert!(first && !second, "past the resolution: first left {first}, second {second}");
     Ok(())
 }
 

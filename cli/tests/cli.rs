@@ -634,8 +634,9 @@ fn a_cap_trims_and_pins_from_the_command_line() -> TestResult {
     let config = env.run(&["config"]);
     assert!(stdout(&config).contains("max-size    none"), "{}", stdout(&config));
 
-    // Objects used in the last seconds are never evicted: wait them out.
-    std::thread::sleep(std::time::Duration::from_millis(5_500));
+    // Objects used in the last seconds are never evicted (the grace period, 5 s, plus the
+    // resolution of uses, 5 s): wait them out.
+    std::thread::sleep(std::time::Duration::from_millis(10_500));
     let out = env.run(&["get", &cached[3], "-o", env.root.join("read.bin").to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     let out = env.run(&["trim", "--unused-for", "3s"]);

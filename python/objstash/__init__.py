@@ -93,12 +93,14 @@ class Stash(_Stash):
 
     ``Stash(path, layout=None, durability=None, codec=None, create=True, read_only=False,
     reconfigure=False, max_object_size=None, threads=None, max_size=None,
-    eviction_grace=None)``: settings left as None use what the stash records, or the
-    defaults for a new one (layout "single", durability "fast", codec "gzip", no size
-    cap). ``max_size`` (bytes) is recorded in the stash: least recently used objects are
-    evicted to keep its files within it; objects saved or read in the last
-    ``eviction_grace`` seconds (default 5) and pinned ones (``save_pinned``, ``pin``)
-    never are. Use it as a context manager, or call ``close()``.
+    eviction_grace=None, use_resolution=None)``: settings left as None use what the stash
+    records, or the defaults for a new one (layout "single", durability "fast", codec
+    "gzip", no size cap). ``max_size`` (bytes) is recorded in the stash: least recently
+    used objects are evicted to keep its files within it; objects saved or read in the
+    last ``eviction_grace`` seconds (default 5) and pinned ones (``save_pinned``, ``pin``)
+    never are. A read of an object whose last use is less than ``use_resolution`` seconds
+    old (default 5) records no new use: eviction's order is exact to within it. Use it as
+    a context manager, or call ``close()``.
     """
 
     def stats(self) -> Stats:

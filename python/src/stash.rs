@@ -84,7 +84,7 @@ impl Stash {
     #[pyo3(signature = (
         path, *, layout=None, durability=None, codec=None, create=true, read_only=false,
         reconfigure=false, max_object_size=None, threads=None, max_size=None,
-        eviction_grace=None
+        eviction_grace=None, use_resolution=None
     ))]
     #[allow(clippy::too_many_arguments)] // Python keyword arguments, one per setting
     fn new(
@@ -100,6 +100,7 @@ impl Stash {
         threads: Option<usize>,
         max_size: Option<u64>,
         eviction_grace: Option<f64>,
+        use_resolution: Option<f64>,
     ) -> PyResult<Self> {
         let mut builder =
             objstash::Stash::builder().create(create).read_only(read_only).reconfigure(reconfigure);
@@ -123,6 +124,9 @@ impl Stash {
         }
         if let Some(seconds) = eviction_grace {
             builder = builder.eviction_grace(seconds_arg("eviction_grace", seconds)?);
+        }
+        if let Some(seconds) = use_resolution {
+            builder = builder.use_resolution(seconds_arg("use_resolution", seconds)?);
         }
         let opened = py.detach(|| builder.open(&path)).map_err(errors::to_py)?;
         Ok(Stash { inner: RwLock::new(Some(opened)), path })

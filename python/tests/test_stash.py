@@ -264,5 +264,7 @@ def test_a_capped_stash_evicts_least_recently_used_and_keeps_pins(tmp_path):
         assert s.verify().ok
     with pytest.raises(ValueError):
         Stash(path, eviction_grace=-1)
+    with pytest.raises(ValueError):
+        Stash(path, use_resolution=-1)
     with pytest.raises(objstash.SettingsError):
         Stash(path, max_size=0)

@@ -61,7 +61,9 @@ impl Stash {
     }
 
     /// Evicts every unpinned object not saved or read for `unused_for` (and at least the
-    /// eviction grace period); returns what went.
+    /// eviction grace period plus the resolution of uses, see
+    /// [`StashBuilder::use_resolution`](crate::StashBuilder::use_resolution)); returns what
+    /// went.
     ///
     /// # Errors
     /// As [`Stash::trim_to`].

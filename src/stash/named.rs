@@ -19,10 +19,11 @@ use rayon::prelude::*;
 use crate::error::Result;
 use crate::key::Key;
 use crate::names;
+use crate::uses;
 use crate::writer::Message;
 
 use super::Stash;
-use super::read::GET_MANY_MIN_PART;
+use super::read::{GET_MANY_MIN_PART, Stored};
 
 impl Stash {
     /// Stores each object and records its name, in parallel; returns the keys in input
@@ -168,16 +169,17 @@ impl Stash {
     /// transaction begins.
     fn get_named_part(&self, names: &[&[u8]]) -> Result<Vec<Result<Option<Vec<u8>>>>> {
         enum Found {
-            Row(Key, i64, Arc<Vec<u8>>),
+            Row(Key, Stored),
             Key(Key),
             Unknown,
             Absent,
         }
+        let now = uses::now();
         let mut found: Vec<Found> = names
             .iter()
             .map(|name| match self.shared.names.get(name) {
                 Some(key) => match self.shared.pending.get(&key) {
-                    Some(row) => Found::Row(key, row.raw_len as i64, row.data),
+                    Some(row) => Found::Row(key, (row.raw_len as i64, row.data, Some(now))),
                     None => Found::Key(key),
                 },
                 None => Found::Unknown,
@@ -195,7 +197,7 @@ impl Stash {
                     };
                     *slot = match key {
                         Some(key) => match self.select_row(conn, &key)? {
-                            Some((raw_len, data)) => Found::Row(key, raw_len, data),
+                            Some(row) => Found::Row(key, row),
                             None => Found::Absent,
                         },
                         None => Found::Absent,
@@ -207,7 +209,9 @@ impl Stash {
         Ok(found
             .into_iter()
             .map(|f| match f {
-                Found::Row(key, raw_len, data) => self.decode(&key, raw_len, &data).map(Some),
+                Found::Row(key, (raw_len, data, used)) => {
+                    self.decode(&key, raw_len, &data, used).map(Some)
+                }
                 _ => Ok(None),
             })
             .collect())

@@ -19,12 +19,18 @@ use crate::codec;
 use crate::error::{DbContext, Result};
 use crate::key::Key;
 use crate::pending::Row;
+use crate::schema::TableSql;
+use crate::uses;
 
 use super::Stash;
 
 /// Fewest keys `get_many` gives one part. A part costs a read transaction (its file lock,
 /// a few syscalls) and a hand-over to the pool, small beside 64 reads of ~20 µs each.
 pub(super) const GET_MANY_MIN_PART: usize = 64;
+
+/// A committed row as a read finds it: its raw length, its stored bytes, and its last use
+/// (`None` when this handle does not read it).
+pub(super) type Stored = (i64, Arc<Vec<u8>>, Option<i64>);
 
 /// What `get_many` found for the key at an index of its input.
 type Found = (usize, Result<Option<Vec<u8>>>);
@@ -38,17 +44,19 @@ impl Stash {
     /// [`Error::Database`](crate::Error::Database) if the read fails.
     pub fn get(&self, key: &Key) -> Result<Option<Vec<u8>>> {
         if let Some(row) = self.shared.pending.get(key) {
-            return self.decode(key, row.raw_len as i64, &row.data).map(Some);
+            return self.decode(key, row.raw_len as i64, &row.data, Some(uses::now())).map(Some);
         }
         let reader = self.readers.checkout()?;
         let table = self.table(key);
-        let mut stmt =
-            reader.prepare_cached(&table.select).context(|| format!("reading {}", table.name))?;
+        let mut stmt = reader
+            .prepare_cached(self.select_sql(table))
+            .context(|| format!("reading {}", table.name))?;
         let found = stmt
             .query_row([&key.as_bytes()[..]], |r| {
                 let raw_len = r.get::<_, i64>(0)?;
                 let data = r.get_ref(1)?.as_blob()?;
-                Ok(self.decode(key, raw_len, data))
+                let used = self.shared.uses.on().then(|| r.get::<_, i64>(2)).transpose()?;
+                Ok(self.decode(key, raw_len, data, used))
             })
             .optional()
             .context(|| format!("reading {key} from {}", table.name))?
@@ -107,31 +115,38 @@ impl Stash {
     /// them, each to its own result.
     fn read_part(&self, keys: &[Key], indices: &[usize]) -> Result<Vec<Found>> {
         let part: Vec<Key> = indices.iter().map(|&i| keys[i]).collect();
-        let from_pending = |row: Row| (row.raw_len as i64, row.data);
+        let now = uses::now();
+        let from_pending = |row: Row| (row.raw_len as i64, row.data, Some(now));
         let rows = self.lookup(&part, from_pending, |conn, key| self.select_row(conn, key))?;
         Ok(indices
             .iter()
             .zip(part.iter().zip(rows))
             .map(|(&i, (key, row))| {
-                (i, row.map(|(raw_len, data)| self.decode(key, raw_len, &data)).transpose())
+                let decoded =
+                    row.map(|(raw_len, data, used)| self.decode(key, raw_len, &data, used));
+                (i, decoded.transpose())
             })
             .collect())
     }
 
-    /// The committed row of `key` (its raw length and stored bytes), read on `conn`.
-    pub(super) fn select_row(
-        &self,
-        conn: &Connection,
-        key: &Key,
-    ) -> Result<Option<(i64, Arc<Vec<u8>>)>> {
+    /// The committed row of `key`, read on `conn`.
+    pub(super) fn select_row(&self, conn: &Connection, key: &Key) -> Result<Option<Stored>> {
         let table = self.table(key);
-        let mut stmt =
-            conn.prepare_cached(&table.select).context(|| format!("reading {}", table.name))?;
+        let mut stmt = conn
+            .prepare_cached(self.select_sql(table))
+            .context(|| format!("reading {}", table.name))?;
         stmt.query_row([&key.as_bytes()[..]], |r| {
-            Ok((r.get::<_, i64>(0)?, Arc::new(r.get::<_, Vec<u8>>(1)?)))
+            let used = self.shared.uses.on().then(|| r.get::<_, i64>(2)).transpose()?;
+            Ok((r.get::<_, i64>(0)?, Arc::new(r.get::<_, Vec<u8>>(1)?), used))
         })
         .optional()
         .context(|| format!("reading {key} from {}", table.name))
+    }
+
+    /// The statement that reads a row: with its last use when this handle records uses
+    /// (only a writable handle does, and its open gave every table a use column).
+    fn select_sql<'a>(&self, table: &'a TableSql) -> &'a str {
+        if self.shared.uses.on() { &table.select_used } else { &table.select }
     }
 
     /// Whether an object is stored under `key` (without reading or checking it).
@@ -182,11 +197,18 @@ impl Stash {
         })
     }
 
-    /// Decodes a row and checks it against `key`; a row read is a use (`uses.rs`). Every
-    /// read of an object by key or name comes here.
-    pub(super) fn decode(&self, key: &Key, raw_len: i64, data: &[u8]) -> Result<Vec<u8>> {
+    /// Decodes a row and checks it against `key`; a row read is a use, recorded unless the
+    /// row's last use, `used`, is recent (`uses.rs`). Every read of an object by key or name
+    /// comes here.
+    pub(super) fn decode(
+        &self,
+        key: &Key,
+        raw_len: i64,
+        data: &[u8],
+        used: Option<i64>,
+    ) -> Result<Vec<u8>> {
         let object = codec::decode_checked(key, raw_len, data, &self.dicts)?;
-        self.shared.uses.record(key);
+        self.shared.uses.record_read(key, used);
         Ok(object)
     }
 }

@@ -230,7 +230,7 @@ impl Stash {
     /// Whether a read by key finds and checks the object (without counting as a use).
     fn readable(&self, key: &Key) -> bool {
         let found = self.readers.checkout().and_then(|reader| self.select_row(&reader, key));
-        matches!(found, Ok(Some((raw_len, data)))
+        matches!(found, Ok(Some((raw_len, data, _)))
             if codec::decode_checked(key, raw_len, &data, &self.dicts).is_ok())
     }
 }
