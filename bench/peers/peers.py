@@ -15,7 +15,8 @@ starts empty in a directory of its own and is timed on:
   read: their figure is their get loop's);
 - bytes on disk: every file the system left, after it closed.
 objstash runs through its Rust library (the Rust half, bench/src/bin/peers.rs) and through
-the Python package. Medians of the rounds; ratios against SQLiteTransport.
+the Python package. Medians of the rounds; ratios against SQLiteTransport, each the median
+over rounds of the ratio within a round.
 """
 
 from __future__ import annotations
@@ -150,18 +151,20 @@ def main() -> None:
             f.write(struct.pack("<I", len(b)))
             f.write(b)
 
+    # The headline comparisons sit next to each other, so that a round measures them close
+    # in time (rounds run this order forwards, then backwards).
     systems = {
         "objstash, gzip, single, fast": rust(args.rust, "objstash:single:fast:gzip", objects_file),
-        "objstash, gzip, bucketed, fast": rust(
-            args.rust, "objstash:bucketed:fast:gzip", objects_file
-        ),
+        "specklepy SQLiteTransport": specklepy_sqlite,
+        "python-diskcache (one transaction)": python_diskcache,
+        "objstash from Python, gzip": objstash_python("gzip"),
         "objstash, zstd-dict, single, fast": rust(
             args.rust, "objstash:single:fast:zstd-dict", objects_file
         ),
+        "objstash, gzip, bucketed, fast": rust(
+            args.rust, "objstash:bucketed:fast:gzip", objects_file
+        ),
         "objstash, gzip, single, safe": rust(args.rust, "objstash:single:safe:gzip", objects_file),
-        "objstash from Python, gzip": objstash_python("gzip"),
-        "specklepy SQLiteTransport": specklepy_sqlite,
-        "python-diskcache (one transaction)": python_diskcache,
         "cacache-rs (one file per object)": rust(args.rust, "cacache", objects_file),
     }
     results: dict[str, dict[str, list[float]]] = {name: {} for name in systems}
@@ -177,21 +180,34 @@ def main() -> None:
     shutil.rmtree(work)
 
     med = {n: {w: statistics.median(v) for w, v in r.items()} for n, r in results.items()}
-    base = med["specklepy SQLiteTransport"]
-    print(f"\nmedians of {args.rounds} rounds; ratios against specklepy's SQLiteTransport")
+    base_name = "specklepy SQLiteTransport"
+    base = med[base_name]
+
+    def ratio(name: str, what: str, against: str = "get") -> float:
+        """The median over rounds of this round's figure over specklepy's in the same round:
+        steadier than a ratio of medians when the machine's speed drifts between rounds."""
+        mine = results[name].get(what, results[name]["get"])
+        theirs = results[base_name][against]
+        return statistics.median(a / b for a, b in zip(mine, theirs))
+
+    print(
+        f"\nmedians of {args.rounds} rounds; in brackets the median over rounds of the ratio "
+        "to specklepy's SQLiteTransport in the same round"
+    )
     print("| system | save objects/s | bytes on disk | get objects/s, one thread | get_many objects/s |")
     print("|---|---|---|---|---|")
     for name, m in med.items():
         print(
-            f"| {name} | {m['save']:,.0f} ({m['save'] / base['save']:.2f}x) "
+            f"| {name} | {m['save']:,.0f} ({ratio(name, 'save', 'save'):.2f}x) "
             f"| {m['bytes'] / 1e6:.0f} MB ({m['bytes'] / base['bytes']:.2f}x) "
-            f"| {m['get']:,.0f} ({m['get'] / base['get']:.2f}x) "
-            f"| {m.get('get_many', m['get']):,.0f} ({m.get('get_many', m['get']) / base['get']:.2f}x) |"
+            f"| {m['get']:,.0f} ({ratio(name, 'get'):.2f}x) "
+            f"| {m.get('get_many', m['get']):,.0f} ({ratio(name, 'get_many'):.2f}x) |"
         )
-    dc = med["python-diskcache (one transaction)"]
+    dc = "python-diskcache (one transaction)"
     for name in ("objstash, gzip, single, fast", "objstash from Python, gzip"):
-        print(f"{name}: get {med[name]['get'] / dc['get']:.2f}x python-diskcache's")
-
+        rounds = zip(results[name]["get"], results[dc]["get"])
+        against = statistics.median(a / b for a, b in rounds)
+        print(f"{name}: get {against:.2f}x python-diskcache's (median over rounds)")
 
 if __name__ == "__main__":
     main()
