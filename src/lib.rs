@@ -40,7 +40,9 @@
 //!   recently used objects (used: saved or read); [`Stash::evict_unused_since`] and
 //!   [`Stash::trim_to`] evict on demand; [`Stash::pin`] and [`Stash::save_pinned`] keep
 //!   objects that must never go; freed space is given back to the file system. Objects
-//!   used in the last seconds are never evicted ([`StashBuilder::eviction_grace`]).
+//!   used in the last seconds are never evicted ([`StashBuilder::eviction_grace`]); a
+//!   read within seconds of an object's last use records none
+//!   ([`StashBuilder::use_resolution`]).
 //! - A shared remote tier (feature `remote`): `StashBuilder::remote` with a
 //!   `RemoteConfig` (an S3-compatible bucket and prefix); `Stash::push` uploads what the
 //!   remote lacks in packs, `get` and `get_many` of keys the stash lacks read them through

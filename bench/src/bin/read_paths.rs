@@ -5,7 +5,8 @@
 //! hour (every read falls within it: reads select `used` and record nothing, the case of
 //! objects read again within the default 5 seconds) and on a read-only handle (which
 //! records nothing, so nothing commits), with and without memory-mapped reads. Rounds
-//! alternate; medians are printed.
+//! alternate; medians are printed, with the bytes the process wrote (Linux's
+//! `/proc/self/io`, from the handle's open to its close) per object read.
 //!
 //! `cargo run --release -p objstash-bench --bin read_paths -- [--count 100000] [--rounds 3]`
 
@@ -40,6 +41,15 @@ fn get_many_rate(stash: &Stash, keys: &[Key], order: &[usize]) -> Result<f64> {
         anyhow::ensure!(stash.get_many(chunk)?.iter().all(Option::is_some));
     }
     Ok(shuffled.len() as f64 / start.elapsed().as_secs_f64())
+}
+
+/// Bytes this process has handed to `write` so far (Linux's `/proc/self/io`); 0 elsewhere.
+fn written() -> u64 {
+    let io = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
+    io.lines()
+        .find_map(|line| line.strip_prefix("wchar:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -89,29 +99,36 @@ fn main() -> Result<()> {
     ];
     let mut figures = vec![vec![Vec::new(); cases.len()]; stashes.len()];
     let mut many = vec![vec![Vec::new(); cases.len()]; stashes.len()];
+    let mut writes = vec![vec![Vec::new(); cases.len()]; stashes.len()];
     for _ in 0..rounds {
         for (s, (path, keys)) in stashes.iter().enumerate() {
             for (c, &(_, read_only, resolution, mmap)) in cases.iter().enumerate() {
+                let before = written();
                 let stash = open(path, read_only, resolution, mmap)?;
                 figures[s][c].push(get_rate(&stash, keys, &order)?);
                 many[s][c].push(get_many_rate(&stash, keys, &order)?);
+                stash.close()?;
+                // Two `get` passes and one `get_many` pass over every key.
+                writes[s][c].push((written() - before) as f64 / (3 * keys.len()) as f64);
             }
         }
     }
     println!("{count} objects, `get` objects/s, one thread, medians of {rounds} rounds");
     println!(
         "| handle | `get` single | `get` bucketed | bucketed / single | `get_many` single | \
-         `get_many` bucketed |"
+         `get_many` bucketed | bytes written per read, single / bucketed |"
     );
-    println!("|---|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
     for (c, (case, ..)) in cases.iter().enumerate() {
         let single = median(figures[0][c].clone());
         let bucketed = median(figures[1][c].clone());
         println!(
-            "| {case} | {single:.0} | {bucketed:.0} | {:.2} | {:.0} | {:.0} |",
+            "| {case} | {single:.0} | {bucketed:.0} | {:.2} | {:.0} | {:.0} | {:.0} / {:.0} |",
             bucketed / single,
             median(many[0][c].clone()),
-            median(many[1][c].clone())
+            median(many[1][c].clone()),
+            median(writes[0][c].clone()),
+            median(writes[1][c].clone())
         );
     }
     Ok(())
