@@ -6,7 +6,7 @@
 //! is [`PINNED`], above every time, so eviction never reaches it and no later use
 //! overwrites it.
 //!
-//! Recording a read costs no write: `get` puts the key and the time into [`Uses`], a
+//! Recording a read waits for no write: `get` puts the key and the time into [`Uses`], a
 //! sharded map, and the writer writes the latest time of each key once per batch (or once
 //! per [`RECORD_EVERY`] when no batch comes), in key order, in one transaction. An object
 //! read a thousand times between two batches costs one update.
