@@ -9,7 +9,7 @@
 
 use std::cell::RefCell;
 
-use crate::dict::{self, Dictionaries, Dictionary};
+use crate::dict::{self, DecodeError, Dictionaries, Dictionary};
 use crate::error::{Error, Result};
 use crate::key::Key;
 #[cfg(not(feature = "libdeflate"))]
@@ -123,16 +123,18 @@ pub(crate) fn compress(raw: &[u8], level: u32) -> Vec<u8> {
 
 /// Decodes a stored value of either codec, which must hold exactly `raw_len` bytes: a
 /// gzip member, or a zstd frame of one of `dicts`.
-pub(crate) fn decode(stored: &[u8], raw_len: u64, dicts: &Dictionaries) -> Result<Vec<u8>, String> {
+fn decode(stored: &[u8], raw_len: u64, dicts: &Dictionaries) -> Result<Vec<u8>, DecodeError> {
     if stored.starts_with(&dict::MAGIC) {
         dicts.decompress(stored, raw_len)
     } else {
-        decompress(stored, raw_len)
+        Ok(decompress(stored, raw_len)?)
     }
 }
 
 /// Decodes a stored row and checks that its bytes hash to `key`: the one gate every byte
-/// passes before a caller, `verify` or salvage trusts it.
+/// passes before a caller, `verify` or salvage trusts it. Only wrong bytes are
+/// [`Error::Corrupt`]; a dictionary the database could not be asked for is the error of
+/// that lookup.
 pub(crate) fn decode_checked(
     key: &Key,
     raw_len: i64,
@@ -141,7 +143,10 @@ pub(crate) fn decode_checked(
 ) -> Result<Vec<u8>> {
     let raw_len = u64::try_from(raw_len)
         .map_err(|_| Error::corrupt(*key, format!("its recorded length {raw_len} is negative")))?;
-    let raw = decode(stored, raw_len, dicts).map_err(|reason| Error::corrupt(*key, reason))?;
+    let raw = decode(stored, raw_len, dicts).map_err(|e| match e {
+        DecodeError::Damaged(reason) => Error::corrupt(*key, reason),
+        DecodeError::Lookup(e) => e,
+    })?;
     let actual = Key::of(&raw);
     if actual != *key {
         return Err(Error::corrupt(*key, format!("its bytes hash to {actual}")));

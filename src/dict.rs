@@ -9,19 +9,28 @@
 //! number of dictionaries coexist, and a row stays readable after retraining: dictionaries
 //! are stored in the `objstash_dicts` table and never deleted. A dictionary is committed in
 //! the same transaction as, or before, the first row compressed with it, because the
-//! writer receives it through the same channel before any such row.
+//! writer receives it through the same channel before any such row; and no two
+//! dictionaries with one id are ever stored (`store` refuses the second).
+//!
+//! Other handles, in this process or others, train dictionaries too, so a handle's set is
+//! never final: a row naming an id this handle does not know sends it to the database
+//! (once per id, one thread at a time), and only an id the database does not hold either
+//! makes the row damaged. Any row a read finds was committed with or after its dictionary,
+//! so the lookup, which starts a transaction later, always sees it.
 //!
 //! Compression and decompression use digested dictionaries (`CDict`/`DDict`) built once
 //! per dictionary and one zstd context per thread, reused for every object.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
 use zstd::zstd_safe::{self, CCtx, CDict, DCtx, DDict};
 
-use crate::error::{DbContext, Result};
+use crate::error::{DbContext, Error, Result};
 use crate::parse::ParseSettingError;
 
 /// The zstd level rows are written at. Measured on 200,000 Speckle objects with a 64 KiB
@@ -147,44 +156,62 @@ thread_local! {
     static DECOMPRESSOR: RefCell<Option<DCtx<'static>>> = const { RefCell::new(None) };
 }
 
+/// Why a stored value could not be decoded.
+#[derive(Debug)]
+pub(crate) enum DecodeError {
+    /// The bytes are wrong: the row is damaged.
+    Damaged(String),
+    /// The database could not be asked for a dictionary the row names: nothing is known to
+    /// be wrong with the row.
+    Lookup(Error),
+}
+
+impl From<String> for DecodeError {
+    fn from(reason: String) -> Self {
+        DecodeError::Damaged(reason)
+    }
+}
+
+impl From<&str> for DecodeError {
+    fn from(reason: &str) -> Self {
+        DecodeError::Damaged(reason.to_string())
+    }
+}
+
+/// Where dictionaries stored after a handle loaded its own are found: the stash's file.
+#[derive(Debug)]
+struct Source {
+    path: PathBuf,
+    busy: Duration,
+}
+
 /// Every dictionary of a stash by id, and the one new objects are compressed with.
 #[derive(Debug, Default)]
 pub(crate) struct Dictionaries {
     known: RwLock<HashMap<u32, Arc<Dictionary>>>,
     current: RwLock<Option<Arc<Dictionary>>>,
+    /// `None` for a file nobody else writes (salvage, repair): what was loaded is all.
+    source: Option<Source>,
+    /// Held while the database is asked for an id; the ids it does not hold.
+    absent: Mutex<HashSet<u32>>,
 }
 
 impl Dictionaries {
     /// Reads the dictionaries stored in `conn`'s database; the newest becomes current.
-    /// A database without the table (every stash before its first dictionary) has none.
+    /// Nothing else writes that database, so these are all it will ever hold.
     pub(crate) fn load(conn: &Connection) -> Result<Self> {
         let dicts = Dictionaries::default();
-        let exists = conn
-            .query_row(
-                "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1",
-                [TABLE],
-                |_| Ok(()),
-            )
-            .optional()
-            .context(|| "looking for the dictionary table".to_string())?
-            .is_some();
-        if !exists {
-            return Ok(dicts);
+        for dict in read_stored(conn, None)? {
+            dicts.add(dict);
         }
-        let mut stmt = conn
-            .prepare(&format!("SELECT bytes FROM {TABLE} ORDER BY seq"))
-            .context(|| "reading the dictionaries".to_string())?;
-        let rows = stmt
-            .query_map([], |r| r.get::<_, Vec<u8>>(0))
-            .context(|| "reading the dictionaries".to_string())?;
-        for bytes in rows {
-            let bytes = bytes.context(|| "reading a dictionary".to_string())?;
-            match Dictionary::new(bytes) {
-                Ok(dict) => dicts.add(Arc::new(dict)),
-                // Its rows will read as corrupt; the others are unaffected.
-                Err(reason) => log::warn!("objstash: a stored dictionary is unusable: {reason}"),
-            }
-        }
+        Ok(dicts)
+    }
+
+    /// The dictionaries of the live stash at `path`, read on `conn`; dictionaries other
+    /// handles store later are read from `path` when a row names one.
+    pub(crate) fn open(conn: &Connection, path: PathBuf, busy: Duration) -> Result<Self> {
+        let mut dicts = Dictionaries::load(conn)?;
+        dicts.source = Some(Source { path, busy });
         Ok(dicts)
     }
 
@@ -203,8 +230,13 @@ impl Dictionaries {
 
     /// Makes `dict` known and current.
     pub(crate) fn add(&self, dict: Arc<Dictionary>) {
-        self.known.write().unwrap_or_else(|p| p.into_inner()).insert(dict.id, Arc::clone(&dict));
+        self.learn(Arc::clone(&dict));
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = Some(dict);
+    }
+
+    /// Makes `dict` known, for reading.
+    fn learn(&self, dict: Arc<Dictionary>) {
+        self.known.write().unwrap_or_else(|p| p.into_inner()).insert(dict.id, dict);
     }
 
     /// The dictionary new objects are compressed with, if one has been trained.
@@ -217,9 +249,40 @@ impl Dictionaries {
         self.known.read().unwrap_or_else(|p| p.into_inner()).get(&id).cloned()
     }
 
-    /// How many dictionaries are known.
-    pub(crate) fn len(&self) -> usize {
-        self.known.read().unwrap_or_else(|p| p.into_inner()).len()
+    /// The dictionary of this id: known, or stored since by another handle.
+    fn find(&self, id: u32) -> Result<Option<Arc<Dictionary>>> {
+        if let Some(dict) = self.get(id) {
+            return Ok(Some(dict));
+        }
+        let Some(source) = &self.source else { return Ok(None) };
+        let mut absent = self.absent.lock().unwrap_or_else(|p| p.into_inner());
+        // Another thread may have read it while this one waited.
+        if let Some(dict) = self.get(id) {
+            return Ok(Some(dict));
+        }
+        if absent.contains(&id) {
+            return Ok(None);
+        }
+        let conn = source.connect()?;
+        let found = read_stored(&conn, Some(id))?.pop();
+        match &found {
+            Some(dict) => self.learn(Arc::clone(dict)),
+            None => {
+                absent.insert(id);
+            }
+        }
+        Ok(found)
+    }
+
+    /// The newest dictionary the stash holds, read again from the database (another
+    /// handle may have trained one since this one opened); every stored one becomes known.
+    pub(crate) fn newest_stored(&self) -> Result<Option<Arc<Dictionary>>> {
+        let Some(source) = &self.source else { return Ok(self.current()) };
+        let stored = read_stored(&source.connect()?, None)?;
+        for dict in &stored {
+            self.learn(Arc::clone(dict));
+        }
+        Ok(stored.last().cloned())
     }
 
     /// Decompresses a zstd frame that must hold exactly `raw_len` bytes.
@@ -227,27 +290,29 @@ impl Dictionaries {
         &self,
         stored: &[u8],
         raw_len: u64,
-    ) -> std::result::Result<Vec<u8>, String> {
+    ) -> std::result::Result<Vec<u8>, DecodeError> {
         let raw_len =
             usize::try_from(raw_len).map_err(|_| "recorded length does not fit memory")?;
         if raw_len > stored.len().saturating_mul(MAX_RATIO) {
             return Err(format!(
                 "recorded length {raw_len} is impossible for {} compressed bytes",
                 stored.len()
-            ));
+            )
+            .into());
         }
         match zstd_safe::get_frame_content_size(stored) {
             Ok(Some(size)) if size == raw_len as u64 => {}
-            Ok(Some(size)) => return Err(format!("frame holds {size} bytes, {raw_len} recorded")),
-            Ok(None) | Err(_) => return Err("zstd frame header is damaged".to_string()),
+            Ok(Some(size)) => {
+                return Err(format!("frame holds {size} bytes, {raw_len} recorded").into());
+            }
+            Ok(None) | Err(_) => return Err("zstd frame header is damaged".into()),
         }
         let id = zstd_safe::get_dict_id_from_frame(stored)
             .ok_or("zstd frame names no dictionary")?
             .get();
-        let dict =
-            self.known.read().unwrap_or_else(|p| p.into_inner()).get(&id).cloned().ok_or_else(
-                || format!("zstd frame names dictionary {id}, which this stash lacks"),
-            )?;
+        let dict = self.find(id).map_err(DecodeError::Lookup)?.ok_or_else(|| {
+            format!("zstd frame names dictionary {id}, which the stash does not hold")
+        })?;
         let mut out = Vec::with_capacity(raw_len);
         let written = DECOMPRESSOR.with(|cell| {
             let mut dctx = cell.borrow_mut();
@@ -257,14 +322,74 @@ impl Dictionaries {
             })
         })?;
         if written != raw_len {
-            return Err(format!("decodes to {written} bytes, {raw_len} recorded"));
+            return Err(format!("decodes to {written} bytes, {raw_len} recorded").into());
         }
         Ok(out)
     }
 }
 
+impl Source {
+    /// A read connection of its own: a lookup happens once per dictionary a handle meets.
+    fn connect(&self) -> Result<Connection> {
+        crate::readers::open_connection(&self.path, true, 4, self.busy)
+    }
+}
+
+/// Whether `conn`'s database has the dictionary table (every stash using zstd does).
+fn table_exists(conn: &Connection) -> Result<bool> {
+    Ok(conn
+        .query_row(
+            "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1",
+            [TABLE],
+            |_| Ok(()),
+        )
+        .optional()
+        .context(|| "looking for the dictionary table".to_string())?
+        .is_some())
+}
+
+/// The dictionaries stored in `conn`'s database, oldest first (only the one of `id` if
+/// given). One that zstd rejects is logged and left out: its rows read as damaged.
+fn read_stored(conn: &Connection, id: Option<u32>) -> Result<Vec<Arc<Dictionary>>> {
+    if !table_exists(conn)? {
+        return Ok(Vec::new());
+    }
+    let mut stmt = conn
+        .prepare(&format!("SELECT bytes FROM {TABLE} WHERE ?1 IS NULL OR id = ?1 ORDER BY seq"))
+        .context(|| "reading the dictionaries".to_string())?;
+    let rows = stmt
+        .query_map([id.map(i64::from)], |r| r.get::<_, Vec<u8>>(0))
+        .context(|| "reading the dictionaries".to_string())?;
+    let mut dicts = Vec::new();
+    for bytes in rows {
+        let bytes = bytes.context(|| "reading a dictionary".to_string())?;
+        match Dictionary::new(bytes) {
+            Ok(dict) => dicts.push(Arc::new(dict)),
+            Err(reason) => log::warn!("objstash: a stored dictionary is unusable: {reason}"),
+        }
+    }
+    Ok(dicts)
+}
+
+/// How many dictionaries `conn`'s database holds.
+pub(crate) fn count(conn: &Connection) -> Result<usize> {
+    if !table_exists(conn)? {
+        return Ok(0);
+    }
+    let n: i64 = conn
+        .query_row(&format!("SELECT count(*) FROM {TABLE}"), [], |r| r.get(0))
+        .context(|| "counting the dictionaries".to_string())?;
+    Ok(n.max(0) as usize)
+}
+
 /// Creates the dictionary table if needed and stores `dict` in it, marking the file with
-/// the format version that knows zstd rows. Runs inside the writer's transaction.
+/// the format version that knows zstd rows. Runs inside the writer's transaction, before
+/// any row compressed with `dict`.
+///
+/// # Errors
+/// [`Error::Training`] if the stash holds another dictionary with the same id (trained by
+/// another process on another sample): rows compressed with `dict` could never be read,
+/// so the transaction that would commit them must fail.
 pub(crate) fn store(conn: &Connection, dict: &Dictionary, samples: usize) -> Result<()> {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
@@ -279,13 +404,28 @@ pub(crate) fn store(conn: &Connection, dict: &Dictionary, samples: usize) -> Res
     let created = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
-    conn.execute(
-        &format!(
-            "INSERT OR IGNORE INTO {TABLE}(id, bytes, samples, created) VALUES (?1, ?2, ?3, ?4)"
-        ),
-        params![i64::from(dict.id), dict.bytes, samples as i64, created],
-    )
-    .context(|| format!("storing dictionary {}", dict.id))?;
+    let added = conn
+        .execute(
+            &format!(
+                "INSERT OR IGNORE INTO {TABLE}(id, bytes, samples, created) \
+                 VALUES (?1, ?2, ?3, ?4)"
+            ),
+            params![i64::from(dict.id), dict.bytes, samples as i64, created],
+        )
+        .context(|| format!("storing dictionary {}", dict.id))?;
+    if added == 0 {
+        let stored: Vec<u8> = conn
+            .query_row(&format!("SELECT bytes FROM {TABLE} WHERE id = ?1"), [dict.id], |r| r.get(0))
+            .context(|| format!("reading dictionary {}", dict.id))?;
+        if stored != dict.bytes {
+            return Err(Error::training(format!(
+                "the stash already holds another dictionary with id {}; the objects \
+                 compressed with the new one since it was trained were not stored: save \
+                 them again",
+                dict.id
+            )));
+        }
+    }
     Ok(())
 }
 
@@ -327,7 +467,11 @@ mod tests {
         let dict = Dictionary::train(&objs).unwrap();
         let stored = dict.compress(&objs[0]);
         let empty = Dictionaries::default();
-        assert!(empty.decompress(&stored, objs[0].len() as u64).unwrap_err().contains("lacks"));
+        let lacking = empty.decompress(&stored, objs[0].len() as u64).unwrap_err();
+        assert!(
+            matches!(&lacking, DecodeError::Damaged(r) if r.contains("does not hold")),
+            "{lacking:?}"
+        );
         let dicts = Dictionaries::default();
         dicts.add(Arc::new(dict));
         let len = objs[0].len() as u64;
@@ -341,6 +485,23 @@ mod tests {
         if let Ok(bytes) = dicts.decompress(&flipped, len) {
             assert_ne!(&bytes, &objs[0]);
         }
+    }
+
+    #[test]
+    fn a_second_dictionary_with_a_taken_id_is_refused() {
+        let conn = Connection::open_in_memory().unwrap();
+        let first = Dictionary::train(&samples()).unwrap();
+        let other: Vec<Vec<u8>> =
+            samples().into_iter().map(|s| s.into_iter().rev().collect()).collect();
+        let mut bytes = Dictionary::train(&other).unwrap().bytes;
+        bytes[4..8].copy_from_slice(&first.id.to_le_bytes());
+        let twin = Dictionary::new(bytes).unwrap();
+        assert_eq!(twin.id, first.id);
+        store(&conn, &first, 1).unwrap();
+        store(&conn, &first, 1).unwrap();
+        let refused = store(&conn, &twin, 1).unwrap_err();
+        assert!(refused.to_string().contains("another dictionary"), "{refused}");
+        assert_eq!(count(&conn).unwrap(), 1);
     }
 
     #[test]

@@ -446,6 +446,11 @@ fn configure(
         };
         schema::write_state(&conn, state)?;
         schema::write_setting(&conn, "boot", boot_id().as_deref().unwrap_or(""))?;
+    } else if durability == Durability::Fast && schema::read_state(&conn)? != State::OpenFast {
+        // A handle that opened first in safe mode marked the stash for a session that a
+        // power loss cannot damage; this one does not sync, so the next open after a stop
+        // of the machine must check the file.
+        schema::write_state(&conn, State::OpenFast)?;
     }
     Ok(conn)
 }

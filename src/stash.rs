@@ -28,7 +28,7 @@ use std::time::Duration;
 use crossbeam_channel::{SendTimeoutError, Sender, bounded};
 use rusqlite::Connection;
 
-use crate::dict::{Codec, Dictionaries};
+use crate::dict::{self, Codec, Dictionaries};
 use crate::durability::Durability;
 use crate::entries::Entries;
 use crate::error::{DbContext, Error, Result};
@@ -116,7 +116,8 @@ impl std::fmt::Debug for Stash {
 impl Stash {
     pub(crate) fn start(parts: Parts) -> Result<Stash> {
         let statements = parts.schema.statement_count();
-        let dicts = Arc::new(Dictionaries::load(&parts.conn)?);
+        let dicts =
+            Arc::new(Dictionaries::open(&parts.conn, parts.path.clone(), parts.busy_timeout)?);
         let trainer = Trainer::new(parts.codec, &dicts);
         let names_table = names::table_exists(&parts.conn)?;
         // A writable open has given the tables their use column (`open.rs`).
@@ -227,9 +228,9 @@ impl Stash {
         let file_bytes = files::database_bytes(&self.path).map_err(|e| {
             Error::io(format!("reading the size of {} and its journals", self.path.display()), e)
         })?;
-        let (max_size, oldest_use) = {
+        let (max_size, oldest_use, dictionaries) = {
             let reader = self.readers.checkout()?;
-            (schema::read_max_size(&reader)?, self.oldest_use(&reader)?)
+            (schema::read_max_size(&reader)?, self.oldest_use(&reader)?, dict::count(&reader)?)
         };
         Ok(Stats {
             max_size,
@@ -245,7 +246,7 @@ impl Stash {
             layout: self.layout(),
             durability: self.durability,
             codec: self.codec,
-            dictionaries: self.dicts.len(),
+            dictionaries,
             names: totals.names,
         })
     }

@@ -611,20 +611,40 @@ impl Writer {
         Ok(())
     }
 
+    /// Starts a write transaction: [`Failure::Busy`] when another handle kept the write
+    /// lock for the busy timeout. A stash that a newer objstash has moved to a format this
+    /// version does not know (another process may do so at any time) stops the writer
+    /// rather than be written in the old way.
+    fn begin(&self) -> Result<(), Failure> {
+        match self.conn.execute_batch("BEGIN IMMEDIATE") {
+            Ok(()) => {}
+            Err(e) if sqlite_code(&e) == Some(rusqlite::ErrorCode::DatabaseBusy) => {
+                return Err(Failure::Busy);
+            }
+            Err(e) => return Err(Stop::sqlite("starting a transaction", e).into()),
+        }
+        let newer = match self.conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)) {
+            Ok(version) if version <= schema::FORMAT_VERSION => return Ok(()),
+            Ok(version) => Stop::new(format!(
+                "a newer objstash changed the stash to format {version} while this handle had \
+                 it open (this version writes format {} and older); reopen it with the newer \
+                 version",
+                schema::FORMAT_VERSION
+            )),
+            Err(e) => Stop::sqlite("reading the format version", e),
+        };
+        let _ = self.conn.execute_batch("ROLLBACK");
+        Err(newer.into())
+    }
+
     /// Writes the operations not yet written into the batch's transaction, opening it first.
     fn write(&mut self, batch: &mut Batch) -> Result<(), Failure> {
         if batch.written == batch.ops.len() {
             return Ok(());
         }
         if !batch.open {
-            match self.conn.execute_batch("BEGIN IMMEDIATE") {
-                Ok(()) => batch.open = true,
-                // SQLite waited the busy timeout for another handle's write lock.
-                Err(e) if sqlite_code(&e) == Some(rusqlite::ErrorCode::DatabaseBusy) => {
-                    return Err(Failure::Busy);
-                }
-                Err(e) => return Err(Stop::sqlite("starting a transaction", e).into()),
-            }
+            self.begin()?;
+            batch.open = true;
         }
         let Batch { ops, removed, totals, written, present, .. } = batch;
         let mut run = Run::default();

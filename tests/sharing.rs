@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{LAYOUTS, MODES, TestResult, sibling};
-use objstash::{Durability, Error, Key, Layout, Stash};
+use objstash::{Codec, Durability, Error, Key, Layout, Stash, StashBuilder};
 
 const CHILD_ENV: &str = "OBJSTASH_SHARING_CHILD";
 /// Objects each saver saves between flushes.
@@ -21,19 +21,21 @@ fn object(index: u64) -> Vec<u8> {
     speckle_gen::object(91, index)
 }
 
-/// What a child does, as `ROLE|DB|DURABILITY|LAYOUT|ARG`.
+/// What a child does, as `ROLE|DB|DURABILITY|LAYOUT|CODEC|ARG`.
 #[test]
 #[ignore = "run as a child process by the sharing tests"]
 fn sharing_child() -> TestResult {
     let Some(spec) = std::env::var_os(CHILD_ENV) else { return Ok(()) };
     let spec = spec.into_string().map_err(|_| anyhow::anyhow!("spec is not UTF-8"))?;
     let parts: Vec<&str> = spec.split('|').collect();
-    let [role, db, durability, layout, arg] = parts[..] else { anyhow::bail!("bad spec {spec}") };
+    let [role, db, durability, layout, codec, arg] = parts[..] else {
+        anyhow::bail!("bad spec {spec}")
+    };
     let db = PathBuf::from(db);
     let durability: Durability = durability.parse()?;
     let layout: Layout = layout.parse()?;
     let arg: u64 = arg.parse()?;
-    let stash = Stash::builder().durability(durability).layout(layout).open(&db)?;
+    let stash = builder(durability, layout, codec.parse()?).open(&db)?;
     match role {
         "saver" => saver(&stash, &db, arg),
         "holder" => holder(&db),
@@ -133,26 +135,32 @@ fn acknowledged_all(db: &Path) -> Vec<(u64, u64)> {
     ranges
 }
 
+/// The settings of every handle of a sharing test. With zstd-dict each saver trains from
+/// its first 64 KiB of objects unless another has stored a dictionary by then.
+fn builder(durability: Durability, layout: Layout, codec: Codec) -> StashBuilder {
+    Stash::builder().durability(durability).layout(layout).codec(codec).dictionary_sample(64 << 10)
+}
+
 fn spawn(
     role: &str,
     db: &Path,
-    durability: Durability,
-    layout: Layout,
+    (durability, layout, codec): (Durability, Layout, Codec),
     arg: u64,
 ) -> std::io::Result<Child> {
     Command::new(std::env::current_exe()?)
         .args(["sharing_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, format!("{role}|{}|{durability}|{layout}|{arg}", db.display()))
+        .env(CHILD_ENV, format!("{role}|{}|{durability}|{layout}|{codec}|{arg}", db.display()))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
 }
 
-/// Waits until a saver child has opened the stash and acknowledged at least one range.
-fn wait_until_saving(db: &Path, start: u64, child: &mut Child) -> TestResult {
-    let deadline = Instant::now() + Duration::from_secs(60);
+/// Waits until a saver child has opened the stash and acknowledged at least `ranges`
+/// ranges.
+fn wait_until_saving(db: &Path, start: u64, child: &mut Child, ranges: usize) -> TestResult {
+    let deadline = Instant::now() + Duration::from_secs(120);
     let path = sibling(db, &format!(".acked-{start}"));
-    while fs::read_to_string(&path).unwrap_or_default().lines().count() < 2 {
+    while fs::read_to_string(&path).unwrap_or_default().lines().count() < ranges + 1 {
         if let Some(status) = child.try_wait()? {
             anyhow::bail!("saver {start} exited early with {status}");
         }
@@ -171,8 +179,11 @@ fn stop(mut child: Child) -> anyhow::Result<String> {
 
 /// After every process is gone: every acknowledged object is there, bytes right, and the
 /// stash verifies (which compares the recorded totals with a recount).
-fn check_everything(db: &Path, durability: Durability, layout: Layout) -> anyhow::Result<u64> {
-    let stash = Stash::builder().durability(durability).layout(layout).open(db)?;
+fn check_everything(
+    db: &Path,
+    (durability, layout, codec): (Durability, Layout, Codec),
+) -> anyhow::Result<u64> {
+    let stash = builder(durability, layout, codec).open(db)?;
     let ranges = acknowledged_all(db);
     let keys: Vec<Key> =
         ranges.iter().flat_map(|&(a, b)| a..b).map(|k| Key::of(&object(k))).collect();
@@ -192,31 +203,34 @@ fn check_everything(db: &Path, durability: Durability, layout: Layout) -> anyhow
 }
 
 /// Three processes save distinct and shared objects into one stash at once and read back
-/// each other's acknowledged objects while they go on, in both modes and both layouts.
+/// each other's acknowledged objects while they go on, in both modes, both layouts and
+/// both codecs (with zstd-dict, each reads rows of dictionaries the others trained after
+/// it opened).
 #[test]
 fn three_processes_save_and_read_one_stash() -> TestResult {
-    for durability in MODES {
-        for layout in LAYOUTS {
-            let dir = tempfile::tempdir()?;
-            let db = dir.path().join("shared.db");
-            let starts = [1_000_000u64, 2_000_000, 3_000_000];
-            let mut children = Vec::new();
-            for start in starts {
-                children.push((start, spawn("saver", &db, durability, layout, start)?));
+    for codec in [Codec::Gzip, Codec::ZstdDict] {
+        for durability in MODES {
+            for layout in LAYOUTS {
+                let settings = (durability, layout, codec);
+                let what = format!("{durability} {layout} {codec}");
+                let dir = tempfile::tempdir()?;
+                let db = dir.path().join("shared.db");
+                let starts = [1_000_000u64, 2_000_000, 3_000_000];
+                let mut children = Vec::new();
+                for start in starts {
+                    children.push((start, spawn("saver", &db, settings, start)?));
+                }
+                // Each saver has acknowledged a few ranges and read the others'.
+                for (start, child) in &mut children {
+                    wait_until_saving(&db, *start, child, 6)?;
+                }
+                for (start, child) in children {
+                    let out = stop(child)?;
+                    assert!(!out.contains("ERROR"), "{what} saver {start}: {out}");
+                }
+                let checked = check_everything(&db, settings)?;
+                assert!(checked >= 3 * 5 * FLUSH_EVERY, "{what}: only {checked} acknowledged");
             }
-            for (start, child) in &mut children {
-                wait_until_saving(&db, *start, child)?;
-            }
-            std::thread::sleep(Duration::from_millis(1_500));
-            for (start, child) in children {
-                let out = stop(child)?;
-                assert!(!out.contains("ERROR"), "{durability} {layout} saver {start}: {out}");
-            }
-            let checked = check_everything(&db, durability, layout)?;
-            assert!(
-                checked >= 3 * FLUSH_EVERY,
-                "{durability} {layout}: only {checked} acknowledged"
-            );
         }
     }
     Ok(())
@@ -239,19 +253,19 @@ fn seed() -> u64 {
 fn killing_one_writer_leaves_the_others_and_the_stash_sound() -> TestResult {
     let mut rng = seed();
     for durability in MODES {
-        let layout = Layout::Bucketed;
+        let settings = (durability, Layout::Bucketed, Codec::Gzip);
         let dir = tempfile::tempdir()?;
         let db = dir.path().join("kills.db");
         let mut steady = Vec::new();
         for start in [1_000_000u64, 2_000_000] {
-            let mut child = spawn("saver", &db, durability, layout, start)?;
-            wait_until_saving(&db, start, &mut child)?;
+            let mut child = spawn("saver", &db, settings, start)?;
+            wait_until_saving(&db, start, &mut child, 1)?;
             steady.push((start, child));
         }
         for round in 0..20u64 {
             let start = 10_000_000 + round * 100_000;
-            let mut victim = spawn("saver", &db, durability, layout, start)?;
-            wait_until_saving(&db, start, &mut victim)?;
+            let mut victim = spawn("saver", &db, settings, start)?;
+            wait_until_saving(&db, start, &mut victim, 1)?;
             rng ^= rng << 13;
             rng ^= rng >> 7;
             rng ^= rng << 17;
@@ -269,7 +283,7 @@ fn killing_one_writer_leaves_the_others_and_the_stash_sound() -> TestResult {
             let out = stop(child)?;
             assert!(!out.contains("ERROR"), "{durability} saver {start}: {out}");
         }
-        check_everything(&db, durability, layout)?;
+        check_everything(&db, settings)?;
     }
     Ok(())
 }
@@ -290,7 +304,7 @@ fn a_stopped_writer_delays_flushes_up_to_the_limit_and_loses_nothing() -> TestRe
             .open(&db)?;
         let before = stash.save_all(&(0..500).map(object).collect::<Vec<_>>())?;
         stash.flush()?;
-        let mut holder = spawn("holder", &db, durability, layout, 0)?;
+        let mut holder = spawn("holder", &db, (durability, layout, Codec::Gzip), 0)?;
         let mut stdout = holder.stdout.take().expect("piped");
         let mut seen = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(30);

@@ -3,9 +3,9 @@
 //! With [`Codec::ZstdDict`] and no dictionary yet, the first objects saved are gathered
 //! (and gzipped meanwhile) until the sample is full; the save call that fills it trains
 //! the dictionary on its calling thread (a few hundred milliseconds) while other threads
-//! keep saving with gzip. A dictionary is queued for
-//! the writer before it becomes current, so a row compressed with it always reaches the
-//! database after the dictionary itself.
+//! keep saving with gzip, unless another handle has stored one by then, which is used
+//! instead. A dictionary is queued for the writer before it becomes current, so a row
+//! compressed with it always reaches the database after the dictionary itself.
 
 use std::sync::Arc;
 
@@ -114,6 +114,17 @@ impl Stash {
         let samples = std::mem::take(samples);
         *trainer = Trainer::Off;
         drop(trainer);
+        // Another handle, perhaps in another process, may have trained one since this one
+        // opened: it is committed already, so rows compressed with it can be stored at once,
+        // and every handle then shares one dictionary.
+        match self.dicts.newest_stored() {
+            Ok(Some(dict)) => {
+                self.dicts.add(dict);
+                return;
+            }
+            Ok(None) => {}
+            Err(e) => log::warn!("objstash: looking for a stored dictionary failed ({e})"),
+        }
         let trained =
             self.sender().and_then(|sender| train_and_send(&samples, sender, &self.dicts));
         if let Err(e) = trained {

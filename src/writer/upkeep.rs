@@ -195,6 +195,12 @@ impl Writer {
     /// long as rewriting the pages in use takes (about a second per 100 MB here), and the
     /// log holds a copy of the file until the checkpoint that ends the trim.
     fn convert(&mut self) -> Result<(), Failure> {
+        // Another handle may have converted it since this one opened.
+        self.incremental = evict::incremental(&self.conn)
+            .map_err(|e| Stop::sqlite("reading the vacuum mode", e))?;
+        if self.incremental {
+            return Ok(());
+        }
         log::info!(
             "objstash: {} was made before incremental vacuum; rewriting it once so that it \
              gives free pages back",
@@ -317,13 +323,7 @@ impl Writer {
         &mut self,
         work: impl FnOnce(&Self) -> Result<T, Stop>,
     ) -> Result<T, Failure> {
-        match self.conn.execute_batch("BEGIN IMMEDIATE") {
-            Ok(()) => {}
-            Err(e) if sqlite_code(&e) == Some(rusqlite::ErrorCode::DatabaseBusy) => {
-                return Err(Failure::Busy);
-            }
-            Err(e) => return Err(Stop::sqlite("starting a transaction", e).into()),
-        }
+        self.begin()?;
         let done = work(self).and_then(|value| {
             self.conn
                 .execute_batch("COMMIT")
