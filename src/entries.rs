@@ -2,14 +2,17 @@
 //!
 //! The iterator reads a chunk of rows per query and holds no connection between chunks,
 //! so listing a large stash neither keeps the writer waiting nor loads every key at once.
+//! It owns what it reads with, so it may outlive the borrow of the handle that made it
+//! (a Python iterator does).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::readers::Readers;
 use crate::scan;
-use crate::schema::Schema;
+use crate::writer::Shared;
 
 /// Rows read per query.
 const CHUNK: usize = 1_024;
@@ -27,24 +30,25 @@ pub struct Entry {
 }
 
 /// Iterator over every stored object, in storage order, table by table.
-pub struct Entries<'a> {
-    readers: &'a Readers,
-    schema: &'a Schema,
+pub struct Entries {
+    readers: Arc<Readers>,
+    shared: Arc<Shared>,
     table: usize,
     after: i64,
     buffer: VecDeque<Entry>,
     failed: bool,
 }
 
-impl<'a> Entries<'a> {
-    pub(crate) fn new(readers: &'a Readers, schema: &'a Schema) -> Self {
-        Entries { readers, schema, table: 0, after: 0, buffer: VecDeque::new(), failed: false }
+impl Entries {
+    pub(crate) fn new(readers: Arc<Readers>, shared: Arc<Shared>) -> Self {
+        Entries { readers, shared, table: 0, after: 0, buffer: VecDeque::new(), failed: false }
     }
 
     /// Reads the next chunk into the buffer; false when every table is done.
     fn fill(&mut self) -> Result<bool> {
-        while self.table < self.schema.tables.len() {
-            let table = &self.schema.tables[self.table];
+        let tables = &self.shared.schema.tables;
+        while self.table < tables.len() {
+            let table = &tables[self.table];
             let reader = self.readers.checkout()?;
             let rows = scan::chunk(&reader, &table.list, self.after, CHUNK).map_err(|e| {
                 e.into_error(format!("listing {} after row {}", table.name, self.after))
@@ -78,7 +82,7 @@ impl<'a> Entries<'a> {
     }
 }
 
-impl Iterator for Entries<'_> {
+impl Iterator for Entries {
     type Item = Result<Entry>;
 
     fn next(&mut self) -> Option<Result<Entry>> {

@@ -83,6 +83,11 @@ impl Hold {
         Ok(Some(Hold { life, gate: None, created: Vec::new(), alone: false }))
     }
 
+    /// Whether a handle ever opened the stash at `db` (its lock files are there).
+    pub(crate) fn exists(db: &Path) -> bool {
+        sibling(db, GATE).exists() || sibling(db, LOCK).exists()
+    }
+
     /// Whether no other handle had the stash open when this one took the gate.
     pub(crate) fn alone(&self) -> bool {
         self.alone

@@ -21,7 +21,7 @@ use crate::layout::Layout;
 use crate::lock::Hold;
 use crate::readers::{open_connection, open_error};
 use crate::recovery::{self, RecoveryReport, Trigger};
-use crate::schema::{self, APPLICATION_ID, FORMAT_VERSION, Schema, State};
+use crate::schema::{self, FORMAT_VERSION, Header, Schema, State};
 use crate::stash::{Parts, Stash};
 
 /// The largest object a stash can take: SQLite refuses values over 1,000,000,000 bytes,
@@ -92,26 +92,24 @@ fn open_local(options: &Options, path: &Path) -> Result<Stash> {
     options.validate()?;
     let path = path.to_path_buf();
     check_path(&path, options.create && !options.read_only)?;
-    // Recognise what is there before taking any lock, so that nothing is left beside a
-    // file that is not a stash; `prepare` reads the header again under the lock.
-    let header = schema::read_header(&path)?;
-    if header.is_some_and(|h| h.application_id != APPLICATION_ID && h.application_id != 0) {
-        return Err(Error::ForeignDatabase { path });
-    }
+    // What can be told before any lock is taken, so that nothing is made beside a file
+    // that is not a stash; `prepare` decides under the lock, where no other handle can be
+    // making the stash.
+    let found = schema::glance(&path)?;
     if options.read_only {
         return open_read_only(options, path);
     }
     let mut hold = match Hold::acquire(&path, options.busy_timeout) {
         Ok(hold) => hold,
         // A directory this process cannot write: a stash there can still be read.
-        Err(Error::Io { source, .. }) if header.is_some() && is_read_only_error(&source) => {
+        Err(Error::Io { source, .. }) if found.is_some() && is_read_only_error(&source) => {
             return open_read_only(options, path);
         }
         Err(e) => return Err(e),
     };
     let prepared = match options.prepare(&path, hold.alone()) {
         Ok(prepared) => prepared,
-        Err(Error::ReadOnly { .. }) if header.is_some() => {
+        Err(Error::ReadOnly { .. }) if found.is_some() => {
             hold.abandon();
             return open_read_only(options, path);
         }
@@ -128,18 +126,19 @@ fn open_local(options: &Options, path: &Path) -> Result<Stash> {
 /// only where its file can be opened (a handle that reads still keeps a rebuild from
 /// replacing the file under it).
 fn open_read_only(options: &Options, path: PathBuf) -> Result<Stash> {
-    if schema::read_header(&path)?.is_none() {
+    // Without lock files no objstash has ever opened the file, so none can be making it
+    // now: it can be recognised before the hold makes them. With them, once the hold has
+    // waited for any open under way.
+    if !Hold::exists(&path) && schema::recognise(&path)?.is_none() {
         return Err(Error::NotFound { path });
     }
     let hold = Hold::acquire_read_only(&path, options.busy_timeout)?;
+    let Some(header) = schema::recognise(&path)? else { return Err(Error::NotFound { path }) };
+    check_format(&path, &header)?;
     let statements = Schema::new(Layout::Bucketed).statement_count();
     let conn = open_connection(&path, true, statements, options.busy_timeout)?;
     let layout = schema::read_layout(&conn)?.unwrap_or_default();
-    if let Some(requested) = options.layout
-        && requested != layout
-    {
-        return Err(Error::LayoutMismatch { path, stored: layout, requested });
-    }
+    check_layout(&path, options.layout, layout)?;
     let settings = options.settle(
         &path,
         schema::read_setting(&conn, "durability").ok().flatten(),
@@ -147,6 +146,28 @@ fn open_read_only(options: &Options, path: PathBuf) -> Result<Stash> {
     )?;
     let prepared = Prepared { conn, schema: Schema::new(layout), settings, recovery: None };
     options.start(path, prepared, hold, true)
+}
+
+/// Refuses a stash of a format newer than this version reads.
+fn check_format(path: &Path, header: &Header) -> Result<()> {
+    if header.user_version > FORMAT_VERSION {
+        return Err(Error::UnsupportedFormat {
+            path: path.to_path_buf(),
+            found: header.user_version,
+            supported: FORMAT_VERSION,
+        });
+    }
+    Ok(())
+}
+
+/// Refuses a requested layout other than the recorded one.
+fn check_layout(path: &Path, requested: Option<Layout>, stored: Layout) -> Result<()> {
+    match requested {
+        Some(requested) if requested != stored => {
+            Err(Error::LayoutMismatch { path: path.to_path_buf(), stored, requested })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Whether an I/O error says the file system or directory cannot be written.
@@ -237,67 +258,20 @@ impl Options {
         Ok(())
     }
 
-    /// Opens the writer connection on a recognised, recovered, configured stash.
+    /// Opens the writer connection on a recognised, recovered, configured stash: each step
+    /// its own function below.
     ///
     /// Only a handle that is `alone` with the stash looks into an unclean shutdown and may
     /// rebuild the file: with another handle open, the shutdown it would see is that
     /// handle's running session, and the file must not be replaced under it.
     fn prepare(&self, path: &Path, alone: bool) -> Result<Prepared> {
-        let statements = Schema::new(Layout::Bucketed).statement_count();
-        let header = schema::read_header(path)?;
-        let conn = open_connection(path, false, statements, self.busy_timeout)?;
-        if conn.is_readonly(rusqlite::MAIN_DB).unwrap_or(false) {
-            return Err(Error::ReadOnly { path: path.to_path_buf() });
-        }
-        let header = match header {
-            Some(header) if header.application_id == APPLICATION_ID => header,
-            Some(header) if header.application_id != 0 => {
-                return Err(Error::ForeignDatabase { path: path.to_path_buf() });
-            }
-            // An empty file, or a SQLite database without an application id: a new stash
-            // if it holds nothing, someone else's database if it holds anything.
-            _ => {
-                let objects = schema::schema_object_count(&conn)
-                    .map_err(|e| open_error(path, "reading its schema", e))?;
-                if objects > 0 {
-                    return Err(Error::ForeignDatabase { path: path.to_path_buf() });
-                }
-                let schema = Schema::new(self.layout.unwrap_or_default());
-                conn.pragma_update(None, "page_size", schema::PAGE_SIZE)
-                    .context(|| format!("setting the page size of {}", path.display()))?;
-                schema.create(&conn)?;
-                let settings = self.settle(path, None, None)?;
-                let conn = configure(conn, path, settings, alone, self.max_size)?;
-                return Ok(Prepared { conn, schema, settings, recovery: None });
-            }
-        };
-        if header.user_version > FORMAT_VERSION {
-            return Err(Error::UnsupportedFormat {
-                path: path.to_path_buf(),
-                found: header.user_version,
-                supported: FORMAT_VERSION,
-            });
-        }
-        // A stash damaged by a crash in mid-commit may not even list its schema; that is a
-        // case for recovery, not an error, once the header says the file is ours.
-        let damage = match schema::schema_object_count(&conn) {
-            Ok(_) => None,
-            Err(e) if is_corruption(&e) => Some(format!("its schema cannot be read: {e}")),
-            Err(e) => return Err(open_error(path, "reading its schema", e)),
-        };
-        let recorded = match (schema::read_state(&conn), schema::read_layout(&conn)) {
-            _ if damage.is_some() => None,
-            (Ok(state), Ok(Some(layout))) => Some((state, layout)),
-            (Err(Error::Database { .. }), _) | (_, Err(Error::Database { .. })) | (_, Ok(None)) => {
-                None
-            }
-            (Err(e), _) | (_, Err(e)) => return Err(e),
-        };
-        let layout = recorded.map(|(_, layout)| layout);
-        if let (Some(requested), Some(stored)) = (self.layout, layout)
-            && requested != stored
-        {
-            return Err(Error::LayoutMismatch { path: path.to_path_buf(), stored, requested });
+        let header = schema::recognise(path)?;
+        let conn = self.connect(path)?;
+        let Some(header) = header else { return self.create(conn, path, alone) };
+        check_format(path, &header)?;
+        let found = assess(&conn, path, alone)?;
+        if let Some(stored) = found.layout {
+            check_layout(path, self.layout, stored)?;
         }
         // Read before any salvage, which builds a new meta table: the settings are carried
         // over by `configure`.
@@ -306,58 +280,66 @@ impl Options {
             schema::read_setting(&conn, "durability").ok().flatten(),
             schema::read_setting(&conn, "codec").ok().flatten(),
         )?;
-        // After a fast-mode session that did not close, the file can only be damaged if the
-        // machine stopped (WAL survives a killed process whatever `synchronous` says): the
-        // check is needed when the boot it recorded is not this one.
-        let unclean = alone
-            && matches!(recorded, Some((State::OpenFast, _)))
-            && schema::read_boot(&conn).ok().flatten().is_none_or(|boot| Some(boot) != boot_id());
-        let problem = match recorded {
-            None => Some(damage.unwrap_or_else(|| "its meta table cannot be read".to_string())),
-            Some(_) if unclean => recovery::check(&conn),
-            Some(_) => None,
-        };
-        if problem.is_some() && !alone {
-            // Another handle has it open: the file cannot be rebuilt under it.
-            return Err(Error::Damaged {
-                context: format!("opening {}", path.display()),
-                reason: problem.unwrap_or_default(),
-            });
+        let (conn, recovery) = self.recover(conn, path, found)?;
+        let schema = Schema::new(schema::read_layout(&conn)?.unwrap_or_default());
+        migrate(&conn, path, &schema)?;
+        let conn = configure(conn, path, settings, alone, self.max_size)?;
+        Ok(Prepared { conn, schema, settings, recovery })
+    }
+
+    /// The writer's connection; [`Error::ReadOnly`] where the file cannot be written.
+    fn connect(&self, path: &Path) -> Result<Connection> {
+        let statements = Schema::new(Layout::Bucketed).statement_count();
+        let conn = open_connection(path, false, statements, self.busy_timeout)?;
+        if conn.is_readonly(rusqlite::MAIN_DB).unwrap_or(false) {
+            return Err(Error::ReadOnly { path: path.to_path_buf() });
         }
-        let (conn, report) = match problem {
+        Ok(conn)
+    }
+
+    /// Makes a new stash in an empty file.
+    fn create(&self, conn: Connection, path: &Path, alone: bool) -> Result<Prepared> {
+        let schema = Schema::new(self.layout.unwrap_or_default());
+        conn.pragma_update(None, "page_size", schema::PAGE_SIZE)
+            .context(|| format!("setting the page size of {}", path.display()))?;
+        schema.create(&conn)?;
+        let settings = self.settle(path, None, None)?;
+        let conn = configure(conn, path, settings, alone, self.max_size)?;
+        Ok(Prepared { conn, schema, settings, recovery: None })
+    }
+
+    /// Rebuilds the file if the assessment found it damaged, or reports a sound file after
+    /// an unclean shutdown.
+    fn recover(
+        &self,
+        conn: Connection,
+        path: &Path,
+        found: Assessment,
+    ) -> Result<(Connection, Option<RecoveryReport>)> {
+        match found.problem {
             Some(problem) => {
                 // Committed pages still in the write-ahead log go into the file, which the
                 // salvage's page reader reads directly (on a damaged file this may fail).
                 let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
                 drop(conn);
-                let report = recovery::salvage(
-                    path,
-                    layout.or(self.layout),
-                    Trigger::UncleanShutdown,
-                    problem,
-                )?;
-                (open_connection(path, false, statements, self.busy_timeout)?, Some(report))
+                let layout = found.layout.or(self.layout);
+                let report = recovery::salvage(path, layout, Trigger::UncleanShutdown, problem)?;
+                Ok((self.connect(path)?, Some(report)))
             }
-            None if unclean => {
-                let totals =
-                    schema::recount_totals(&conn, &Schema::new(layout.unwrap_or_default()))?;
+            None if found.unclean => {
+                let layout = found.layout.unwrap_or_default();
+                let totals = schema::recount_totals(&conn, &Schema::new(layout))?;
                 log::warn!(
-                    "objstash: {} was not closed cleanly; the file checked sound and holds {} objects",
+                    "objstash: {} was not closed cleanly; the file checked sound and holds {} \
+                     objects",
                     path.display(),
                     totals.objects
                 );
-                (conn, Some(RecoveryReport::sound(Trigger::UncleanShutdown, totals.objects)))
+                let report = RecoveryReport::sound(Trigger::UncleanShutdown, totals.objects);
+                Ok((conn, Some(report)))
             }
-            None => (conn, None),
-        };
-        let layout = schema::read_layout(&conn)?.unwrap_or_default();
-        let schema = Schema::new(layout);
-        if !schema::has_uses(&conn, &schema)? {
-            log::info!("objstash: {} now records when objects are used", path.display());
-            schema.add_uses(&conn)?;
+            None => Ok((conn, None)),
         }
-        let conn = configure(conn, path, settings, alone, self.max_size)?;
-        Ok(Prepared { conn, schema, settings, recovery: report })
     }
 
     /// The durability and codec to run with: the requested ones for a new stash, the
@@ -399,6 +381,62 @@ impl Options {
             codec: pick(path, "codec", self.codec, codec, self.reconfigure)?,
         })
     }
+}
+
+/// What an open of an existing stash found before recovering it.
+struct Assessment {
+    /// The recorded layout, when the meta table can be read.
+    layout: Option<Layout>,
+    /// Whether the last fast-mode session ended with the machine (the check ran).
+    unclean: bool,
+    /// What is wrong with the file, if the check found anything.
+    problem: Option<String>,
+}
+
+/// Reads what the stash records and, when the last session may have left damage, checks
+/// the file. A stash damaged by a crash in mid-commit may not even list its schema; that is
+/// a case for recovery, not an error, once the header says the file is ours.
+fn assess(conn: &Connection, path: &Path, alone: bool) -> Result<Assessment> {
+    let damage = match schema::schema_object_count(conn) {
+        Ok(_) => None,
+        Err(e) if is_corruption(&e) => Some(format!("its schema cannot be read: {e}")),
+        Err(e) => return Err(open_error(path, "reading its schema", e)),
+    };
+    let recorded = match (schema::read_state(conn), schema::read_layout(conn)) {
+        _ if damage.is_some() => None,
+        (Ok(state), Ok(Some(layout))) => Some((state, layout)),
+        (Err(Error::Database { .. }), _) | (_, Err(Error::Database { .. })) | (_, Ok(None)) => None,
+        (Err(e), _) | (_, Err(e)) => return Err(e),
+    };
+    // After a fast-mode session that did not close, the file can only be damaged if the
+    // machine stopped (WAL survives a killed process whatever `synchronous` says): the
+    // check is needed when the boot it recorded is not this one.
+    let unclean = alone
+        && matches!(recorded, Some((State::OpenFast, _)))
+        && schema::read_boot(conn).ok().flatten().is_none_or(|boot| Some(boot) != boot_id());
+    let problem = match recorded {
+        None => Some(damage.unwrap_or_else(|| "its meta table cannot be read".to_string())),
+        Some(_) if unclean => recovery::check(conn),
+        Some(_) => None,
+    };
+    if let Some(problem) = problem.as_ref().filter(|_| !alone) {
+        // Another handle has it open: the file cannot be rebuilt under it.
+        return Err(Error::Damaged {
+            context: format!("opening {}", path.display()),
+            reason: problem.clone(),
+        });
+    }
+    Ok(Assessment { layout: recorded.map(|(_, layout)| layout), unclean, problem })
+}
+
+/// Brings a stash made by an earlier version up to what this one writes: the use column
+/// (no format change, see `schema.rs`).
+fn migrate(conn: &Connection, path: &Path, schema: &Schema) -> Result<()> {
+    if !schema::has_uses(conn, schema)? {
+        log::info!("objstash: {} now records when objects are used", path.display());
+        schema.add_uses(conn)?;
+    }
+    Ok(())
 }
 
 /// Applies the durability pragmas and records the settings; the first handle to open the

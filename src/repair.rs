@@ -34,10 +34,8 @@ const CHUNK: usize = 1_024;
 /// [`Error::Io`] or [`Error::Database`] if the new file cannot be written.
 pub fn repair(path: impl AsRef<Path>) -> Result<RecoveryReport> {
     let path = path.as_ref();
-    match schema::read_header(path)? {
-        Some(header) if header.application_id == schema::APPLICATION_ID => {}
-        Some(_) => return Err(Error::ForeignDatabase { path: path.to_path_buf() }),
-        None => return Err(Error::NotFound { path: path.to_path_buf() }),
+    if schema::recognise(path)?.is_none() {
+        return Err(Error::NotFound { path: path.to_path_buf() });
     }
     // Rebuilding replaces the file: nobody else may have it open.
     let hold = Hold::acquire(path, Duration::from_secs(10))?;

@@ -56,7 +56,7 @@ pub struct Stash {
     shared: Arc<Shared>,
     sender: Option<Sender<Message>>,
     writer: Option<JoinHandle<()>>,
-    readers: Readers,
+    readers: Arc<Readers>,
     pool: rayon::ThreadPool,
     path: PathBuf,
     level: u32,
@@ -142,12 +142,12 @@ impl Stash {
             shared,
             sender,
             writer,
-            readers: Readers::new(
+            readers: Arc::new(Readers::new(
                 parts.path.clone(),
                 statements,
                 parts.read_mmap,
                 parts.busy_timeout,
-            ),
+            )),
             pool: parts.pool,
             path: parts.path,
             level: parts.level,
@@ -256,9 +256,9 @@ impl Stash {
     ///
     /// # Errors
     /// As [`Stash::flush`]; each item is an error if its chunk cannot be read.
-    pub fn entries(&self) -> Result<Entries<'_>> {
+    pub fn entries(&self) -> Result<Entries> {
         self.flush()?;
-        Ok(Entries::new(&self.readers, &self.shared.schema))
+        Ok(Entries::new(Arc::clone(&self.readers), Arc::clone(&self.shared)))
     }
 
     /// Flushes, stops the writer and closes the database, marking it cleanly closed.

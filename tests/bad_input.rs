@@ -71,6 +71,30 @@ fn another_applications_database_is_refused_untouched() -> TestResult {
     // The lock file an open makes is removed again when the file turns out not to be a
     // stash (a lock file beside another application's database was left behind before).
     assert_eq!(entries(dir.path())?, ["app.db"], "nothing is left beside the database");
+    // Opened for reading only: the same error, and nothing left either.
+    let err = Stash::builder().read_only(true).open(&path).unwrap_err();
+    assert!(matches!(err, Error::ForeignDatabase { .. }), "{err:?}");
+    assert_eq!(entries(dir.path())?, ["app.db"], "nothing is left beside the database");
+    assert!(matches!(objstash::repair(&path), Err(Error::ForeignDatabase { .. })));
+    assert_eq!(fs::read(&path)?, before, "the foreign database was modified");
+    Ok(())
+}
+
+/// A SQLite file that holds no table (another program made it and has not written yet)
+/// is not adopted as a stash: only an empty file or no file is.
+#[test]
+fn a_sqlite_file_without_tables_is_not_adopted() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("blank.db");
+    Connection::open(&path)?.execute_batch("PRAGMA user_version = 7; VACUUM;")?;
+    let before = fs::read(&path)?;
+    assert!(!before.is_empty());
+    for read_only in [false, true] {
+        let err = Stash::builder().read_only(read_only).open(&path).unwrap_err();
+        assert!(matches!(err, Error::ForeignDatabase { .. }), "{err:?}");
+    }
+    assert_eq!(fs::read(&path)?, before);
+    assert_eq!(entries(dir.path())?, ["blank.db"]);
     Ok(())
 }
 
@@ -177,6 +201,11 @@ fn a_read_only_handle_reads_beside_a_writer() -> TestResult {
     assert!(reader.is_read_only());
     assert_eq!(reader.get(&key)?.as_deref(), Some(&b"written"[..]));
     assert!(matches!(reader.save(b"x"), Err(Error::ReadOnly { .. })));
+    // Saving an object that is stored already is refused too: a read-only handle never
+    // answers a save as if it had stored something.
+    assert!(matches!(reader.save(b"written"), Err(Error::ReadOnly { .. })));
+    assert!(matches!(reader.save_all(&[b"written"]), Err(Error::ReadOnly { .. })));
+    assert!(matches!(reader.save_named(&[("n", b"written")]), Err(Error::ReadOnly { .. })));
     reader.flush()?;
     let later = writer.save(b"later")?;
     writer.flush()?;

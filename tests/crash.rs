@@ -11,7 +11,7 @@ mod common;
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::{TestResult, sibling, wait_until_open};
@@ -84,7 +84,7 @@ fn spawn_child(
     layout: Layout,
     codec: Codec,
     start: u64,
-) -> std::io::Result<Child> {
+) -> std::io::Result<common::Reaped> {
     let spec = format!("{}|{durability}|{layout}|{start}|{codec}", db.display());
     common::spawn_child("crash_child", CHILD_ENV, spec)
 }

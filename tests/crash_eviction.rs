@@ -26,7 +26,6 @@ mod common;
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Child;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::{TestResult, sibling, wait_until_open};
@@ -104,7 +103,7 @@ fn spawn_child(
     durability: Durability,
     layout: Layout,
     start: u64,
-) -> std::io::Result<Child> {
+) -> std::io::Result<common::Reaped> {
     let spec = format!("{}|{durability}|{layout}|{start}", db.display());
     common::spawn_child("eviction_child", CHILD_ENV, spec)
 }

@@ -101,7 +101,7 @@ struct Writer {
 }
 
 impl Writer {
-    fn spawn(&self, db: &Path) -> std::io::Result<Child> {
+    fn spawn(&self, db: &Path) -> std::io::Result<common::Reaped> {
         let spec = format!(
             "{}|{}|{}|{}|{}|{}|{}",
             db.display(),

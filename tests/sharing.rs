@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{LAYOUTS, MODES, TestResult, sibling};
+use common::{LAYOUTS, MODES, Reaped, TestResult, sibling};
 use objstash::{Codec, Durability, Error, Key, Layout, Stash, StashBuilder};
 
 const CHILD_ENV: &str = "OBJSTASH_SHARING_CHILD";
@@ -146,13 +146,14 @@ fn spawn(
     db: &Path,
     (durability, layout, codec): (Durability, Layout, Codec),
     arg: u64,
-) -> std::io::Result<Child> {
+) -> std::io::Result<Reaped> {
     Command::new(std::env::current_exe()?)
         .args(["sharing_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, format!("{role}|{}|{durability}|{layout}|{codec}|{arg}", db.display()))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
+        .map(Reaped::new)
 }
 
 /// Waits until a saver child has opened the stash and acknowledged at least `ranges`
@@ -162,7 +163,11 @@ fn wait_until_saving(db: &Path, start: u64, child: &mut Child, ranges: usize) ->
     let path = sibling(db, &format!(".acked-{start}"));
     while fs::read_to_string(&path).unwrap_or_default().lines().count() < ranges + 1 {
         if let Some(status) = child.try_wait()? {
-            anyhow::bail!("saver {start} exited early with {status}");
+            let mut said = String::new();
+            if let Some(mut out) = child.stdout.take() {
+                std::io::Read::read_to_string(&mut out, &mut said)?;
+            }
+            anyhow::bail!("saver {start} exited early with {status}: {said}");
         }
         anyhow::ensure!(Instant::now() < deadline, "saver {start} did not start saving");
         std::thread::sleep(Duration::from_millis(5));
@@ -171,8 +176,9 @@ fn wait_until_saving(db: &Path, start: u64, child: &mut Child, ranges: usize) ->
 }
 
 /// Kills a child and returns what it printed.
-fn stop(mut child: Child) -> anyhow::Result<String> {
+fn stop(mut child: Reaped) -> anyhow::Result<String> {
     child.kill()?;
+    let child = child.into_inner();
     let out = child.wait_with_output()?;
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# The Speckle transport benchmark (python/bench/transports.py) in the tests' virtual
-# environment: `python/bench/run.sh [--elements N] [--rounds R]`.
+# The Python benchmarks in the tests' virtual environment (the installed wheel):
+# `python/bench/run.sh [--elements N] [--rounds R]` runs the Speckle transport benchmark
+# (python/bench/transports.py); `python/bench/run.sh interrupt [--rounds R]` how long
+# Ctrl-C takes to interrupt long calls (python/bench/interrupt.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source python/venv.sh
-exec "$venv/bin/python" python/bench/transports.py "$@"
+if [ "${1:-}" = interrupt ]; then
+  shift
+  PATH="$venv_path" exec "$venv/bin/python" python/bench/interrupt.py "$@"
+fi
+PATH="$venv_path" exec "$venv/bin/python" python/bench/transports.py "$@"

@@ -1,8 +1,9 @@
 """The exceptions objstash raises. Every one is an ``objstash.Error``; those about a bad
-argument are also ``ValueError``.
+argument are also ``ValueError``, those of the file system also ``OSError``.
 
 - ``CorruptError``: a stored object failed its hash check (its bytes are never returned).
-- ``NotFoundError``: there is no stash at the path (opened with ``create=False``).
+- ``NotFoundError``: there is no stash at the path (opened with ``create=False``); also a
+  ``FileNotFoundError``.
 - ``NotAStashError``: the path is not a stash (not SQLite, or another application's).
 - ``LockedError``: the operation needs every other handle closed.
 - ``BusyError``: another process held the write lock too long; nothing was lost, retry.
@@ -10,6 +11,8 @@ argument are also ``ValueError``.
 - ``SettingsError``: a setting the stash does not allow (or a newer format).
 - ``WriterStoppedError``: the writer failed; writes since the last flush may be lost.
 - ``ClosedError``: the handle was closed.
+- ``FileSystemError``: a file of the stash could not be read or written (an ``OSError``);
+  ``PermissionDeniedError`` when the process may not (also a ``PermissionError``).
 - ``TooLargeError``, ``BadNameError``, ``BadKeyError``: bad arguments (also ValueError).
 """
 
@@ -22,7 +25,7 @@ class CorruptError(Error):
     """A stored object failed its hash check; its bytes are never returned."""
 
 
-class NotFoundError(Error):
+class NotFoundError(Error, FileNotFoundError):
     """There is no stash at the path."""
 
 
@@ -54,6 +57,14 @@ class ClosedError(Error):
     """The stash handle is closed."""
 
 
+class FileSystemError(Error, OSError):
+    """A file of the stash could not be read or written."""
+
+
+class PermissionDeniedError(FileSystemError, PermissionError):
+    """The process may not read or write a file the stash needs."""
+
+
 class TooLargeError(Error, ValueError):
     """An object is larger than the stash accepts."""
 
@@ -77,6 +88,8 @@ __all__ = [
     "SettingsError",
     "WriterStoppedError",
     "ClosedError",
+    "FileSystemError",
+    "PermissionDeniedError",
     "TooLargeError",
     "BadNameError",
     "BadKeyError",

@@ -8,13 +8,38 @@
 
 mod convert;
 mod errors;
+mod handle;
 mod stash;
 
 use pyo3::prelude::*;
 
+/// Before `os.fork`: closes every open stash, committing what was saved; the next call in
+/// either process reopens it (registered by the package with `os.register_at_fork`).
+#[pyfunction]
+fn _suspend_all() {
+    handle::suspend_all();
+}
+
+/// Commits what every open stash saved (the package's SIGTERM handler and the end of a
+/// multiprocessing child call it). Failures go to stderr.
+#[pyfunction]
+fn _flush_all(py: Python<'_>) {
+    py.detach(handle::flush_all);
+}
+
+/// Closes every stash (the package calls it at interpreter exit). Failures go to stderr.
+#[pyfunction]
+fn _close_all(py: Python<'_>) {
+    py.detach(handle::close_all);
+}
+
 #[pymodule]
 fn _objstash(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<stash::Stash>()?;
+    m.add_class::<stash::KeyIterator>()?;
+    m.add_function(wrap_pyfunction!(_suspend_all, m)?)?;
+    m.add_function(wrap_pyfunction!(_flush_all, m)?)?;
+    m.add_function(wrap_pyfunction!(_close_all, m)?)?;
     m.add("MAX_NAME_LEN", objstash::MAX_NAME_LEN)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -1,44 +1,117 @@
-//! The `Stash` class: one library handle, shared by every Python thread that uses it.
+//! The `Stash` class: one library handle ([`Handle`]), shared by every Python thread that
+//! uses it and carried across forks.
 //!
-//! The handle sits behind a read-write lock: calls take it for reading (so threads run
-//! their calls at once, as the library allows), `close` takes it for writing and leaves
-//! `None`, after which every call raises `ClosedError`. Calls run with the GIL released.
+//! Calls run with the GIL released. Long calls answer Ctrl-C within a fraction of a second:
+//! batch calls work in chunks and check for signals between them (what earlier chunks
+//! saved is kept), and calls that wait (`flush`, `verify`, trims) run on a helper thread
+//! while the calling thread checks for signals; an interrupted wait leaves its call to
+//! finish in the background.
 
-use std::path::PathBuf;
-use std::sync::RwLock;
+use std::borrow::Cow;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use objstash::{Codec, Durability, Key, Layout};
+use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use crate::convert;
 use crate::errors;
+use crate::handle::{CallError, Handle};
+
+/// Objects (or keys, or names) a batch call hands the library at once, at most.
+const CHUNK_ITEMS: usize = 8_192;
+/// Bytes of objects a saving call hands the library at once, at most: about 50 ms of
+/// work here, so Ctrl-C is answered within ~100 ms.
+const CHUNK_BYTES: usize = 4 << 20;
+/// How often a thread waiting for a long call checks for signals.
+const SIGNAL_CHECK: Duration = Duration::from_millis(50);
 
 /// A content-addressed object cache in one SQLite file (see the package documentation).
 #[pyclass(module = "objstash._objstash", name = "Stash", subclass, frozen)]
 pub struct Stash {
-    inner: RwLock<Option<objstash::Stash>>,
-    path: PathBuf,
+    handle: Arc<Handle>,
 }
 
-/// What a call needs from the handle: run `f` on it with the GIL released.
 impl Stash {
+    /// Runs `f` on the stash with the GIL released.
     fn with<T: Send>(
         &self,
         py: Python<'_>,
         f: impl FnOnce(&objstash::Stash) -> objstash::Result<T> + Send,
     ) -> PyResult<T> {
-        let result = py.detach(|| {
-            let guard = self.inner.read().unwrap_or_else(|p| p.into_inner());
-            guard.as_ref().map(f)
-        });
-        match result {
-            Some(result) => result.map_err(errors::to_py),
-            None => Err(errors::raise(
+        py.detach(|| self.handle.run(f)).map_err(errors::call_to_py)
+    }
+
+    /// Runs `f` on a helper thread and waits for it, checking for signals: Ctrl-C raises
+    /// `KeyboardInterrupt` at once, and the call finishes in the background.
+    fn waiting<T: Send + 'static>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&objstash::Stash) -> objstash::Result<T> + Send + 'static,
+    ) -> PyResult<T> {
+        let handle = Arc::clone(&self.handle);
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        std::thread::Builder::new()
+            .name("objstash-call".to_string())
+            .spawn(move || {
+                let _ = tx.send(handle.run(f));
+            })
+            .map_err(|e| PyRuntimeError::new_err(format!("starting a thread: {e}")))?;
+        loop {
+            match py.detach(|| rx.recv_timeout(SIGNAL_CHECK)) {
+                Ok(done) => return done.map_err(errors::call_to_py),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => py.check_signals()?,
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                    return Err(PyRuntimeError::new_err("the objstash call panicked"));
+                }
+            }
+        }
+    }
+
+    /// Runs `f` on each chunk of `items` (cut by [`CHUNK_ITEMS`] and by `size`), checking
+    /// for signals between chunks; the answers in input order.
+    fn chunked<'a, I: Sync, T: Send>(
+        &self,
+        py: Python<'_>,
+        items: &'a [I],
+        size: impl Fn(&I) -> usize,
+        f: impl Fn(&objstash::Stash, &'a [I]) -> objstash::Result<Vec<T>> + Sync,
+    ) -> PyResult<Vec<T>> {
+        let mut answers = Vec::with_capacity(items.len());
+        let mut rest = items;
+        while !rest.is_empty() {
+            let (mut end, mut bytes) = (0, 0);
+            while end < rest.len() && end < CHUNK_ITEMS && (end == 0 || bytes < CHUNK_BYTES) {
+                bytes += size(&rest[end]);
+                end += 1;
+            }
+            let (chunk, later) = rest.split_at(end);
+            answers.extend(self.with(py, |s| f(s, chunk))?);
+            rest = later;
+            if !rest.is_empty() {
+                py.check_signals()?;
+            }
+        }
+        Ok(answers)
+    }
+
+    /// Refuses, before anything is saved, an object over the stash's limit: a call saves
+    /// in chunks, and none of it may be stored when one object is refused.
+    fn check_sizes(&self, py: Python<'_>, objects: &[Cow<'_, [u8]>]) -> PyResult<()> {
+        let limit = self.with(py, |s| Ok(s.max_object_size()))?;
+        match objects.iter().map(|o| o.len() as u64).find(|&size| size > limit) {
+            Some(size) => Err(errors::raise(
                 py,
-                "ClosedError",
-                format!("the stash at {} is closed", self.path.display()),
+                "TooLargeError",
+                format!(
+                    "an object of {size} bytes is larger than this stash's limit of {limit} \
+                     bytes; nothing of the call was stored: split it, or open the stash with \
+                     a larger max_object_size="
+                ),
             )),
+            None => Ok(()),
         }
     }
 }
@@ -63,9 +136,9 @@ fn bytes_list<'py>(py: Python<'py>, values: Vec<Option<Vec<u8>>>) -> PyResult<Bo
 }
 
 /// A duration given in seconds: a finite number, at least 0.
-fn seconds_arg(what: &str, seconds: f64) -> PyResult<std::time::Duration> {
-    std::time::Duration::try_from_secs_f64(seconds).map_err(|_| {
-        pyo3::exceptions::PyValueError::new_err(format!(
+fn seconds_arg(what: &str, seconds: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(seconds).map_err(|_| {
+        PyValueError::new_err(format!(
             "{what} must be a number of seconds, at least 0; got {seconds}"
         ))
     })
@@ -73,6 +146,16 @@ fn seconds_arg(what: &str, seconds: f64) -> PyResult<std::time::Duration> {
 
 fn key_list(keys: &[Key]) -> Vec<String> {
     keys.iter().map(Key::to_string).collect()
+}
+
+/// The (name, object) pairs of `items`: an iterable of pairs, or a mapping.
+fn pairs<'py>(items: &Bound<'py, PyAny>) -> PyResult<Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>> {
+    let items = if items.cast::<PyDict>().is_ok() || items.hasattr("keys")? {
+        items.call_method0("items")?
+    } else {
+        items.clone()
+    };
+    convert::collect(&items, "(name, object) pairs")?.iter().map(|item| item.extract()).collect()
 }
 
 #[pymethods]
@@ -84,84 +167,97 @@ impl Stash {
     #[pyo3(signature = (
         path, *, layout=None, durability=None, codec=None, create=true, read_only=false,
         reconfigure=false, max_object_size=None, threads=None, max_size=None,
-        eviction_grace=None, use_resolution=None
+        eviction_grace=None, use_resolution=None, busy_timeout=None
     ))]
     #[allow(clippy::too_many_arguments)] // Python keyword arguments, one per setting
     fn new(
         py: Python<'_>,
-        path: PathBuf,
+        path: &Bound<'_, PyAny>,
         layout: Option<&str>,
         durability: Option<&str>,
         codec: Option<&str>,
         create: bool,
         read_only: bool,
         reconfigure: bool,
-        max_object_size: Option<u64>,
-        threads: Option<usize>,
-        max_size: Option<u64>,
+        max_object_size: Option<i128>,
+        threads: Option<i128>,
+        max_size: Option<i128>,
         eviction_grace: Option<f64>,
         use_resolution: Option<f64>,
+        busy_timeout: Option<f64>,
     ) -> PyResult<Self> {
-        let mut builder =
-            objstash::Stash::builder().create(create).read_only(read_only).reconfigure(reconfigure);
-        if let Some(layout) = parse::<Layout>(py, "layout", layout)? {
-            builder = builder.layout(layout);
-        }
-        if let Some(durability) = parse::<Durability>(py, "durability", durability)? {
-            builder = builder.durability(durability);
-        }
-        if let Some(codec) = parse::<Codec>(py, "codec", codec)? {
-            builder = builder.codec(codec);
-        }
+        let path = convert::path(path)?;
+        // What every open of this handle uses, a reopen after a fork included; the
+        // recorded settings (layout, durability, codec, cap) the reopen finds in the stash.
+        let mut base = objstash::Stash::builder().read_only(read_only);
         if let Some(bytes) = max_object_size {
-            builder = builder.max_object_size(bytes);
+            base = base.max_object_size(convert::unsigned("max_object_size", bytes)?);
         }
         if let Some(threads) = threads {
-            builder = builder.threads(threads);
-        }
-        if let Some(bytes) = max_size {
-            builder = builder.max_size(bytes);
+            let threads = convert::unsigned("threads", threads)?;
+            base = base.threads(usize::try_from(threads).unwrap_or(usize::MAX));
         }
         if let Some(seconds) = eviction_grace {
-            builder = builder.eviction_grace(seconds_arg("eviction_grace", seconds)?);
+            base = base.eviction_grace(seconds_arg("eviction_grace", seconds)?);
         }
         if let Some(seconds) = use_resolution {
-            builder = builder.use_resolution(seconds_arg("use_resolution", seconds)?);
+            base = base.use_resolution(seconds_arg("use_resolution", seconds)?);
         }
-        let opened = py.detach(|| builder.open(&path)).map_err(errors::to_py)?;
-        Ok(Stash { inner: RwLock::new(Some(opened)), path })
+        if let Some(seconds) = busy_timeout {
+            base = base.busy_timeout(seconds_arg("busy_timeout", seconds)?);
+        }
+        let mut first = base.clone().create(create).reconfigure(reconfigure);
+        if let Some(layout) = parse::<Layout>(py, "layout", layout)? {
+            first = first.layout(layout);
+        }
+        if let Some(durability) = parse::<Durability>(py, "durability", durability)? {
+            first = first.durability(durability);
+        }
+        if let Some(codec) = parse::<Codec>(py, "codec", codec)? {
+            first = first.codec(codec);
+        }
+        if let Some(bytes) = max_size {
+            first = first.max_size(convert::unsigned("max_size", bytes)?);
+        }
+        let reopen = base.create(false);
+        let handle = py.detach(|| Handle::open(path, first, reopen)).map_err(errors::to_py)?;
+        Ok(Stash { handle })
     }
 
-    /// Stores an object (bytes, or str as UTF-8); returns its key (64 hex digits).
+    /// Stores an object (bytes-like, or str as UTF-8); returns its key (64 hex digits).
     fn save(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<String> {
         let data = convert::object(data)?;
-        Ok(self.with(py, |s| s.save(data))?.to_string())
+        Ok(self.with(py, |s| s.save(&data))?.to_string())
     }
 
     /// Stores many objects, hashed and compressed in parallel; their keys in input order.
     fn save_all(&self, py: Python<'_>, objects: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
-        let held = convert::collect(objects)?;
-        let data = held.iter().map(convert::object).collect::<PyResult<Vec<&[u8]>>>()?;
-        Ok(key_list(&self.with(py, |s| s.save_all(&data))?))
+        let held = convert::collect(objects, "objects")?;
+        let data = held.iter().map(convert::object).collect::<PyResult<Vec<_>>>()?;
+        self.check_sizes(py, &data)?;
+        let keys = self.chunked(py, &data, |o| o.len(), |s, chunk| s.save_all(chunk))?;
+        Ok(key_list(&keys))
     }
 
     /// Stores objects and pins them: never evicted. Their keys in input order.
     fn save_pinned(&self, py: Python<'_>, objects: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
-        let held = convert::collect(objects)?;
-        let data = held.iter().map(convert::object).collect::<PyResult<Vec<&[u8]>>>()?;
-        Ok(key_list(&self.with(py, |s| s.save_pinned(&data))?))
+        let held = convert::collect(objects, "objects")?;
+        let data = held.iter().map(convert::object).collect::<PyResult<Vec<_>>>()?;
+        self.check_sizes(py, &data)?;
+        let keys = self.chunked(py, &data, |o| o.len(), |s, chunk| s.save_pinned(chunk))?;
+        Ok(key_list(&keys))
     }
 
     /// Pins stored objects; whether each is stored (and so pinned now).
     fn pin(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
         let keys = convert::keys(keys)?;
-        self.with(py, |s| s.pin(&keys))
+        self.waiting(py, move |s| s.pin(&keys))
     }
 
     /// Unpins objects (a use now); whether each was pinned.
     fn unpin(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
         let keys = convert::keys(keys)?;
-        self.with(py, |s| s.unpin(&keys))
+        self.waiting(py, move |s| s.unpin(&keys))
     }
 
     /// The size cap the stash records, in bytes, or None.
@@ -171,14 +267,16 @@ impl Stash {
     }
 
     /// Records a size cap (None removes it); eviction down to it runs in the background.
-    fn set_max_size(&self, py: Python<'_>, max_size: Option<u64>) -> PyResult<()> {
-        self.with(py, |s| s.set_max_size(max_size))
+    fn set_max_size(&self, py: Python<'_>, max_size: Option<i128>) -> PyResult<()> {
+        let cap = max_size.map(|bytes| convert::unsigned("max_size", bytes)).transpose()?;
+        self.waiting(py, move |s| s.set_max_size(cap))
     }
 
     /// Evicts least recently used objects until the files fit `max_size` bytes; returns
     /// (objects, stored bytes) evicted.
-    fn trim_to(&self, py: Python<'_>, max_size: u64) -> PyResult<(u64, u64)> {
-        let done = self.with(py, |s| s.trim_to(max_size))?;
+    fn trim_to(&self, py: Python<'_>, max_size: i128) -> PyResult<(u64, u64)> {
+        let size = convert::unsigned("max_size", max_size)?;
+        let done = self.waiting(py, move |s| s.trim_to(size))?;
         Ok((done.objects, done.stored_bytes))
     }
 
@@ -186,19 +284,37 @@ impl Stash {
     /// bytes) evicted.
     fn evict_unused_since(&self, py: Python<'_>, seconds: f64) -> PyResult<(u64, u64)> {
         let age = seconds_arg("seconds", seconds)?;
-        let done = self.with(py, |s| s.evict_unused_since(age))?;
+        let done = self.waiting(py, move |s| s.evict_unused_since(age))?;
         Ok((done.objects, done.stored_bytes))
     }
 
-    /// The object under `key` (str or bytes), or None. Checked against its key.
+    /// The object under `key` (str or bytes), or `default` (None) when it is not stored.
+    /// Checked against its key.
+    #[pyo3(signature = (key, default=None))]
     fn get<'py>(
         &self,
         py: Python<'py>,
         key: &Bound<'py, PyAny>,
-    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        default: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
         let key = convert::key(key)?;
-        let found = self.with(py, |s| s.get(&key))?;
-        Ok(found.map(|v| PyBytes::new(py, &v)))
+        match self.with(py, |s| s.get(&key))? {
+            Some(found) => Ok(Some(PyBytes::new(py, &found).into_any())),
+            None => Ok(default),
+        }
+    }
+
+    /// `stash[key]`: the object under `key`; `KeyError` when it is not stored.
+    fn __getitem__<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let parsed = convert::key(key)?;
+        match self.with(py, |s| s.get(&parsed))? {
+            Some(found) => Ok(PyBytes::new(py, &found)),
+            None => Err(PyKeyError::new_err(key.clone().unbind())),
+        }
     }
 
     /// The objects under `keys`, in order, None where not stored.
@@ -208,7 +324,7 @@ impl Stash {
         keys: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyList>> {
         let keys = convert::keys(keys)?;
-        let found = self.with(py, |s| s.get_many(&keys))?;
+        let found = self.chunked(py, &keys, |_| 0, |s, chunk| s.get_many(chunk))?;
         bytes_list(py, found)
     }
 
@@ -218,39 +334,69 @@ impl Stash {
         self.with(py, |s| s.contains(&key))
     }
 
+    /// `key in stash`: False for anything that is not a key, as a mapping's `in` is.
     fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        self.contains(py, key)
+        match convert::try_key(key)? {
+            Some(key) => self.with(py, |s| s.contains(&key)),
+            None => Ok(false),
+        }
     }
 
     /// The keys among `keys` that are not stored, in input order (as hex str).
     fn missing(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
         let keys = convert::keys(keys)?;
-        Ok(key_list(&self.with(py, |s| s.missing(&keys))?))
+        let missing = self.chunked(py, &keys, |_| 0, |s, chunk| s.missing(chunk))?;
+        Ok(key_list(&missing))
+    }
+
+    /// Every stored key (as hex str), read a chunk at a time.
+    fn keys(&self, py: Python<'_>) -> PyResult<KeyIterator> {
+        let entries = self.waiting(py, |s| s.entries())?;
+        Ok(KeyIterator { entries: Mutex::new(entries) })
+    }
+
+    fn __iter__(&self, py: Python<'_>) -> PyResult<KeyIterator> {
+        self.keys(py)
     }
 
     /// Deletes the object under `key` and its names; whether one was stored.
     fn remove(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         let key = convert::key(key)?;
-        self.with(py, |s| s.remove(&key))
+        self.waiting(py, move |s| s.remove(&key))
     }
 
     /// Deletes objects (and their names) in one transaction; whether each was stored.
     fn remove_all(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
         let keys = convert::keys(keys)?;
-        self.with(py, |s| s.remove_all(&keys))
+        self.waiting(py, move |s| s.remove_all(&keys))
     }
 
-    /// Stores objects under names: an iterable of (name, bytes) pairs, a name being a str
-    /// or bytes. Returns the keys in input order. A name saved again points to its new
-    /// object.
+    /// Stores objects under names: a mapping of names to objects, or an iterable of
+    /// (name, object) pairs, a name being a str or bytes. Returns the keys in input order.
+    /// A name saved again points to its new object.
     fn save_named(&self, py: Python<'_>, items: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
-        let held: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> =
-            items.try_iter()?.map(|item| item?.extract()).collect::<PyResult<_>>()?;
+        let held = pairs(items)?;
         let pairs = held
             .iter()
             .map(|(name, object)| Ok((convert::name(name)?, convert::object(object)?)))
-            .collect::<PyResult<Vec<(&[u8], &[u8])>>>()?;
-        Ok(key_list(&self.with(py, |s| s.save_named(&pairs))?))
+            .collect::<PyResult<Vec<_>>>()?;
+        if let Some((name, _)) =
+            pairs.iter().find(|(name, _)| name.is_empty() || name.len() > objstash::MAX_NAME_LEN)
+        {
+            return Err(errors::raise(
+                py,
+                "BadNameError",
+                format!(
+                    "a name must be 1 to {} bytes long, not {}; nothing of the call was stored",
+                    objstash::MAX_NAME_LEN,
+                    name.len()
+                ),
+            ));
+        }
+        let data: Vec<Cow<'_, [u8]>> = pairs.iter().map(|(_, o)| Cow::Borrowed(&o[..])).collect();
+        self.check_sizes(py, &data)?;
+        let keys = self.chunked(py, &pairs, |(_, o)| o.len(), |s, chunk| s.save_named(chunk))?;
+        Ok(key_list(&keys))
     }
 
     /// The object saved under `name`, or None.
@@ -260,7 +406,7 @@ impl Stash {
         name: &Bound<'py, PyAny>,
     ) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let name = convert::name(name)?;
-        let found = self.with(py, |s| s.get_named(&[name]))?;
+        let found = self.with(py, |s| s.get_named(&[&name[..]]))?;
         Ok(found.into_iter().next().flatten().map(|v| PyBytes::new(py, &v)))
     }
 
@@ -270,16 +416,16 @@ impl Stash {
         py: Python<'py>,
         names: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let held = convert::collect(names)?;
+        let held = convert::collect(names, "names")?;
         let names = convert::names(&held)?;
-        let found = self.with(py, |s| s.get_named(&names))?;
+        let found = self.chunked(py, &names, |_| 0, |s, chunk| s.get_named(chunk))?;
         bytes_list(py, found)
     }
 
     /// The key `name` maps to, or None.
     fn resolve(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
         let name = convert::name(name)?;
-        let keys = self.with(py, |s| s.resolve(&[name]))?;
+        let keys = self.with(py, |s| s.resolve(&[&name[..]]))?;
         Ok(keys.into_iter().next().flatten().map(|k| k.to_string()))
     }
 
@@ -289,9 +435,9 @@ impl Stash {
         py: Python<'_>,
         names: &Bound<'_, PyAny>,
     ) -> PyResult<Vec<Option<String>>> {
-        let held = convert::collect(names)?;
+        let held = convert::collect(names, "names")?;
         let names = convert::names(&held)?;
-        let keys = self.with(py, |s| s.resolve(&names))?;
+        let keys = self.chunked(py, &names, |_| 0, |s, chunk| s.resolve(chunk))?;
         Ok(keys.into_iter().map(|k| k.map(|k| k.to_string())).collect())
     }
 
@@ -301,38 +447,34 @@ impl Stash {
         py: Python<'py>,
         names: &Bound<'py, PyAny>,
     ) -> PyResult<Vec<Bound<'py, PyAny>>> {
-        let held = convert::collect(names)?;
+        let held = convert::collect(names, "names")?;
         let slices = convert::names(&held)?;
-        let keys = self.with(py, |s| s.resolve(&slices))?;
+        let keys = self.chunked(py, &slices, |_| 0, |s, chunk| s.resolve(chunk))?;
         Ok(held.into_iter().zip(keys).filter(|(_, k)| k.is_none()).map(|(n, _)| n).collect())
     }
 
     /// Deletes names (their objects stay) in one transaction; whether each was saved.
     fn remove_named(&self, py: Python<'_>, names: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
-        let held = convert::collect(names)?;
-        let names = convert::names(&held)?;
-        self.with(py, |s| s.remove_named(&names))
+        let held = convert::collect(names, "names")?;
+        let names: Vec<Vec<u8>> = convert::names(&held)?.into_iter().map(Cow::into_owned).collect();
+        self.waiting(py, move |s| s.remove_named(&names))
     }
 
     /// Returns once everything saved and removed before is committed (on disk in safe
     /// mode).
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        self.with(py, objstash::Stash::flush)
+        self.waiting(py, objstash::Stash::flush)
     }
 
     /// Flushes and closes the stash; later calls raise ClosedError. Closing twice is fine.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let taken = py.detach(|| self.inner.write().unwrap_or_else(|p| p.into_inner()).take());
-        match taken {
-            Some(stash) => py.detach(|| stash.close()).map_err(errors::to_py),
-            None => Ok(()),
-        }
+        py.detach(|| self.handle.close()).map_err(errors::to_py)
     }
 
     /// Whether the stash is closed.
     #[getter]
     fn closed(&self) -> bool {
-        self.inner.read().unwrap_or_else(|p| p.into_inner()).is_none()
+        self.handle.is_closed()
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -346,18 +488,31 @@ impl Stash {
     }
 
     fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
-        Ok(self.with(py, objstash::Stash::len)? as usize)
+        Ok(self.waiting(py, objstash::Stash::len)? as usize)
     }
 
     /// The path of the database file.
     #[getter]
-    fn path(&self) -> PathBuf {
-        self.path.clone()
+    fn path(&self) -> std::path::PathBuf {
+        self.handle.path.clone()
+    }
+
+    /// Whether this handle only reads: opened with read_only=True, or because the stash's
+    /// file or directory cannot be written.
+    #[getter]
+    fn read_only(&self, py: Python<'_>) -> PyResult<bool> {
+        self.with(py, |s| Ok(s.is_read_only()))
+    }
+
+    /// The largest object a save accepts, in bytes.
+    #[getter]
+    fn max_object_size(&self, py: Python<'_>) -> PyResult<u64> {
+        self.with(py, |s| Ok(s.max_object_size()))
     }
 
     /// The size report as a dict (the package turns it into `objstash.Stats`).
     fn _stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = self.with(py, objstash::Stash::stats)?;
+        let s = self.waiting(py, objstash::Stash::stats)?;
         let d = PyDict::new(py);
         d.set_item("objects", s.objects)?;
         d.set_item("raw_bytes", s.raw_bytes)?;
@@ -381,7 +536,7 @@ impl Stash {
 
     /// The integrity report as a dict (the package turns it into `objstash.VerifyReport`).
     fn _verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let r = self.with(py, objstash::Stash::verify)?;
+        let r = self.waiting(py, objstash::Stash::verify)?;
         let d = PyDict::new(py);
         d.set_item("ok", r.is_ok())?;
         d.set_item("checked", r.checked)?;
@@ -396,8 +551,8 @@ impl Stash {
 
     /// What opening found if the last session did not close cleanly, as text; else None.
     #[getter]
-    fn recovery(&self, py: Python<'_>) -> PyResult<Option<String>> {
-        self.with(py, |s| Ok(s.recovery().map(ToString::to_string)))
+    fn recovery(&self) -> Option<String> {
+        self.handle.recovery.clone()
     }
 
     /// The stash's settings: layout, durability, codec.
@@ -417,6 +572,28 @@ impl Stash {
     }
 
     fn __repr__(&self) -> String {
-        format!("Stash({:?})", self.path.display().to_string())
+        format!("Stash({:?})", self.handle.path.display().to_string())
+    }
+}
+
+/// The keys of a stash, read a chunk of rows at a time (`Stash.keys()`, `iter(stash)`).
+#[pyclass(module = "objstash._objstash", name = "KeyIterator", frozen)]
+pub struct KeyIterator {
+    entries: Mutex<objstash::Entries>,
+}
+
+#[pymethods]
+impl KeyIterator {
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyString>>> {
+        let next = py.detach(|| self.entries.lock().unwrap_or_else(PoisonError::into_inner).next());
+        match next {
+            Some(Ok(entry)) => Ok(Some(PyString::new(py, &entry.key.to_string()))),
+            Some(Err(e)) => Err(errors::call_to_py(CallError::Stash(e))),
+            None => Ok(None),
+        }
     }
 }

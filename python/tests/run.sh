@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Builds the Python package and runs its tests, from nothing but Python 3.10+ with pip and
-# venv, and Rust: python/venv.sh makes the virtual environment and installs the package,
-# then pytest runs.
+# Builds the Python package's wheel and runs its tests against the installed wheel, from
+# nothing but Python 3.10+ with pip and venv, and Rust: python/venv.sh builds the wheel,
+# makes the virtual environment and installs it there with no Rust toolchain on PATH;
+# then pytest runs, also with no Rust toolchain on PATH.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
 
 source python/venv.sh
-echo "== pytest"
+echo "== pytest (against the installed wheel, PATH=$venv_path)"
 cd python/tests
-"$venv/bin/python" -m pytest -q "$@"
+PATH="$venv_path" "$venv/bin/python" -m pytest -q "$@"

@@ -41,10 +41,13 @@ impl Stash {
     /// (call [`Stash::flush`] to wait for that).
     ///
     /// # Errors
+    /// [`Error::ReadOnly`] on a read-only handle, even for an object already stored;
     /// [`Error::TooLarge`] for an object over [`Stash::max_object_size`] (nothing is
     /// stored); [`Error::WriterStopped`] if the writer has stopped; [`Error::Database`] if
     /// the lookup fails.
     pub fn save(&self, object: &[u8]) -> Result<Key> {
+        // A read-only handle refuses every save, of a stored object too.
+        self.sender()?;
         self.check_size(object)?;
         let key = Key::of(object);
         if !self.known(std::slice::from_ref(&key))?[0] {
@@ -75,6 +78,7 @@ impl Stash {
         object: impl Fn(&I) -> &[u8] + Sync,
         then: impl Fn(&[I], &[Saved]) -> Result<()> + Sync,
     ) -> Result<Vec<Key>> {
+        self.sender()?;
         for item in items {
             self.check_size(object(item))?;
         }

@@ -42,15 +42,55 @@ pub fn sibling(path: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// A child process that is killed and reaped when it goes out of scope, so that a test
+/// that fails half-way leaves no child running (the crash and sharing children loop
+/// forever).
+pub struct Reaped(Option<Child>);
+
+impl Reaped {
+    pub fn new(child: Child) -> Self {
+        Reaped(Some(child))
+    }
+
+    /// The child, no longer killed on drop.
+    pub fn into_inner(mut self) -> Child {
+        self.0.take().expect("only taken here and in drop")
+    }
+}
+
+impl std::ops::Deref for Reaped {
+    type Target = Child;
+
+    fn deref(&self) -> &Child {
+        self.0.as_ref().expect("only taken here and in drop")
+    }
+}
+
+impl std::ops::DerefMut for Reaped {
+    fn deref_mut(&mut self) -> &mut Child {
+        self.0.as_mut().expect("only taken here and in drop")
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// Runs the ignored test `test` of this test binary as a child process, with `spec` in the
 /// environment variable `env` telling it what to do; its output is discarded.
-pub fn spawn_child(test: &str, env: &str, spec: String) -> std::io::Result<Child> {
+pub fn spawn_child(test: &str, env: &str, spec: String) -> std::io::Result<Reaped> {
     Command::new(std::env::current_exe()?)
         .args([test, "--exact", "--ignored", "--nocapture", "--test-threads=1"])
         .env(env, spec)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
+        .map(Reaped::new)
 }
 
 /// Waits until a crash test's child has opened the stash (it writes `open` to

@@ -1,0 +1,265 @@
+"""Python at process boundaries: forks, pools, signals and the ways a process ends.
+
+The bugs: a handle used in a forked child (multiprocessing's default on Linux, gunicorn
+and Celery workers) hung in ``len``, ``flush`` and ``save_all``, stored nothing of a
+``save`` that returned a key, and raised ``PanicException`` on ``close``; afterwards a
+fresh ``Stash(P)`` in another process hung while the parent was open. A pool's workers
+lost every object they saved, because the writer commits in the background and nothing
+committed when ``Pool.__exit__`` terminated them (SIGTERM), nor when a process ended
+without ``close``. Ctrl-C in a long ``save_all`` arrived only when the call returned.
+
+Every test here uses real forks, real pools and real signals; waits have deadlines only
+to turn a hang into a failure, never to decide what a test proves.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import objstash
+from objstash import Stash
+
+#: The longest a child may take before the test calls it hung.
+HANG = float(os.environ.get("OBJSTASH_TEST_HANG", "120"))
+
+
+def objects(n: int, seed: int) -> list[bytes]:
+    return [b'{"seed": %d, "i": %d, "pad": "%s"}' % (seed, i, b"ab" * 100) for i in range(n)]
+
+
+@pytest.fixture
+def path(tmp_path):
+    return str(tmp_path / "stash.db")
+
+
+def wait_child(pid: int) -> int:
+    """The exit code of forked child `pid` (negative: the signal that ended it)."""
+    deadline = time.monotonic() + HANG
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail(f"child {pid} hung")
+        time.sleep(0.01)
+
+
+def read_all(fd: int) -> str:
+    chunks = []
+    while chunk := os.read(fd, 65536):
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks).decode()
+
+
+def run_python(code: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=HANG
+    )
+
+
+def test_a_forked_child_uses_the_parents_handle_and_the_parent_goes_on(path):
+    stash = Stash(path)
+    parent = objects(1000, 1)
+    keys = stash.save_all(parent)
+    stash.flush()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: every call works on the inherited handle
+        code = 1
+        try:
+            os.close(r)
+            assert len(stash) == 1000
+            key = stash.save(b"saved by the child")
+            stash.flush()
+            child_keys = stash.save_all(objects(500, 2))
+            assert stash.get(key) == b"saved by the child"
+            assert stash.get_many(keys[:20]) == parent[:20]
+            assert stash.get_many(child_keys[-5:]) == objects(500, 2)[-5:]
+            stash.close()
+            os.write(w, key.encode())
+            code = 0
+        except BaseException as e:  # reported to the parent
+            os.write(w, f"ERROR {e!r}".encode())
+        finally:
+            os._exit(code)
+    os.close(w)
+    status, said = wait_child(pid), read_all(r)
+    assert status == 0, said
+    # The parent is unaffected: it saves, flushes and reads the child's objects.
+    stash.save_all(objects(200, 3))
+    stash.flush()
+    assert stash.get(said) == b"saved by the child"
+    assert len(stash) == 1000 + 1 + 500 + 200
+    # Another process opens the stash while the parent still has it open.
+    other = run_python(
+        "import sys; from objstash import Stash\n"
+        "with Stash(sys.argv[1]) as s: print(len(s)); s.save(b'third process')",
+        path,
+    )
+    assert other.returncode == 0 and int(other.stdout) == 1701, other.stderr
+    stash.close()
+    with Stash(path) as again:
+        assert len(again) == 1702
+        assert again.verify().ok
+
+
+def test_a_child_that_never_closes_leaves_the_parent_and_the_stash_sound(path):
+    stash = Stash(path)
+    stash.save_all(objects(300, 1))
+    pid = os.fork()
+    if pid == 0:  # saves, flushes, and ends without closing anything
+        try:
+            stash.save_all(objects(300, 2))
+            stash.flush()
+        finally:
+            os._exit(0)
+    assert wait_child(pid) == 0
+    stash.save_all(objects(300, 3))
+    assert len(stash) == 900
+    stash.close()
+    with Stash(path) as again:
+        assert len(again) == 900 and again.verify().ok
+
+
+# Pool workers: module-level functions, so that spawn and forkserver can pickle them.
+WORKER: Stash | None = None
+INHERITED: Stash | None = None
+
+
+def open_in_worker(path: str) -> None:
+    global WORKER
+    WORKER = Stash(path)
+
+
+def save_in_worker(i: int) -> str:
+    assert WORKER is not None
+    return WORKER.save(b"pool item %d" % i)
+
+
+def save_inherited(i: int) -> str:
+    assert INHERITED is not None
+    return INHERITED.save(b"inherited pool item %d" % i)
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_a_pools_saves_survive_its_exit(path, method):
+    """``Pool.__exit__`` terminates the workers (SIGTERM) as soon as ``map`` returns."""
+    Stash(path).close()
+    ctx = multiprocessing.get_context(method)
+    with ctx.Pool(2, initializer=open_in_worker, initargs=(path,)) as pool:
+        keys = pool.map(save_in_worker, range(50))
+    with Stash(path) as stash:
+        assert stash.missing(keys) == []
+        assert stash.get(keys[7]) == b"pool item 7"
+
+
+def test_pool_workers_use_a_handle_the_parent_opened_before_forking(path):
+    global INHERITED
+    INHERITED = Stash(path)
+    try:
+        INHERITED.save_all(objects(100, 1))
+        with multiprocessing.get_context("fork").Pool(2) as pool:
+            keys = pool.map(save_inherited, range(50))
+        INHERITED.save(b"the parent goes on")
+        assert INHERITED.missing(keys) == []
+        assert len(INHERITED) == 151
+    finally:
+        INHERITED.close()
+        INHERITED = None
+    with Stash(path) as stash:
+        assert stash.verify().ok
+
+
+def save_and_return(path: str) -> None:
+    stash = Stash(path)
+    stash.save_all(objects(100, 4))  # neither flushed nor closed
+
+
+def test_a_multiprocessing_process_keeps_what_it_saved(path):
+    """A multiprocessing child ends with ``os._exit`` once its target returns."""
+    for round, method in enumerate(["fork", "spawn"], start=1):
+        proc = multiprocessing.get_context(method).Process(target=save_and_return, args=(path,))
+        proc.start()
+        proc.join(HANG)
+        assert proc.exitcode == 0
+        with Stash(path) as stash:
+            # Both rounds save the same objects: stored once.
+            assert len(stash) == 100, (method, round)
+            assert stash.get_many_named([]) == []
+
+
+ENDINGS = {
+    "interpreter exit": "",
+    "SIGTERM": "os.kill(os.getpid(), signal.SIGTERM); signal.pause()",
+    "sys.exit": "sys.exit(3)",
+    "an exception": "raise RuntimeError('boom')",
+}
+
+
+@pytest.mark.parametrize("ending", list(ENDINGS))
+def test_what_save_returned_survives_the_ways_a_process_ends(path, ending):
+    code = (
+        "import os, signal, sys\n"
+        "from objstash import Stash\n"
+        "stash = Stash(sys.argv[1])\n"
+        "keys = stash.save_all([b'ending %d' % i for i in range(100)])\n"
+        "print(stash.save(b'one more'), flush=True)\n" + ENDINGS[ending] + "\n"
+    )
+    done = run_python(code, path)
+    if ending == "SIGTERM":
+        assert done.returncode == -signal.SIGTERM, done.stderr
+    with Stash(path) as stash:
+        assert len(stash) == 101, (ending, done.stderr)
+        assert stash.get(done.stdout.strip()) == b"one more"
+
+
+INTERRUPTED = """
+import os, sys
+from objstash import Stash
+stash = Stash(sys.argv[1])
+objs = [os.urandom(24) + b"x" * 1000 for _ in range(200_000)]
+
+def given():
+    yield from objs
+    # Printed once the call has taken every object: save_all is under way.
+    print("inside", flush=True)
+
+try:
+    stash.save_all(given())
+    print("completed", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+print("stored", len(stash), flush=True)
+print("sound", stash.verify().ok, flush=True)
+stash.close()
+"""
+
+
+def test_ctrl_c_interrupts_a_long_save_all_and_keeps_what_was_saved(path):
+    child = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED, path],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    assert child.stdout.readline().strip() == "inside"
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=HANG)
+    lines = out.split("\n")
+    assert lines[0] == "interrupted", (out, err)
+    stored = int(lines[1].split()[1])
+    assert 0 < stored < 200_000, "the call stopped between chunks, keeping earlier ones"
+    assert lines[2] == "sound True", (out, err)
+    with Stash(path) as stash:
+        assert len(stash) == stored
