@@ -71,7 +71,7 @@ fn main() -> Result<()> {
         let remote = server.remote(&format!("push{size}")).pack_size(size << 20);
         let a = Stash::builder().remote(remote).open(dir.path().join("a.db"))?;
         let t = Instant::now();
-        let report = a.push()?;
+        let report = a.remote().expect("a remote").push()?;
         let secs = t.elapsed().as_secs_f64();
         println!(
             "push, packs of {size:>2} MiB: {:>8.0} objects/s, {:>6.1} MB/s, {} packs, {} requests \
@@ -134,7 +134,7 @@ fn main() -> Result<()> {
         .remote(server.remote(&format!("push{size}")))
         .open(dir.path().join("b.db"))?;
     let t = Instant::now();
-    let pulled = b.pull()?;
+    let pulled = b.remote().expect("a remote").pull()?;
     let secs = t.elapsed().as_secs_f64();
     println!(
         "pull into an empty stash: {:.0} objects/s, {:.1} MB/s, {} requests ({:.5} per object), {:.2} s",
@@ -155,7 +155,7 @@ fn main() -> Result<()> {
             .remote(server.remote(&format!("push{size}")))
             .open(dir.path().join(name))?;
         let t = Instant::now();
-        let status = c.refresh_remote()?;
+        let status = c.remote().expect("a remote").refresh()?;
         let refresh = t.elapsed();
         let t = Instant::now();
         let found = if many {

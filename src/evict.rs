@@ -201,8 +201,8 @@ pub(crate) fn delete(
             continue;
         }
         delta.objects -= 1;
-        delta.raw -= victim.raw;
-        delta.stored -= victim.stored;
+        delta.raw_bytes -= victim.raw;
+        delta.stored_bytes -= victim.stored;
         delta.evicted += 1;
         delta.evicted_bytes += victim.stored;
         if names {

@@ -44,10 +44,11 @@
 //!   read within seconds of an object's last use records none
 //!   ([`StashBuilder::use_resolution`]).
 //! - A shared remote tier (feature `remote`): `StashBuilder::remote` with a
-//!   `RemoteConfig` (an S3-compatible bucket and prefix); `Stash::push` uploads what the
-//!   remote lacks in packs, `get` and `get_many` of keys the stash lacks read them through
-//!   (checked, then stored), `Stash::pull`, `Stash::remote_missing`, and write-behind
-//!   uploads with `Stash::flush_remote`. Without the feature there is no async runtime.
+//!   `RemoteConfig` (an S3-compatible bucket and prefix); `Stash::remote` gives its
+//!   calls: `push` uploads what the remote lacks in packs, `pull`, `missing`, `refresh`,
+//!   and `flush` waits for the write-behind uploads. `get` and `get_many` of keys the stash
+//!   lacks read them through (checked, then stored). Without the feature there is no async
+//!   runtime.
 //! - Saving an object already stored costs a hash and an index lookup, no compression and
 //!   no write.
 //! - Once `save` returns, every read from any thread sees the object, before the writer
@@ -138,5 +139,7 @@ pub use crate::remote::{
     DEFAULT_PACK_SIZE, DamagedPack, PullReport, PushReport, RemoteConfig, RemoteStatus,
 };
 pub use crate::repair::repair;
+#[cfg(feature = "remote")]
+pub use crate::stash::RemoteTier;
 pub use crate::stash::Stash;
 pub use crate::stats::{Evicted, Stats, VerifyReport};

@@ -47,9 +47,10 @@ pub(crate) fn create_sql(user_version: i64) -> String {
     format!(
         "CREATE TABLE IF NOT EXISTS {TABLE}(name BLOB PRIMARY KEY, key BLOB NOT NULL) WITHOUT ROWID;\n\
          CREATE INDEX IF NOT EXISTS {TABLE}_key ON {TABLE}(key);\n\
-         INSERT OR IGNORE INTO objstash_meta(name, value) VALUES ('names', 0);\n\
+         INSERT OR IGNORE INTO {META}(name, value) VALUES ('names', 0);\n\
          PRAGMA user_version = {};",
-        user_version.max(FORMAT_VERSION)
+        user_version.max(FORMAT_VERSION),
+        META = crate::schema::META
     )
 }
 

@@ -19,10 +19,13 @@ use crate::durability::Durability;
 use crate::error::{DbContext, Error, Result, sqlite_code};
 use crate::layout::Layout;
 use crate::lock::Hold;
+use crate::readers::Readers;
 use crate::readers::{open_connection, open_error};
 use crate::recovery::{self, RecoveryReport, Trigger};
 use crate::schema::{self, FORMAT_VERSION, Header, Schema, State};
-use crate::stash::{Parts, Stash};
+use crate::stash::{Parts, Saving, Stash};
+use crate::uses;
+use crate::writer::WriterConfig;
 
 /// The largest object a stash can take: SQLite refuses values over 1,000,000,000 bytes,
 /// and a stored value can be a little larger than its object (gzip adds at most 5 bytes
@@ -179,7 +182,8 @@ fn is_read_only_error(e: &std::io::Error) -> bool {
 }
 
 impl Options {
-    /// Starts a stash on a prepared connection.
+    /// Starts a stash on a prepared connection, building what each part of the handle needs
+    /// from the settings.
     fn start(
         &self,
         path: PathBuf,
@@ -198,24 +202,31 @@ impl Options {
                     std::io::Error::other(e),
                 )
             })?;
-        Stash::start(Parts {
-            path,
-            conn,
-            schema,
-            durability: settings.durability,
+        let statements = schema.statement_count();
+        let readers = Readers::new(path.clone(), statements, self.read_mmap, self.busy_timeout);
+        // A writable open has given the tables their use column (`migrate`).
+        let shared =
+            Stash::shared(path, self.busy_timeout, schema, &conn, !read_only, self.use_resolution)?;
+        let writer = (!read_only).then(|| WriterConfig {
+            batch_size: self.batch_size,
+            capacity: self.channel_capacity,
+            spared: uses::spared(self.grace, self.use_resolution),
+        });
+        let saving = Saving {
             level: self.level,
             codec: settings.codec,
             max_object: self.max_object,
             sample_bytes: self.sample_bytes,
-            batch_size: self.batch_size,
-            capacity: self.channel_capacity,
-            read_mmap: self.read_mmap,
-            busy_timeout: self.busy_timeout,
-            grace: self.grace,
-            use_resolution: self.use_resolution,
+        };
+        Stash::start(Parts {
+            shared,
+            conn,
+            durability: settings.durability,
+            saving,
+            writer,
+            readers,
             pool,
             recovery,
-            read_only,
             hold,
         })
     }

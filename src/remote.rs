@@ -25,7 +25,7 @@ mod report;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -48,6 +48,15 @@ const READS_IN_FLIGHT: usize = 16;
 /// After a listing fails, how long reads that would refresh answer with that failure
 /// instead of waiting for the remote's timeouts again.
 const QUIET_AFTER_FAILURE: Duration = Duration::from_secs(5);
+
+/// What an upload sent.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Uploaded {
+    pub packs: u64,
+    pub objects: u64,
+    /// Bytes of pack bodies.
+    pub bytes: u64,
+}
 
 /// A stash's remote: the client, the runtime it runs on and the local copy of the indexes.
 pub(crate) struct Remote {
@@ -95,7 +104,7 @@ impl Remote {
     pub(crate) fn refresh(&self) -> Result<RemoteStatus> {
         let before = self.client.requests();
         let listing = self.runtime.block_on(self.client.list_indexes());
-        *self.failed.lock().expect("refresh lock") =
+        *self.failed.lock().unwrap_or_else(PoisonError::into_inner) =
             listing.as_ref().err().map(|e| (Instant::now(), e.to_string()));
         let listed: HashSet<String> =
             listing?.into_iter().filter(|name| pack::is_name(name)).collect();
@@ -133,7 +142,7 @@ impl Remote {
                 }
             }
         }
-        *self.refreshed.lock().expect("refresh lock") = Some(Instant::now());
+        *self.refreshed.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
         let (packs, objects) = self.catalog.counts()?;
         Ok(RemoteStatus {
             url: self.url().to_string(),
@@ -148,7 +157,7 @@ impl Remote {
 
     /// Refreshes unless the catalog was refreshed within the refresh interval.
     pub(crate) fn refresh_if_due(&self) -> Result<()> {
-        let last = *self.refreshed.lock().expect("refresh lock");
+        let last = *self.refreshed.lock().unwrap_or_else(PoisonError::into_inner);
         if last.is_none_or(|t| t.elapsed() >= self.config.refresh) {
             self.refresh_unless_failing()?;
         }
@@ -159,7 +168,7 @@ impl Remote {
     /// at once, so that reads of a stash whose remote is unreachable do not each wait for
     /// the remote's timeouts.
     fn refresh_unless_failing(&self) -> Result<()> {
-        if let Some((at, reason)) = &*self.failed.lock().expect("refresh lock")
+        if let Some((at, reason)) = &*self.failed.lock().unwrap_or_else(PoisonError::into_inner)
             && at.elapsed() < QUIET_AFTER_FAILURE
         {
             return Err(Error::Remote {
@@ -182,7 +191,7 @@ impl Remote {
         if found.iter().all(Option::is_some) {
             return Ok(found);
         }
-        let last = *self.refreshed.lock().expect("refresh lock");
+        let last = *self.refreshed.lock().unwrap_or_else(PoisonError::into_inner);
         if last.is_some_and(|t| t.elapsed() < self.config.refresh) {
             return Ok(found);
         }
@@ -270,15 +279,12 @@ impl Remote {
     }
 
     /// Uploads sealed packs, at most `uploads` at once, and records each in the catalog
-    /// once both its files are written. Returns how many packs, objects and bytes went up,
-    /// or the first error (packs uploaded before it stay recorded).
-    pub(crate) fn upload(
-        &self,
-        packs: impl Iterator<Item = Result<Sealed>>,
-    ) -> Result<(u64, u64, u64)> {
+    /// once both its files are written. Returns what went up, or the first error (packs
+    /// uploaded before it stay recorded).
+    pub(crate) fn upload(&self, packs: impl Iterator<Item = Result<Sealed>>) -> Result<Uploaded> {
         let mut running: std::collections::VecDeque<tokio::task::JoinHandle<Result<Sealed>>> =
             std::collections::VecDeque::new();
-        let mut done = (0u64, 0u64, 0u64);
+        let mut done = Uploaded::default();
         let mut finish = |handle: tokio::task::JoinHandle<Result<Sealed>>| -> Result<()> {
             let sealed = self
                 .runtime
@@ -287,9 +293,9 @@ impl Remote {
             let index = pack::parse_index(&sealed.name, &sealed.index)
                 .expect("a pack this process sealed parses");
             self.catalog.add(&sealed.name, &index)?;
-            done.0 += 1;
-            done.1 += sealed.entries.len() as u64;
-            done.2 += sealed.body.len() as u64;
+            done.packs += 1;
+            done.objects += sealed.entries.len() as u64;
+            done.bytes += sealed.body.len() as u64;
             Ok(())
         };
         let mut first_error = None;

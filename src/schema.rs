@@ -40,7 +40,8 @@ pub(crate) const BASE_FORMAT_VERSION: i64 = 1;
 /// Page size of new stashes; see notes/design.md.
 pub(crate) const PAGE_SIZE: u32 = 8192;
 
-const META: &str = "objstash_meta";
+/// The meta table: settings and running totals by name.
+pub(crate) const META: &str = "objstash_meta";
 
 /// What the meta table says about the last session that wrote.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,20 +64,56 @@ impl State {
     }
 }
 
-/// Object count and byte totals, as kept in the meta table.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Totals {
-    pub objects: u64,
-    pub raw_bytes: u64,
-    pub stored_bytes: u64,
+/// Declares the running totals once: [`Totals`] (as stored) and [`Delta`] (a change to
+/// them) with the same fields, each kept in the meta table under its own name.
+macro_rules! running_totals {
+    ($($(#[$doc:meta])* $field:ident),* $(,)?) => {
+        /// Object count and byte totals, as kept in the meta table.
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub(crate) struct Totals {
+            $($(#[$doc])* pub $field: u64,)*
+        }
+
+        /// Signed changes to the running totals.
+        #[derive(Clone, Copy, Debug, Default)]
+        pub(crate) struct Delta {
+            $(pub $field: i64,)*
+        }
+
+        impl Totals {
+            /// Each total with the meta table's name for it.
+            fn entries(&self) -> Vec<(&'static str, u64)> {
+                vec![$((stringify!($field), self.$field)),*]
+            }
+
+            /// Reads each total with `read`, given its meta name.
+            fn read(mut read: impl FnMut(&'static str) -> Result<u64>) -> Result<Totals> {
+                Ok(Totals { $($field: read(stringify!($field))?,)* })
+            }
+        }
+
+        impl Delta {
+            /// Each change with the meta table's name for its total.
+            fn entries(&self) -> Vec<(&'static str, i64)> {
+                vec![$((stringify!($field), self.$field)),*]
+            }
+        }
+    };
+}
+
+running_totals! {
+    objects,
+    raw_bytes,
+    stored_bytes,
     /// Names (see `names.rs`); 0 for a stash without a names table.
-    pub names: u64,
+    names,
     /// Pinned objects and their stored bytes (`uses.rs`).
-    pub pinned: u64,
-    pub pinned_bytes: u64,
-    /// Objects evicted since the stash was made, and their stored bytes (`evict.rs`).
-    pub evicted: u64,
-    pub evicted_bytes: u64,
+    pinned,
+    pinned_bytes,
+    /// Objects evicted since the stash was made, and their stored bytes (`evict.rs`):
+    /// history, which a recount keeps as recorded.
+    evicted,
+    evicted_bytes,
 }
 
 /// The SQL statements of one object table.
@@ -120,6 +157,58 @@ pub(crate) struct TableSql {
 }
 
 impl TableSql {
+    /// The statements of one table: [`TableSql::statements`] lists them all.
+    const STATEMENTS: usize = 19;
+
+    /// Every statement of the table. Destructured, so that a statement added to the struct
+    /// and not here does not compile (the test below prepares them all).
+    #[cfg(test)]
+    fn statements(&self) -> [&str; Self::STATEMENTS] {
+        let TableSql {
+            name: _,
+            insert,
+            insert_zeroblob,
+            select,
+            select_used,
+            exists,
+            delete,
+            scan,
+            totals,
+            list,
+            name_insert,
+            name_repoint,
+            touch,
+            pin,
+            unpin,
+            pinned,
+            oldest,
+            evict,
+            first_use,
+            pinned_totals,
+        } = self;
+        [
+            insert,
+            insert_zeroblob,
+            select,
+            select_used,
+            exists,
+            delete,
+            scan,
+            totals,
+            list,
+            name_insert,
+            name_repoint,
+            touch,
+            pin,
+            unpin,
+            pinned,
+            oldest,
+            evict,
+            first_use,
+            pinned_totals,
+        ]
+    }
+
     fn new(name: String) -> Self {
         TableSql {
             insert: format!(
@@ -209,9 +298,14 @@ impl Schema {
         &self.tables[self.layout.table_of(key)]
     }
 
+    /// Statements a connection may prepare beside those of the object tables (the meta
+    /// table's, the names', the dictionaries'): a bound, with room to spare, for the
+    /// statement cache.
+    pub(crate) const META_STATEMENTS: usize = 32;
+
     /// How many prepared statements a connection should cache to never re-prepare.
     pub(crate) fn statement_count(&self) -> usize {
-        self.tables.len() * 18 + 16
+        self.tables.len() * TableSql::STATEMENTS + Self::META_STATEMENTS
     }
 
     /// Creates the tables and meta rows of a new stash in an empty database. Pages freed
@@ -313,17 +407,7 @@ pub(crate) fn write_state(conn: &Connection, state: State) -> Result<()> {
 }
 
 pub(crate) fn read_totals(conn: &Connection) -> Result<Totals> {
-    let get = |name| read_count(conn, name);
-    Ok(Totals {
-        objects: get("objects")?,
-        raw_bytes: get("raw_bytes")?,
-        stored_bytes: get("stored_bytes")?,
-        names: get("names")?,
-        pinned: get("pinned")?,
-        pinned_bytes: get("pinned_bytes")?,
-        evicted: get("evicted")?,
-        evicted_bytes: get("evicted_bytes")?,
-    })
+    Totals::read(|name| read_count(conn, name))
 }
 
 /// The size cap recorded in the stash (`max_size`), if it has one.
@@ -346,19 +430,6 @@ pub(crate) fn read_count(conn: &Connection, name: &str) -> Result<u64> {
     Ok(read_meta::<i64>(conn, name)?.unwrap_or(0).max(0) as u64)
 }
 
-/// Signed changes to the running totals.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Delta {
-    pub objects: i64,
-    pub raw: i64,
-    pub stored: i64,
-    pub names: i64,
-    pub pinned: i64,
-    pub pinned_bytes: i64,
-    pub evicted: i64,
-    pub evicted_bytes: i64,
-}
-
 /// Adds signed deltas to the running totals, inside the caller's transaction; a total not
 /// recorded yet starts at 0.
 pub(crate) fn add_totals(conn: &Connection, delta: &Delta) -> Result<()> {
@@ -368,16 +439,7 @@ pub(crate) fn add_totals(conn: &Connection, delta: &Delta) -> Result<()> {
              ON CONFLICT(name) DO UPDATE SET value = value + ?2"
         ))
         .context(|| "preparing the totals update".to_string())?;
-    for (name, delta) in [
-        ("objects", delta.objects),
-        ("raw_bytes", delta.raw),
-        ("stored_bytes", delta.stored),
-        ("names", delta.names),
-        ("pinned", delta.pinned),
-        ("pinned_bytes", delta.pinned_bytes),
-        ("evicted", delta.evicted),
-        ("evicted_bytes", delta.evicted_bytes),
-    ] {
+    for (name, delta) in delta.entries() {
         if delta != 0 {
             stmt.execute(params![name, delta]).context(|| format!("updating the {name} total"))?;
         }
@@ -389,14 +451,7 @@ pub(crate) fn add_totals(conn: &Connection, delta: &Delta) -> Result<()> {
 pub(crate) fn recount_totals(conn: &Connection, schema: &Schema) -> Result<Totals> {
     let totals = count_totals(conn, schema)?;
     let sql = format!("INSERT OR REPLACE INTO {META}(name, value) VALUES (?1, ?2)");
-    for (name, value) in [
-        ("objects", totals.objects),
-        ("raw_bytes", totals.raw_bytes),
-        ("stored_bytes", totals.stored_bytes),
-        ("names", totals.names),
-        ("pinned", totals.pinned),
-        ("pinned_bytes", totals.pinned_bytes),
-    ] {
+    for (name, value) in totals.entries() {
         conn.execute(&sql, params![name, value as i64])
             .context(|| format!("storing the recounted {name} total"))?;
     }
@@ -524,4 +579,20 @@ fn read_header(path: &Path) -> Result<Option<Header>> {
     }
     let be32 = |at: usize| i32::from_be_bytes(header[at..at + 4].try_into().expect("4 bytes"));
     Ok(Some(Header { application_id: be32(68), user_version: i64::from(be32(60)) }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_statement_of_a_table_prepares() {
+        let conn = Connection::open_in_memory().unwrap();
+        let schema = Schema::new(Layout::Single);
+        schema.create(&conn).unwrap();
+        crate::names::create(&conn).unwrap();
+        for sql in schema.tables[0].statements() {
+            conn.prepare(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+        }
+    }
 }

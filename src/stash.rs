@@ -15,17 +15,16 @@ mod named;
 mod read;
 #[cfg(feature = "remote")]
 mod remote;
+#[cfg(feature = "remote")]
+pub use remote::RemoteTier;
 mod remove;
 mod save;
 mod train;
 mod verify;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
-use std::time::Duration;
 
-use crossbeam_channel::{SendTimeoutError, Sender, bounded};
 use rusqlite::Connection;
 
 use crate::dict::{self, Codec, Dictionaries};
@@ -42,8 +41,9 @@ use crate::recovery::RecoveryReport;
 use crate::schema::{self, Schema, TableSql};
 use crate::stats::Stats;
 use crate::uses::Uses;
-use crate::writer::{self, Message, Shared};
+use crate::writer::{Answer, Flush, Message, Op, Shared, WriterConfig, WriterHandle};
 
+pub(crate) use save::Saving;
 use train::Trainer;
 
 /// A content-addressed object cache in one SQLite file.
@@ -54,21 +54,15 @@ use train::Trainer;
 /// [`Stash::close`] does, but can only log a failure.
 pub struct Stash {
     shared: Arc<Shared>,
-    sender: Option<Sender<Message>>,
-    writer: Option<JoinHandle<()>>,
+    /// The writer; `None` for a handle that only reads.
+    writer: Option<WriterHandle>,
     readers: Arc<Readers>,
     pool: rayon::ThreadPool,
-    path: PathBuf,
-    level: u32,
-    codec: Codec,
-    max_object: u64,
+    saving: Saving,
     dicts: Arc<Dictionaries>,
-    sample_bytes: usize,
     trainer: Mutex<Trainer>,
     durability: Durability,
     recovery: Option<RecoveryReport>,
-    read_only: bool,
-    busy_timeout: Duration,
     /// This handle's hold on the stash (`lock.rs`); `None` for a reader that could not
     /// take one.
     hold: Option<Hold>,
@@ -80,87 +74,53 @@ pub struct Stash {
     behind: Option<behind::WriteBehind>,
 }
 
-/// What the open sequence hands over to start a stash.
+/// What the open sequence hands over to start a stash: a prepared connection and what each
+/// part of the handle needs, each built once.
 pub(crate) struct Parts {
-    pub path: PathBuf,
+    pub shared: Shared,
     pub conn: Connection,
-    pub schema: Schema,
     pub durability: Durability,
-    pub level: u32,
-    pub codec: Codec,
-    pub max_object: u64,
-    pub sample_bytes: usize,
-    pub batch_size: usize,
-    pub capacity: usize,
-    pub read_mmap: u64,
+    pub saving: Saving,
+    /// The writer's settings; `None` for a handle that only reads.
+    pub writer: Option<WriterConfig>,
+    pub readers: Readers,
     pub pool: rayon::ThreadPool,
-    pub busy_timeout: Duration,
-    pub grace: Duration,
-    pub use_resolution: Duration,
     pub recovery: Option<RecoveryReport>,
     pub hold: Option<Hold>,
-    pub read_only: bool,
 }
 
 impl std::fmt::Debug for Stash {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Stash")
-            .field("path", &self.path)
+            .field("path", &self.shared.path)
             .field("layout", &self.layout())
             .field("durability", &self.durability)
-            .field("codec", &self.codec)
+            .field("codec", &self.saving.codec)
             .finish_non_exhaustive()
     }
 }
 
 impl Stash {
     pub(crate) fn start(parts: Parts) -> Result<Stash> {
-        let statements = parts.schema.statement_count();
-        let dicts =
-            Arc::new(Dictionaries::open(&parts.conn, parts.path.clone(), parts.busy_timeout)?);
-        let trainer = Trainer::new(parts.codec, &dicts);
-        let names_table = names::table_exists(&parts.conn)?;
-        // A writable open has given the tables their use column (`open.rs`).
-        let uses = Uses::new(!parts.read_only, parts.use_resolution);
-        let shared = Arc::new(Shared::new(parts.schema, names_table, uses));
-        let (sender, writer) = if parts.read_only {
-            (None, None)
-        } else {
-            let (sender, receiver) = bounded(parts.capacity);
-            let writer = writer::spawn(
-                parts.conn,
-                Arc::clone(&shared),
-                receiver,
-                parts.batch_size,
-                parts.path.clone(),
-                parts.busy_timeout,
-                spared(parts.grace, parts.use_resolution),
-            )?;
-            (Some(sender), Some(writer))
-        };
+        let Parts { shared, conn, durability, saving, writer, readers, pool, recovery, hold } =
+            parts;
+        let dicts = Arc::new(Dictionaries::open(&conn, shared.path.clone(), shared.busy)?);
+        let trainer = Trainer::new(saving.codec, &dicts);
+        let shared = Arc::new(shared);
+        let writer = writer
+            .map(|config| WriterHandle::spawn(conn, Arc::clone(&shared), config))
+            .transpose()?;
         Ok(Stash {
             shared,
-            sender,
             writer,
-            readers: Arc::new(Readers::new(
-                parts.path.clone(),
-                statements,
-                parts.read_mmap,
-                parts.busy_timeout,
-            )),
-            pool: parts.pool,
-            path: parts.path,
-            level: parts.level,
-            codec: parts.codec,
-            max_object: parts.max_object,
+            readers: Arc::new(readers),
+            pool,
+            saving,
             dicts,
-            sample_bytes: parts.sample_bytes,
             trainer: Mutex::new(trainer),
-            durability: parts.durability,
-            recovery: parts.recovery,
-            read_only: parts.read_only,
-            busy_timeout: parts.busy_timeout,
-            hold: parts.hold,
+            durability,
+            recovery,
+            hold,
             #[cfg(feature = "remote")]
             remote: None,
             #[cfg(feature = "remote")]
@@ -168,16 +128,30 @@ impl Stash {
         })
     }
 
+    /// The state of a handle's stash shared with its writer: made by the open sequence.
+    pub(crate) fn shared(
+        path: std::path::PathBuf,
+        busy: std::time::Duration,
+        schema: Schema,
+        conn: &Connection,
+        records_uses: bool,
+        resolution: std::time::Duration,
+    ) -> Result<Shared> {
+        let names_table = names::table_exists(conn)?;
+        Ok(Shared::new(path, busy, schema, names_table, Uses::new(records_uses, resolution)))
+    }
+
     /// Attaches the remote tier (`open.rs`, once the stash is open).
     #[cfg(feature = "remote")]
     pub(crate) fn attach_remote(&mut self, config: crate::remote::RemoteConfig) -> Result<()> {
         let interval = config.write_behind;
-        let remote = Arc::new(crate::remote::Remote::open(&self.path, config, self.busy_timeout)?);
+        let remote =
+            Arc::new(crate::remote::Remote::open(&self.shared.path, config, self.shared.busy)?);
         if let Some(interval) = interval
-            && !self.read_only
+            && !self.is_read_only()
         {
             self.behind = Some(behind::WriteBehind::start(
-                self.path.clone(),
+                self.shared.path.clone(),
                 Arc::clone(&remote),
                 Arc::clone(&self.shared),
                 interval,
@@ -194,12 +168,10 @@ impl Stash {
     /// [`Error::WriterStopped`] if a commit failed: objects saved since the previous
     /// successful flush may not be stored.
     pub fn flush(&self) -> Result<()> {
-        if self.read_only {
+        if self.writer.is_none() {
             return Ok(());
         }
-        let (ack, done) = bounded(1);
-        self.send(Message::Flush(ack))?;
-        self.wait(&done)
+        self.ask(|answer| Box::new(Flush(answer)))
     }
 
     /// How many objects are stored. Waits for pending writes to commit.
@@ -225,8 +197,9 @@ impl Stash {
     /// As [`Stash::len`], or [`Error::Io`] if a file size cannot be read.
     pub fn stats(&self) -> Result<Stats> {
         let totals = self.totals()?;
-        let file_bytes = files::database_bytes(&self.path).map_err(|e| {
-            Error::io(format!("reading the size of {} and its journals", self.path.display()), e)
+        let path = self.path();
+        let file_bytes = files::database_bytes(path).map_err(|e| {
+            Error::io(format!("reading the size of {} and its journals", path.display()), e)
         })?;
         let (max_size, oldest_use, dictionaries) = {
             let reader = self.readers.checkout()?;
@@ -245,7 +218,7 @@ impl Stash {
             file_bytes,
             layout: self.layout(),
             durability: self.durability,
-            codec: self.codec,
+            codec: self.saving.codec,
             dictionaries,
             names: totals.names,
         })
@@ -273,7 +246,7 @@ impl Stash {
     /// The path of the database file.
     #[must_use]
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.shared.path
     }
 
     /// The table layout of this stash.
@@ -291,7 +264,7 @@ impl Stash {
     /// The codec new objects are written with, as recorded in the stash.
     #[must_use]
     pub fn codec(&self) -> Codec {
-        self.codec
+        self.saving.codec
     }
 
     /// Whether this handle only reads: opened with
@@ -299,14 +272,14 @@ impl Stash {
     /// file or directory cannot be written.
     #[must_use]
     pub fn is_read_only(&self) -> bool {
-        self.read_only
+        self.writer.is_none()
     }
 
     /// The largest object [`Stash::save`] accepts, in bytes (see
     /// [`StashBuilder::max_object_size`](crate::StashBuilder::max_object_size)).
     #[must_use]
     pub fn max_object_size(&self) -> u64 {
-        self.max_object
+        self.saving.max_object
     }
 
     /// What opening found, if the previous fast-mode session did not close cleanly: whether
@@ -336,38 +309,19 @@ impl Stash {
         stmt.exists([&key.as_bytes()[..]]).context(|| format!("looking up {key} in {}", table.name))
     }
 
-    fn sender(&self) -> Result<&Sender<Message>> {
-        if self.read_only {
-            return Err(Error::ReadOnly { path: self.path.clone() });
-        }
-        if self.shared.stopped().is_some() {
-            return Err(self.shared.stopped_error());
-        }
-        self.sender.as_ref().ok_or_else(|| self.shared.stopped_error())
+    /// The writer, or [`Error::ReadOnly`] for a handle that only reads.
+    fn writer(&self) -> Result<&WriterHandle> {
+        self.writer.as_ref().ok_or_else(|| Error::ReadOnly { path: self.shared.path.clone() })
     }
 
-    /// Hands a message to the writer, waiting at most the busy timeout for room in the
-    /// channel (it stays full while another process holds the write lock).
+    /// Hands a message to the writer (see [`WriterHandle::send`]).
     fn send(&self, message: Message) -> Result<()> {
-        match self.sender()?.send_timeout(message, self.busy_timeout) {
-            Ok(()) => Ok(()),
-            Err(SendTimeoutError::Timeout(_)) => Err(self.busy_error()),
-            Err(SendTimeoutError::Disconnected(_)) => Err(self.shared.stopped_error()),
-        }
+        self.writer()?.send(&self.shared, message)
     }
 
-    fn busy_error(&self) -> Error {
-        Error::Busy {
-            path: self.path.clone(),
-            waited: self.busy_timeout,
-            what: "another process held the stash's write lock and the queue to the writer \
-                   stayed full",
-        }
-    }
-
-    /// Waits for the writer's answer to a message.
-    fn wait<T>(&self, done: &crossbeam_channel::Receiver<Result<T>>) -> Result<T> {
-        done.recv().unwrap_or_else(|_| Err(self.shared.stopped_error()))
+    /// Sends the writer an operation and waits for its answer.
+    fn ask<T>(&self, op: impl FnOnce(Answer<T>) -> Box<dyn Op>) -> Result<T> {
+        self.writer()?.ask(&self.shared, op)
     }
 
     fn shutdown(&mut self) -> Result<()> {
@@ -376,8 +330,8 @@ impl Stash {
             behind.stop();
         }
         self.readers.close_all();
-        drop(self.sender.take());
-        let panicked = self.writer.take().is_some_and(|writer| writer.join().is_err());
+        let Some(writer) = self.writer.take() else { return Ok(()) };
+        let panicked = writer.join();
         let joined = match self.shared.stopped() {
             _ if panicked => Err(Error::WriterStopped {
                 reason: "the writer thread panicked".to_string(),
@@ -387,7 +341,6 @@ impl Stash {
             None => Ok(()),
         };
         if let Some(mut hold) = self.hold.take()
-            && !self.read_only
             && joined.is_ok()
         {
             self.mark_closed(&mut hold)?;
@@ -401,15 +354,16 @@ impl Stash {
     /// cannot be made); the next open switches to WAL again. The others leave it to the
     /// last.
     fn mark_closed(&self, hold: &mut Hold) -> Result<()> {
-        if !hold.closing(&self.path, self.busy_timeout)? {
+        let (path, busy) = (&self.shared.path, self.shared.busy);
+        if !hold.closing(path, busy)? {
             return Ok(());
         }
-        let conn = crate::readers::open_connection(&self.path, false, 16, self.busy_timeout)?;
+        let conn = crate::readers::open_connection(path, false, Schema::META_STATEMENTS, busy)?;
         schema::write_state(&conn, schema::State::Clean)?;
         conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-            .context(|| format!("checkpointing {}", self.path.display()))?;
+            .context(|| format!("checkpointing {}", path.display()))?;
         conn.pragma_update(None, "journal_mode", "DELETE")
-            .context(|| format!("closing {}", self.path.display()))?;
+            .context(|| format!("closing {}", path.display()))?;
         Ok(())
     }
 }
@@ -417,28 +371,7 @@ impl Stash {
 impl Drop for Stash {
     fn drop(&mut self) {
         if let Err(e) = self.shutdown() {
-            log::error!("objstash: closing {} failed: {e}", self.path.display());
+            log::error!("objstash: closing {} failed: {e}", self.shared.path.display());
         }
-    }
-}
-
-/// How long after its last recorded use eviction spares an object: the grace period, plus
-/// the resolution of uses when there is a grace period to honour. A read within the
-/// resolution of an object's last use records nothing (`uses.rs`), so that use can be up to
-/// the resolution older than the read the grace period counts from.
-fn spared(grace: Duration, resolution: Duration) -> Duration {
-    if grace.is_zero() { grace } else { grace.saturating_add(resolution) }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_read_stays_spared_for_the_whole_grace_period() {
-        let (grace, resolution) = (Duration::from_secs(5), Duration::from_secs(2));
-        assert_eq!(spared(grace, resolution), Duration::from_secs(7));
-        assert_eq!(spared(Duration::ZERO, resolution), Duration::ZERO);
-        assert_eq!(spared(Duration::MAX, resolution), Duration::MAX);
     }
 }

@@ -53,6 +53,14 @@ pub(crate) fn to_time(used: i64) -> Option<SystemTime> {
     (used != PINNED).then(|| UNIX_EPOCH + Duration::from_millis(used.max(0) as u64))
 }
 
+/// How long after its last recorded use eviction spares an object: the grace period, plus
+/// the resolution of uses when there is a grace period to honour. A read within the
+/// resolution of an object's last use records nothing, so that use can be up to the
+/// resolution older than the read the grace period counts from.
+pub(crate) fn spared(grace: Duration, resolution: Duration) -> Duration {
+    if grace.is_zero() { grace } else { grace.saturating_add(resolution) }
+}
+
 /// Uses recorded in memory, not yet written.
 #[derive(Debug)]
 pub(crate) struct Uses {
@@ -140,6 +148,14 @@ impl Uses {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_read_stays_spared_for_the_whole_grace_period() {
+        let (grace, resolution) = (Duration::from_secs(5), Duration::from_secs(2));
+        assert_eq!(spared(grace, resolution), Duration::from_secs(7));
+        assert_eq!(spared(Duration::ZERO, resolution), Duration::ZERO);
+        assert_eq!(spared(Duration::MAX, resolution), Duration::MAX);
+    }
 
     #[test]
     fn keeps_the_latest_use_of_each_key() {

@@ -32,16 +32,16 @@ fn push_read_through_and_pull_between_two_stashes() -> TestResult {
     let objects = common::objects(1, 6_000);
     let keys = a.save_all(&objects)?;
 
-    let pushed = a.push()?;
+    let pushed = a.remote().expect("a remote").push()?;
     assert_eq!(pushed.objects, 6_000, "{pushed}");
     assert!(pushed.packs >= 10, "{pushed}");
     // Body and index per pack, a listing: nothing per object.
     assert!(pushed.requests <= 2 * pushed.packs + 2, "{pushed}");
-    let again = a.push()?;
+    let again = a.remote().expect("a remote").push()?;
     assert_eq!((again.objects, again.already_remote, again.packs), (0, 6_000, 0), "{again}");
 
     let b = open(dir.path(), "b.db", remote.clone())?;
-    let before = b.refresh_remote()?;
+    let before = b.remote().expect("a remote").refresh()?;
     assert_eq!(before.objects, 6_000);
     // Read-through: one key, then many; each is checked, stored and returned.
     assert_eq!(b.get(&keys[17])?.as_deref(), Some(&objects[17][..]));
@@ -52,9 +52,12 @@ fn push_read_through_and_pull_between_two_stashes() -> TestResult {
         assert_eq!(value.as_deref(), Some(&objects[i * 7][..]));
     }
     assert_eq!(b.get(&Key::of(b"nowhere"))?, None);
-    assert_eq!(b.remote_missing(&[keys[0], Key::of(b"nowhere")])?, vec![Key::of(b"nowhere")]);
+    assert_eq!(
+        b.remote().expect("a remote").missing(&[keys[0], Key::of(b"nowhere")])?,
+        vec![Key::of(b"nowhere")]
+    );
 
-    let pulled = b.pull()?;
+    let pulled = b.remote().expect("a remote").pull()?;
     assert_eq!(pulled.objects + pulled.already_local, 6_000, "{pulled}");
     assert!(pulled.damaged.is_empty());
     assert!(pulled.requests < pulled.objects / 20, "{pulled}");
@@ -68,8 +71,7 @@ fn push_read_through_and_pull_between_two_stashes() -> TestResult {
 fn a_stash_without_a_remote_or_with_a_bad_one_says_so() -> TestResult {
     let dir = tempfile::tempdir()?;
     let plain = Stash::open(dir.path().join("plain.db"))?;
-    let err = plain.push().unwrap_err();
-    assert!(matches!(err, Error::InvalidConfig { .. }) && err.to_string().contains("remote"));
+    assert!(plain.remote().is_none(), "a stash opened without a remote has no remote tier");
     assert!(RemoteConfig::new("s3://x").is_err());
     assert!(
         Stash::builder()
@@ -88,7 +90,7 @@ fn a_damaged_pack_is_never_served_and_a_later_push_heals_it() -> TestResult {
     let a = open(dir.path(), "a.db", remote.clone())?;
     let objects = common::objects(2, 3_000);
     let keys = a.save_all(&objects)?;
-    a.push()?;
+    a.remote().expect("a remote").push()?;
 
     // Flip one byte in the middle of every pack body.
     let store = server.store();
@@ -108,7 +110,7 @@ fn a_damaged_pack_is_never_served_and_a_later_push_heals_it() -> TestResult {
     let pack = victim.rsplit('/').next().unwrap().to_string();
 
     let b = open(dir.path(), "b.db", remote.clone())?;
-    let pulled = b.pull()?;
+    let pulled = b.remote().expect("a remote").pull()?;
     assert_eq!(pulled.damaged.len(), 1, "{pulled}");
     assert_eq!(pulled.damaged[0].pack, pack);
     let lost = pulled.damaged[0].objects;
@@ -118,9 +120,9 @@ fn a_damaged_pack_is_never_served_and_a_later_push_heals_it() -> TestResult {
     assert_eq!(b.missing(&keys)?.len() as u64, lost);
     assert!(b.verify()?.is_ok());
     // The pack is out of the listing: A pushes its objects again, and B finds them all.
-    let healed = a.push()?;
+    let healed = a.remote().expect("a remote").push()?;
     assert!(healed.objects >= lost, "{healed}");
-    let again = b.pull()?;
+    let again = b.remote().expect("a remote").pull()?;
     assert!(again.damaged.is_empty(), "{again}");
     assert!(b.missing(&keys)?.is_empty());
     for (key, object) in keys.iter().zip(&objects).step_by(97) {
@@ -137,7 +139,7 @@ fn a_damaged_read_through_is_an_error_that_names_the_pack() -> TestResult {
     let a = open(dir.path(), "a.db", remote.clone())?;
     let object = common::noise(3, 4_000);
     let key = a.save(&object)?;
-    a.push()?;
+    a.remote().expect("a remote").push()?;
     let store = server.store();
     let rt = tokio::runtime::Runtime::new()?;
     let bodies = rt.block_on(list(&store, "readdamage/packs"))?;
@@ -173,7 +175,7 @@ fn the_server_stopped_mid_push_and_mid_read_costs_nothing_local() -> TestResult 
     a.flush()?;
 
     let stopped = std::thread::scope(|s| {
-        let push = s.spawn(|| a.push());
+        let push = s.spawn(|| a.remote().expect("a remote").push());
         std::thread::sleep(Duration::from_millis(400));
         server.stop();
         push.join().unwrap()
@@ -188,7 +190,7 @@ fn the_server_stopped_mid_push_and_mid_read_costs_nothing_local() -> TestResult 
     // The stash works on without its remote.
     assert_eq!(a.get(&keys[5])?.as_deref(), Some(&objects[5][..]));
     let extra = a.save(b"saved while the remote is down")?;
-    assert!(a.push().is_err());
+    assert!(a.remote().expect("a remote").push().is_err());
     let b = open(dir.path(), "b.db", remote.clone())?;
     assert!(matches!(b.get(&keys[1]), Err(Error::Remote { .. })));
     // Further misses answer with that failure at once, not after the timeouts again.
@@ -200,12 +202,12 @@ fn the_server_stopped_mid_push_and_mid_read_costs_nothing_local() -> TestResult 
     assert!(started.elapsed() < Duration::from_secs(60), "errors took {:?}", started.elapsed());
 
     server.restart();
-    let done = retry(|| a.push())?;
+    let done = retry(|| a.remote().expect("a remote").push())?;
     assert_eq!(done.objects + done.already_remote, 40_001, "{done}");
 
     // Mid-read: the server stops while B pulls. What B stored is checked and right.
     let during = std::thread::scope(|s| {
-        let pull = s.spawn(|| b.pull());
+        let pull = s.spawn(|| b.remote().expect("a remote").pull());
         std::thread::sleep(Duration::from_millis(300));
         server.stop();
         pull.join().unwrap()
@@ -249,7 +251,7 @@ fn retry<T>(mut f: impl FnMut() -> objstash::Result<T>) -> objstash::Result<T> {
 fn pull_until_complete(stash: &Stash) -> TestResult {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let pulled = retry(|| stash.pull())?;
+        let pulled = retry(|| stash.remote().expect("a remote").pull())?;
         assert!(pulled.damaged.is_empty(), "{pulled}");
         if pulled.is_complete() {
             return Ok(());
@@ -290,7 +292,7 @@ fn push_child() -> TestResult {
     let remote = common::s3::remote_at(&endpoint, &prefix).pack_size(64 << 10).uploads(1);
     let stash = Stash::builder().remote(remote).open(&db)?;
     std::fs::write(common::sibling(Path::new(&db), ".acked"), "open")?;
-    stash.push()?;
+    stash.remote().expect("a remote").push()?;
     Ok(())
 }
 
@@ -323,7 +325,7 @@ fn pushes_killed_at_random_moments_leave_nothing_half_visible() -> TestResult {
         // A new stash pulls whatever is listed: every listed pack is whole (its body is
         // there and every object checks), and the listing only grows.
         let c = open(dir.path(), &format!("c{round}.db"), server.remote("killed"))?;
-        let pulled = c.pull()?;
+        let pulled = c.remote().expect("a remote").pull()?;
         assert!(pulled.is_complete(), "round {round}: {pulled}");
         assert!(pulled.objects >= listed, "round {round}: {pulled} after {listed}");
         if pulled.objects > listed && pulled.objects < 60_000 {
@@ -335,11 +337,11 @@ fn pushes_killed_at_random_moments_leave_nothing_half_visible() -> TestResult {
     }
     // The next push sends only what is still missing, and then everything is there.
     let a = open(dir.path(), "a.db", small_packs(server.remote("killed")))?;
-    let done = a.push()?;
+    let done = a.remote().expect("a remote").push()?;
     assert_eq!(done.objects + done.already_remote, 60_000, "{done}");
     assert!(done.already_remote >= listed, "{done}");
     let b = open(dir.path(), "b.db", server.remote("killed"))?;
-    let pulled = b.pull()?;
+    let pulled = b.remote().expect("a remote").pull()?;
     assert_eq!(pulled.objects, 60_000, "{pulled}");
     assert!(b.missing(&keys)?.is_empty());
     eprintln!("10 kills, {cut_short} of them mid-push: {listed} objects listed after the last");
@@ -358,7 +360,7 @@ fn a_volume_server_of_two_stopped_mid_push() -> TestResult {
     let keys = a.save_all(&objects)?;
     a.flush()?;
     let during = std::thread::scope(|s| {
-        let push = s.spawn(|| a.push());
+        let push = s.spawn(|| a.remote().expect("a remote").push());
         std::thread::sleep(Duration::from_millis(1_000));
         server.stop_volume(0);
         push.join().unwrap()
@@ -367,7 +369,7 @@ fn a_volume_server_of_two_stopped_mid_push() -> TestResult {
     assert!(matches!(during, Ok(_) | Err(Error::Remote { .. })), "{during:?}");
     // Whatever B can read now is right: pulls store only checked objects.
     let b = open(dir.path(), "b.db", remote.clone())?;
-    let partial = b.pull();
+    let partial = b.remote().expect("a remote").pull();
     eprintln!("pull with a volume server stopped: {partial:?}");
     assert!(
         matches!(&partial, Ok(r) if r.damaged.is_empty())
@@ -380,7 +382,7 @@ fn a_volume_server_of_two_stopped_mid_push() -> TestResult {
         }
     }
     server.restart();
-    let done = retry(|| a.push())?;
+    let done = retry(|| a.remote().expect("a remote").push())?;
     assert_eq!(done.objects + done.already_remote, 100_000, "{done}");
     pull_until_complete(&b)?;
     assert!(b.missing(&keys)?.is_empty());
@@ -399,7 +401,7 @@ fn model_child() -> TestResult {
     let Some((db, endpoint, prefix)) = child_spec(MODEL_CHILD) else { return Ok(()) };
     let stash = Stash::builder().remote(common::s3::remote_at(&endpoint, &prefix)).open(&db)?;
     stash.save_all(&common::objects(8, 20_000))?;
-    let report = stash.push()?;
+    let report = stash.remote().expect("a remote").push()?;
     anyhow::ensure!(report.objects == 20_000, "{report}");
     stash.close()?;
     Ok(())
@@ -447,10 +449,13 @@ fn write_behind_uploads_in_the_background_and_flush_remote_waits() -> TestResult
     let a = open(dir.path(), "a.db", remote)?;
     let objects = common::objects(10, 5_000);
     let keys = a.save_all(&objects)?;
-    a.flush_remote()?;
+    a.remote().expect("a remote").flush()?;
     let b = open(dir.path(), "b.db", server.remote("behind"))?;
-    assert_eq!(b.refresh_remote()?.objects, 6_000);
-    assert!(b.remote_missing(&keys)?.is_empty() && b.remote_missing(&earlier_keys)?.is_empty());
+    assert_eq!(b.remote().expect("a remote").refresh()?.objects, 6_000);
+    assert!(
+        b.remote().expect("a remote").missing(&keys)?.is_empty()
+            && b.remote().expect("a remote").missing(&earlier_keys)?.is_empty()
+    );
 
     // The remote down: saves do not wait for it, flush_remote says it failed.
     server.stop();
@@ -459,11 +464,11 @@ fn write_behind_uploads_in_the_background_and_flush_remote_waits() -> TestResult
     let more_keys = a.save_all(&more)?;
     a.flush()?;
     let saving = started.elapsed();
-    assert!(matches!(a.flush_remote(), Err(Error::Remote { .. })));
+    assert!(matches!(a.remote().expect("a remote").flush(), Err(Error::Remote { .. })));
     server.restart();
     // The next round (retried in the background, or hurried by this call) uploads them.
     let deadline = Instant::now() + Duration::from_secs(60);
-    while let Err(e) = a.flush_remote() {
+    while let Err(e) = a.remote().expect("a remote").flush() {
         assert!(Instant::now() < deadline, "still failing: {e}");
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -492,16 +497,16 @@ fn two_stashes_pushing_the_same_objects_at_once_write_the_same_packs() -> TestRe
     // Same objects in the same order: the same pack names and bytes. Whichever index
     // lands second finds the first there (a conditional put) and takes it as its own.
     let (ra, rb) = std::thread::scope(|s| {
-        let pa = s.spawn(|| a.push());
-        let pb = s.spawn(|| b.push());
+        let pa = s.spawn(|| a.remote().expect("a remote").push());
+        let pb = s.spawn(|| b.remote().expect("a remote").push());
         (pa.join().unwrap(), pb.join().unwrap())
     });
     let (ra, rb) = (ra?, rb?);
     let c = open(dir.path(), "c.db", remote)?;
-    let status = c.refresh_remote()?;
+    let status = c.remote().expect("a remote").refresh()?;
     assert_eq!(status.objects, 8_000, "{ra} / {rb}");
     assert!(status.packs <= ra.packs.max(rb.packs), "{status} after {ra} / {rb}");
-    let pulled = c.pull()?;
+    let pulled = c.remote().expect("a remote").pull()?;
     assert!(pulled.is_complete() && pulled.objects == 8_000, "{pulled}");
     assert!(c.missing(&keys)?.is_empty());
     Ok(())

@@ -52,8 +52,17 @@ struct Pushed {
     requests: u64,
 }
 
+/// The remote tier of a stash the command opened with one.
+fn tier(stash: &Stash) -> Result<objstash::RemoteTier<'_>, Failure> {
+    stash.remote().ok_or_else(|| {
+        Failure::Usage(
+            "this command needs a remote: --remote s3://bucket/prefix or OBJSTASH_REMOTE".into(),
+        )
+    })
+}
+
 pub fn push(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
-    let report = stash.push()?;
+    let report = tier(stash)?.push()?;
     if out.json {
         out.json(&Pushed {
             objects: report.objects,
@@ -87,7 +96,7 @@ struct Pulled<'a> {
 }
 
 pub fn pull(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
-    let report = stash.pull()?;
+    let report = tier(stash)?.pull()?;
     if out.json {
         out.json(&Pulled {
             objects: report.objects,
@@ -121,7 +130,7 @@ struct Status<'a> {
 }
 
 pub fn status(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
-    let status = stash.refresh_remote()?;
+    let status = tier(stash)?.refresh()?;
     if out.json {
         out.json(&Status {
             url: &status.url,
@@ -140,7 +149,7 @@ pub fn status(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
 /// Prints the keys (from stdin or arguments) the remote does not hold.
 pub fn missing(stash: &Stash, keys: &[String], out: &mut Out) -> Result<ExitCode, Failure> {
     let keys = keys_arg(keys)?;
-    let missing = stash.remote_missing(&keys)?;
+    let missing = tier(stash)?.missing(&keys)?;
     if out.json {
         let hex: Vec<String> = missing.iter().map(ToString::to_string).collect();
         out.json(&hex)?;

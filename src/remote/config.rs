@@ -142,7 +142,7 @@ impl RemoteConfig {
 
     /// Uploads what the handle saves in the background (write-behind): keys gather for
     /// `interval` (e.g. 1 s), then go up in packs; a save never waits on the network, and
-    /// [`Stash::flush_remote`](crate::Stash::flush_remote) waits for the uploads. The
+    /// [`RemoteTier::flush`](crate::RemoteTier::flush) waits for the uploads. The
     /// first round after opening pushes everything the remote lacks. Off by default.
     pub fn write_behind(mut self, interval: Duration) -> Self {
         self.write_behind = Some(interval);

@@ -12,7 +12,7 @@
 //! remote down) keeps its keys and is retried with a growing pause (up to a minute);
 //! [`Stash::flush_remote`] waits for a round that started after it was called.
 
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -72,7 +72,7 @@ impl WriteBehind {
     /// Queues a key saved by this handle.
     pub(crate) fn queue(&self, key: Key) {
         let (lock, wake) = &*self.state;
-        let mut state = lock.lock().expect("write-behind lock");
+        let mut state = lock.lock().unwrap_or_else(PoisonError::into_inner);
         if state.queue.len() < MAX_QUEUED {
             state.queue.push(key);
         } else {
@@ -84,9 +84,9 @@ impl WriteBehind {
     }
 
     /// Waits for a round that starts after this call and uploads everything it took.
-    fn wait(&self) -> Result<()> {
+    pub(super) fn wait(&self) -> Result<()> {
         let (lock, wake) = &*self.state;
-        let mut state = lock.lock().expect("write-behind lock");
+        let mut state = lock.lock().unwrap_or_else(PoisonError::into_inner);
         let after = state.started;
         state.hurry = true;
         wake.notify_all();
@@ -105,7 +105,7 @@ impl WriteBehind {
             if state.stop {
                 return Err(Error::config("the write-behind thread has stopped"));
             }
-            state = wake.wait(state).expect("write-behind lock");
+            state = wake.wait(state).unwrap_or_else(PoisonError::into_inner);
         }
     }
 
@@ -113,7 +113,7 @@ impl WriteBehind {
     pub(crate) fn stop(&mut self) {
         {
             let (lock, wake) = &*self.state;
-            lock.lock().expect("write-behind lock").stop = true;
+            lock.lock().unwrap_or_else(PoisonError::into_inner).stop = true;
             wake.notify_all();
         }
         if let Some(thread) = self.thread.take() {
@@ -136,7 +136,7 @@ fn run(
     loop {
         // Wait for keys (or a retry, a flush, the stop), then let more gather.
         {
-            let mut s = lock.lock().expect("write-behind lock");
+            let mut s = lock.lock().unwrap_or_else(PoisonError::into_inner);
             let since = Instant::now();
             while !s.stop
                 && !s.hurry
@@ -147,7 +147,7 @@ fn run(
                 } else {
                     backoff.saturating_sub(since.elapsed()).max(Duration::from_millis(1))
                 };
-                s = wake.wait_timeout(s, left).expect("write-behind lock").0;
+                s = wake.wait_timeout(s, left).unwrap_or_else(PoisonError::into_inner).0;
             }
             if s.stop {
                 return;
@@ -155,14 +155,14 @@ fn run(
             let gather = Instant::now();
             while !s.stop && !s.hurry && gather.elapsed() < interval {
                 let left = interval.saturating_sub(gather.elapsed());
-                s = wake.wait_timeout(s, left).expect("write-behind lock").0;
+                s = wake.wait_timeout(s, left).unwrap_or_else(PoisonError::into_inner).0;
             }
             if s.stop {
                 return;
             }
         }
         let (round, keys, full) = {
-            let mut s = lock.lock().expect("write-behind lock");
+            let mut s = lock.lock().unwrap_or_else(PoisonError::into_inner);
             s.started += 1;
             s.hurry = false;
             (s.started, std::mem::take(&mut s.queue), std::mem::take(&mut s.full))
@@ -181,7 +181,7 @@ fn run(
                 reader.push_to(remote, Some(ready.clone()))
             }
         })();
-        let mut s = lock.lock().expect("write-behind lock");
+        let mut s = lock.lock().unwrap_or_else(PoisonError::into_inner);
         let put_back = |keys: Vec<Key>, s: &mut State| {
             for key in keys {
                 if s.queue.len() < MAX_QUEUED {
@@ -212,24 +212,5 @@ fn run(
             }
         }
         wake.notify_all();
-    }
-}
-
-impl Stash {
-    /// Waits until every object saved by this handle before the call is on the remote
-    /// (with write-behind on; without it, pushes everything, as [`Stash::push`]).
-    ///
-    /// # Errors
-    /// [`Error::Remote`] if the round that would have uploaded them failed (the upload is
-    /// retried in the background); as [`Stash::flush`] for the local commit.
-    pub fn flush_remote(&self) -> Result<()> {
-        if self.read_only {
-            return self.push().map(drop);
-        }
-        self.flush()?;
-        match &self.behind {
-            Some(behind) => behind.wait(),
-            None => self.push().map(drop),
-        }
     }
 }

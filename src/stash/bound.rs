@@ -3,7 +3,6 @@
 
 use std::time::{Duration, SystemTime};
 
-use crossbeam_channel::bounded;
 use rusqlite::{Connection, OptionalExtension};
 
 use crate::error::{DbContext, Error, Result};
@@ -11,7 +10,7 @@ use crate::key::Key;
 use crate::schema;
 use crate::stats::Evicted;
 use crate::uses;
-use crate::writer::{Message, Trim};
+use crate::writer::{Pin, SetMaxSize, Trim};
 
 use super::Stash;
 
@@ -44,9 +43,7 @@ impl Stash {
                     .to_string(),
             ));
         }
-        let (ack, done) = bounded(1);
-        self.send(Message::SetMaxSize(bytes, ack))?;
-        self.wait(&done)
+        self.ask(|answer| Box::new(SetMaxSize { cap: bytes, answer }))
     }
 
     /// Evicts least recently used unpinned objects until the database's pages in use fit
@@ -73,9 +70,7 @@ impl Stash {
     }
 
     fn trim(&self, unused_before: Option<i64>, max_size: Option<u64>) -> Result<Evicted> {
-        let (ack, done) = bounded(1);
-        self.send(Message::Trim(Trim { unused_before, max_size, ack }))?;
-        self.wait(&done)
+        self.ask(|answer| Box::new(Trim { unused_before, max_size, answer }))
     }
 
     /// Pins objects: they are never evicted (an explicit [`Stash::remove`] still removes
@@ -100,9 +95,7 @@ impl Stash {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let (ack, done) = bounded(1);
-        self.send(Message::Pin(keys.to_vec(), pin, ack))?;
-        self.wait(&done)
+        self.ask(|answer| Box::new(Pin { keys: keys.to_vec(), pin, answer, found: Vec::new() }))
     }
 
     /// Saves objects and pins them (see [`Stash::save_all`], [`Stash::pin`]): local work
@@ -127,11 +120,9 @@ impl Stash {
             self.save_all(&again)?;
             self.flush()?;
         }
-        Err(Error::Busy {
-            path: self.path.clone(),
-            waited: self.busy_timeout,
-            what: "other processes evicted the objects each time before they could be pinned",
-        })
+        Err(self.shared.busy_error(
+            "other processes evicted the objects each time before they could be pinned",
+        ))
     }
 
     /// Whether the object under `key` is stored and pinned.

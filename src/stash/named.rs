@@ -12,15 +12,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crossbeam_channel::bounded;
-
 use rayon::prelude::*;
 
 use crate::error::Result;
 use crate::key::Key;
 use crate::names;
 use crate::uses;
-use crate::writer::Message;
+use crate::writer::{Message, Name, Unname};
 
 use super::Stash;
 use super::read::{GET_MANY_MIN_PART, Stored};
@@ -73,7 +71,7 @@ impl Stash {
                 if rows.is_empty() {
                     return Ok(());
                 }
-                let sent = self.send(Message::Name(rows.clone()));
+                let sent = self.send(Message::Op(Box::new(Name(rows.clone()))));
                 if sent.is_err() {
                     rows.iter().for_each(|row| self.shared.names.settle(row));
                 }
@@ -262,8 +260,6 @@ impl Stash {
             return Ok(Vec::new());
         }
         let names: Vec<Arc<[u8]>> = names.iter().map(|n| Arc::from(n.as_ref())).collect();
-        let (ack, done) = bounded(1);
-        self.send(Message::Unname(names, ack))?;
-        self.wait(&done)
+        self.ask(|answer| Box::new(Unname { names, answer, found: Vec::new() }))
     }
 }

@@ -29,28 +29,43 @@ const PUSH_CHUNK: usize = 4_096;
 /// Bytes of members a pull fetches before checking and storing them.
 const PULL_BATCH: u64 = 32 << 20;
 
-impl Stash {
-    fn remote(&self) -> Result<&Remote> {
-        self.remote.as_deref().ok_or_else(|| {
-            Error::config(
-                "this stash was opened without a remote: set one with StashBuilder::remote \
-                 (command line: objstash remote set s3://bucket/prefix, or OBJSTASH_REMOTE)",
-            )
-        })
-    }
+/// The remote tier of a stash opened with one ([`Stash::remote`]): push, pull, what the
+/// remote lacks, refreshing its indexes, and waiting for background uploads.
+#[derive(Clone, Copy)]
+pub struct RemoteTier<'a> {
+    stash: &'a Stash,
+    remote: &'a Remote,
+}
 
-    /// The URL of the remote this handle was opened with.
-    pub fn remote_url(&self) -> Option<String> {
-        self.remote.as_ref().map(|r| r.url().to_string())
+impl std::fmt::Debug for RemoteTier<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteTier").field("url", &self.url()).finish_non_exhaustive()
+    }
+}
+
+impl Stash {
+    /// The remote tier, if the stash was opened with one
+    /// ([`StashBuilder::remote`](crate::StashBuilder::remote)).
+    #[must_use]
+    pub fn remote(&self) -> Option<RemoteTier<'_>> {
+        Some(RemoteTier { stash: self, remote: self.remote.as_deref()? })
+    }
+}
+
+impl RemoteTier<'_> {
+    /// The URL of the remote.
+    #[must_use]
+    pub fn url(&self) -> &str {
+        self.remote.url()
     }
 
     /// Brings the local copy of the remote's pack indexes up to date: lists the packs and
     /// reads the indexes of new ones.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] without a remote; [`Error::Remote`] if the remote fails.
-    pub fn refresh_remote(&self) -> Result<RemoteStatus> {
-        self.remote()?.refresh()
+    /// [`Error::Remote`] if the remote fails.
+    pub fn refresh(&self) -> Result<RemoteStatus> {
+        self.remote.refresh()
     }
 
     /// The keys among `keys` the remote does not hold, in input order (no request per
@@ -58,9 +73,9 @@ impl Stash {
     /// the refresh interval).
     ///
     /// # Errors
-    /// As [`Stash::refresh_remote`].
-    pub fn remote_missing(&self, keys: &[Key]) -> Result<Vec<Key>> {
-        let holds = self.remote()?.holds(keys)?;
+    /// As [`RemoteTier::refresh`].
+    pub fn missing(&self, keys: &[Key]) -> Result<Vec<Key>> {
+        let holds = self.remote.holds(keys)?;
         Ok(keys.iter().zip(holds).filter(|(_, held)| !held).map(|(k, _)| *k).collect())
     }
 
@@ -69,16 +84,45 @@ impl Stash {
     /// remote still lacks.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] without a remote; [`Error::Remote`] if the remote fails
-    /// (packs uploaded before the failure stay uploaded); database errors as for reads.
+    /// [`Error::Remote`] if the remote fails (packs uploaded before the failure stay
+    /// uploaded); database errors as for reads.
     pub fn push(&self) -> Result<PushReport> {
-        let remote = self.remote()?;
-        if !self.read_only {
-            self.flush()?;
+        if !self.stash.is_read_only() {
+            self.stash.flush()?;
         }
-        self.push_to(remote, None)
+        self.stash.push_to(self.remote, None)
     }
 
+    /// Fetches every object the remote holds and the stash lacks, checks each and stores
+    /// it. Objects of a damaged pack that fail their check are left out and the pack is
+    /// named in the report; everything else is stored.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnly`] for a read-only handle; [`Error::Remote`] if the remote fails
+    /// (objects stored before stay stored).
+    pub fn pull(&self) -> Result<PullReport> {
+        self.stash.pull_from(self.remote)
+    }
+
+    /// Waits until every object saved by this handle before the call is on the remote
+    /// (with write-behind on; without it, pushes everything, as [`RemoteTier::push`]).
+    ///
+    /// # Errors
+    /// [`Error::Remote`] if the round that would have uploaded them failed (the upload is
+    /// retried in the background); as [`Stash::flush`] for the local commit.
+    pub fn flush(&self) -> Result<()> {
+        if self.stash.is_read_only() {
+            return self.push().map(drop);
+        }
+        self.stash.flush()?;
+        match &self.stash.behind {
+            Some(behind) => behind.wait(),
+            None => self.push().map(drop),
+        }
+    }
+}
+
+impl Stash {
     /// Pushes `keys` (those the remote lacks), or every stored object the remote lacks.
     pub(super) fn push_to(&self, remote: &Remote, keys: Option<Vec<Key>>) -> Result<PushReport> {
         let before = remote.requests();
@@ -124,27 +168,18 @@ impl Stash {
             pack_size: remote.config.pack_size as usize,
             corrupt: &corrupt,
         };
-        let (packs, objects, bytes) = remote.upload(packs)?;
-        report.packs = packs;
-        report.objects = objects;
-        report.bytes = bytes;
+        let uploaded = remote.upload(packs)?;
+        report.packs = uploaded.packs;
+        report.objects = uploaded.objects;
+        report.bytes = uploaded.bytes;
         report.corrupt = corrupt.into_inner();
         report.requests = remote.requests() - before;
         Ok(report)
     }
 
-    /// Fetches every object the remote holds and the stash lacks, checks each and stores
-    /// it. Objects of a damaged pack that fail their check are left out and the pack is
-    /// named in the report; everything else is stored.
-    ///
-    /// # Errors
-    /// [`Error::ReadOnly`] for a read-only handle; [`Error::InvalidConfig`] without a
-    /// remote; [`Error::Remote`] if the remote fails (objects stored before stay stored).
-    pub fn pull(&self) -> Result<PullReport> {
-        let remote = self.remote()?;
-        if self.read_only {
-            return Err(Error::ReadOnly { path: self.path.clone() });
-        }
+    /// Pulls what `remote` holds and the stash lacks (see [`RemoteTier::pull`]).
+    fn pull_from(&self, remote: &Remote) -> Result<PullReport> {
+        self.writer()?;
         let before = remote.requests();
         let status = remote.refresh()?;
         let mut report = PullReport::default();
@@ -229,7 +264,7 @@ impl Stash {
                     let member = member?;
                     let raw =
                         remote::check(location, &member).inspect_err(|e| log::error!("{e}"))?;
-                    if !self.read_only {
+                    if !self.is_read_only() {
                         self.store_checked(location, &raw, &member)?;
                     }
                     Ok(raw)
@@ -252,7 +287,7 @@ impl Stash {
     /// Stores an object fetched and checked: as the gzip member it came in when the stash
     /// stores gzip (no second compression), else saved as any new object.
     fn store_checked(&self, location: &Location, raw: &[u8], member: &[u8]) -> Result<()> {
-        if self.codec == Codec::Gzip && raw.len() as u64 <= self.max_object {
+        if self.saving.codec == Codec::Gzip && raw.len() as u64 <= self.saving.max_object {
             let row = Row {
                 key: location.entry.key,
                 raw_len: location.entry.raw_len,
@@ -315,7 +350,7 @@ impl<'a, I: Iterator<Item = &'a [Key]>> Packer<'a, I> {
                     let (raw_len, data) = row?;
                     match codec::decode_checked(key, raw_len, &data, &stash.dicts) {
                         Ok(raw) if data.starts_with(&dict::MAGIC) => {
-                            Some((*key, raw_len as u64, codec::compress(&raw, stash.level)))
+                            Some((*key, raw_len as u64, codec::compress(&raw, stash.saving.level)))
                         }
                         Ok(_) => Some((*key, raw_len as u64, data.to_vec())),
                         Err(e) => {

@@ -1,10 +1,8 @@
 //! Removing objects: one transaction for any number of keys, committed before returning.
 
-use crossbeam_channel::bounded;
-
 use crate::error::Result;
 use crate::key::Key;
-use crate::writer::Message;
+use crate::writer::Remove;
 
 use super::Stash;
 
@@ -29,8 +27,6 @@ impl Stash {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let (ack, done) = bounded(1);
-        self.send(Message::Remove(keys.to_vec(), ack))?;
-        self.wait(&done)
+        self.ask(|answer| Box::new(Remove { keys: keys.to_vec(), answer, found: Vec::new() }))
     }
 }

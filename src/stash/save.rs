@@ -11,12 +11,26 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use crate::codec;
+use crate::dict::Codec;
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::pending::Row;
 use crate::writer::Message;
 
 use super::Stash;
+
+/// What saving needs, settled once by the open sequence.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Saving {
+    /// The gzip level of new objects.
+    pub level: u32,
+    /// The codec new objects are written with, as the stash records it.
+    pub codec: Codec,
+    /// The largest object a save accepts.
+    pub max_object: u64,
+    /// Bytes of first objects sampled to train a dictionary (zstd-dict).
+    pub sample_bytes: usize,
+}
 
 /// Objects `save_all` looks up in one read transaction.
 pub(super) const SAVE_CHUNK: usize = 256;
@@ -47,7 +61,7 @@ impl Stash {
     /// the lookup fails.
     pub fn save(&self, object: &[u8]) -> Result<Key> {
         // A read-only handle refuses every save, of a stored object too.
-        self.sender()?;
+        self.writer()?;
         self.check_size(object)?;
         let key = Key::of(object);
         if !self.known(std::slice::from_ref(&key))?[0] {
@@ -78,7 +92,7 @@ impl Stash {
         object: impl Fn(&I) -> &[u8] + Sync,
         then: impl Fn(&[I], &[Saved]) -> Result<()> + Sync,
     ) -> Result<Vec<Key>> {
-        self.sender()?;
+        self.writer()?;
         for item in items {
             self.check_size(object(item))?;
         }
@@ -116,8 +130,8 @@ impl Stash {
 
     fn check_size(&self, object: &[u8]) -> Result<()> {
         let size = object.len() as u64;
-        if size > self.max_object {
-            return Err(Error::TooLarge { size, limit: self.max_object });
+        if size > self.saving.max_object {
+            return Err(Error::TooLarge { size, limit: self.saving.max_object });
         }
         Ok(())
     }
@@ -172,7 +186,7 @@ impl Stash {
     /// Compresses an object found not stored and queues it for the writer; whether this
     /// call queued it (not if another save had queued it meanwhile).
     fn send_new(&self, key: Key, object: &[u8]) -> Result<bool> {
-        self.sender()?;
+        self.writer()?;
         // A duplicate earlier in the same batch call may have been queued meanwhile.
         if self.shared.pending.contains(&key) {
             return Ok(false);
@@ -181,7 +195,7 @@ impl Stash {
         let row = Row {
             key,
             raw_len: object.len() as u64,
-            data: Arc::new(codec::encode(object, self.level, dict.as_deref())),
+            data: Arc::new(codec::encode(object, self.saving.level, dict.as_deref())),
         };
         self.shared.pending.insert(row.clone());
         let sent = self.send(Message::Save(row.clone()));

@@ -9,11 +9,9 @@
 
 use std::sync::Arc;
 
-use crossbeam_channel::Sender;
-
 use crate::dict::{self, Codec, Dictionaries, Dictionary};
 use crate::error::{Error, Result};
-use crate::writer::Message;
+use crate::writer::{self as ops, Message};
 
 use super::Stash;
 use super::save::SAVE_CHUNK;
@@ -46,17 +44,17 @@ impl Stash {
     /// [`Error::Training`] unless the stash's codec is [`Codec::ZstdDict`], or when it
     /// holds too few objects to train on; as [`Stash::flush`] otherwise.
     pub fn train(&self) -> Result<u32> {
-        if self.codec != Codec::ZstdDict {
+        if self.saving.codec != Codec::ZstdDict {
             return Err(Error::training(format!(
                 "the stash's codec is {}; dictionaries are for zstd-dict",
-                self.codec
+                self.saving.codec
             )));
         }
         let totals = self.totals()?;
         // A uniform sample of the stored objects (reservoir sampling), sized to the sample
         // bytes by the mean object size: retraining sees what the stash holds now.
         let mean = (totals.raw_bytes / totals.objects.max(1)).max(1) as usize;
-        let wanted = (self.sample_bytes / mean).max(dict::MIN_SAMPLES);
+        let wanted = (self.saving.sample_bytes / mean).max(dict::MIN_SAMPLES);
         let mut rng = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0x9E37_79B9, |d| d.as_nanos() as u64)
@@ -82,7 +80,7 @@ impl Stash {
         }
         // An explicit training ends any sampling of first objects.
         *self.trainer.lock().unwrap_or_else(|p| p.into_inner()) = Trainer::Off;
-        let id = train_and_send(&samples, self.sender()?, &self.dicts)?;
+        let id = self.train_and_send(&samples)?;
         self.flush()?;
         Ok(id)
     }
@@ -90,7 +88,7 @@ impl Stash {
     /// The dictionary a new object is compressed with. While the codec wants one and none
     /// exists, the object joins the training sample (and is gzipped).
     pub(super) fn dictionary_for(&self, object: &[u8]) -> Option<Arc<Dictionary>> {
-        if self.codec != Codec::ZstdDict {
+        if self.saving.codec != Codec::ZstdDict {
             return None;
         }
         let current = self.dicts.current();
@@ -108,7 +106,7 @@ impl Stash {
         let Trainer::Sampling { samples, bytes } = &mut *trainer else { return };
         samples.push(object.to_vec());
         *bytes += object.len();
-        if *bytes < self.sample_bytes {
+        if *bytes < self.saving.sample_bytes {
             return;
         }
         let samples = std::mem::take(samples);
@@ -125,37 +123,31 @@ impl Stash {
             Ok(None) => {}
             Err(e) => log::warn!("objstash: looking for a stored dictionary failed ({e})"),
         }
-        let trained =
-            self.sender().and_then(|sender| train_and_send(&samples, sender, &self.dicts));
+        let trained = self.train_and_send(&samples);
         if let Err(e) = trained {
             log::warn!("objstash: no dictionary ({e}); objects stay gzipped");
         }
     }
-}
 
-/// Trains a dictionary on `samples`, queues it for the writer, then makes it current: a
-/// row compressed with it can only be queued after the dictionary itself.
-fn train_and_send(
-    samples: &[Vec<u8>],
-    sender: &Sender<Message>,
-    dicts: &Dictionaries,
-) -> Result<u32> {
-    let dict = Arc::new(Dictionary::train(samples).map_err(Error::training)?);
-    if let Some(known) = dicts.get(dict.id) {
-        if known.bytes != dict.bytes {
-            return Err(Error::training(format!(
-                "the new dictionary's id {} is already taken; train again on another sample",
-                dict.id
-            )));
+    /// Trains a dictionary on `samples`, queues it for the writer, then makes it current: a
+    /// row compressed with it can only be queued after the dictionary itself.
+    fn train_and_send(&self, samples: &[Vec<u8>]) -> Result<u32> {
+        let dict = Arc::new(Dictionary::train(samples).map_err(Error::training)?);
+        if let Some(known) = self.dicts.get(dict.id) {
+            if known.bytes != dict.bytes {
+                return Err(Error::training(format!(
+                    "the new dictionary's id {} is already taken; train again on another sample",
+                    dict.id
+                )));
+            }
+            // The same sample trained the same dictionary: it is stored already.
+            self.dicts.add(known);
+            return Ok(dict.id);
         }
-        // The same sample trained the same dictionary: it is stored already.
-        dicts.add(known);
-        return Ok(dict.id);
+        let op = ops::Dictionary { dict: Arc::clone(&dict), samples: samples.len() };
+        self.send(Message::Op(Box::new(op)))?;
+        let id = dict.id;
+        self.dicts.add(dict);
+        Ok(id)
     }
-    sender.send(Message::Dictionary(Arc::clone(&dict), samples.len())).map_err(|_| {
-        Error::WriterStopped { reason: "the stash is closing".to_string(), source: None }
-    })?;
-    let id = dict.id;
-    dicts.add(dict);
-    Ok(id)
 }

@@ -137,7 +137,7 @@ impl Stash {
         let mut listed: HashSet<Key> =
             report.corrupt.iter().chain(&report.unreachable).copied().collect();
         let mut untrusted = HashSet::new();
-        let scanned = pagescan::scan(&self.path, |(key, raw_len, data)| {
+        let scanned = pagescan::scan(self.path(), |(key, raw_len, data)| {
             if listed.contains(&key) {
                 return;
             }
@@ -160,7 +160,7 @@ impl Stash {
             }
         });
         // The key indexes name rows whose cells are too damaged to be read at all.
-        let indexed = pagescan::scan_index_keys(&self.path, |key| {
+        let indexed = pagescan::scan_index_keys(self.path(), |key| {
             if !listed.contains(&key) && !untrusted.contains(&key) && self.get(&key).is_err() {
                 report.corrupt.push(key);
                 listed.insert(key);

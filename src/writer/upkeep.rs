@@ -5,12 +5,14 @@
 
 use std::time::Duration;
 
-use rusqlite::params;
-
-use super::{Failure, Stop, Trim, Writer};
+use super::Trim;
+use super::run::Writer;
+use super::stop::{Failure, Stop, StopContext};
+use super::tx;
 use crate::error::sqlite_code;
 use crate::evict::{self, EVICT_ROWS, Marks, Space, VACUUM_PAGES};
 use crate::key::Key;
+use crate::names;
 use crate::schema::{self, Delta};
 use crate::stats::Evicted;
 use crate::uses;
@@ -24,34 +26,20 @@ const LOG_WAIT: Duration = Duration::from_millis(200);
 const EVICT_STEPS: usize = 4;
 
 /// A one-off eviction under way.
-pub(super) struct Job {
+pub(crate) struct Job {
     pub(super) trim: Trim,
-    pub(super) done: Evicted,
+    done: Evicted,
     /// Whether the objects unused since the job's time are all evicted.
-    pub(super) aged_out: bool,
+    aged_out: bool,
+}
+
+impl Job {
+    pub(super) fn new(trim: Trim) -> Self {
+        Job { trim, done: Evicted::default(), aged_out: false }
+    }
 }
 
 impl Writer {
-    /// Writes the uses recorded in memory into the open transaction, in key order. Uses
-    /// are a hint for eviction, not data: one that cannot be written (a damaged index that
-    /// the next open will rebuild) is logged and dropped, never a reason to stop writing.
-    pub(super) fn write_uses(&self) -> Result<(), Stop> {
-        let schema = &self.shared.schema;
-        for (key, used) in self.shared.uses.take() {
-            let table = schema.table(&key);
-            let written = self
-                .conn
-                .prepare_cached(&table.touch)
-                .and_then(|mut stmt| stmt.execute(params![&key.as_bytes()[..], used]));
-            if let Err(e) = written {
-                log::warn!("objstash: the uses of objects could not be recorded: {e}");
-                self.shared.uses.take();
-                break;
-            }
-        }
-        Ok(())
-    }
-
     /// Reads the size cap the stash records (another handle may have changed it) and sizes
     /// the write-ahead log to it.
     pub(super) fn read_cap(&mut self) -> Result<(), Stop> {
@@ -66,7 +54,7 @@ impl Writer {
             self.conn
                 .pragma_update(None, "journal_size_limit", limit)
                 .and_then(|()| self.conn.pragma_update(None, "wal_autocheckpoint", pages))
-                .map_err(|e| Stop::sqlite("sizing the write-ahead log", e))?;
+                .stop(|| "sizing the write-ahead log".into())?;
             self.cap = cap;
         }
         Ok(())
@@ -81,7 +69,8 @@ impl Writer {
                 Ok(()) => {}
                 Err(Failure::Busy) => {
                     let job = self.jobs.pop_front().expect("a job is under way");
-                    let _ = job.trim.ack.send(Err(self.busy_error()));
+                    let busy = "another process held the stash's write lock";
+                    job.trim.answer.send(Err(self.shared.busy_error(busy)));
                 }
                 Err(Failure::Fatal(stop)) => return Err(stop),
             }
@@ -92,9 +81,9 @@ impl Writer {
         if let Some(cap) = self.cap {
             let marks = Marks::of(cap);
             self.bound_log(&marks);
-            let over = space.in_use() > marks.high || (self.owed && space.in_use() > marks.low);
+            let over = space.in_use() > marks.high || (self.evicting && space.in_use() > marks.low);
             if over {
-                self.settled = false;
+                self.checkpoint_owed = true;
                 // At most one batch's bytes a transaction, which bounds the log; as many
                 // transactions as it takes to free what one batch of saves adds, so that
                 // eviction keeps up with saving.
@@ -102,39 +91,43 @@ impl Writer {
                 for _ in 0..EVICT_STEPS {
                     let need = (space.in_use() - marks.low).min(marks.batch_bytes as u64);
                     match self.evict(now - self.grace, self.stored_for(need, &space)?) {
-                        Ok(evicted) => self.owed = evicted.objects > 0,
-                        Err(Failure::Busy) => self.owed = false,
+                        Ok(evicted) => self.evicting = evicted.objects > 0,
+                        Err(Failure::Busy) => self.evicting = false,
                         Err(Failure::Fatal(stop)) => return Err(stop),
                     }
                     space = self.space()?;
-                    if !self.owed || space.in_use() <= marks.high {
+                    if !self.evicting || space.in_use() <= marks.high {
                         break;
                     }
                 }
-                if self.owed && space.in_use() > marks.low {
+                if self.evicting && space.in_use() > marks.low {
                     return Ok(true);
                 }
             }
-            self.owed = false;
+            self.evicting = false;
         }
         let reserve = self.cap.map_or_else(Marks::uncapped_reserve, |cap| Marks::of(cap).reserve);
         if self.incremental && space.free_bytes() > reserve {
             let pages = (space.free_bytes() - reserve).div_ceil(space.page_size);
-            self.settled = false;
+            self.checkpoint_owed = true;
             match self.vacuum(pages.min(self.step_pages())) {
                 Ok(()) => return Ok(true),
                 Err(Failure::Busy) => return Ok(false),
                 Err(Failure::Fatal(stop)) => return Err(stop),
             }
         }
-        if !self.settled {
-            self.settled = true;
+        if self.checkpoint_owed {
+            self.checkpoint_owed = false;
             self.checkpoint();
         }
         if !self.shared.uses.is_empty() {
             // Uses are a hint (see `write_uses`): a failure to write them is no reason to
             // stop, and a damaged file is rebuilt by the next open.
-            if let Err(Failure::Fatal(stop)) = self.transaction(|writer| writer.write_uses()) {
+            let written = self.transaction(|writer| {
+                tx::write_uses(&writer.conn, &writer.shared);
+                Ok(())
+            });
+            if let Err(Failure::Fatal(stop)) = written {
                 log::warn!("objstash: the uses of objects could not be recorded: {stop:?}");
                 self.shared.uses.take();
             }
@@ -196,15 +189,15 @@ impl Writer {
     /// log holds a copy of the file until the checkpoint that ends the trim.
     fn convert(&mut self) -> Result<(), Failure> {
         // Another handle may have converted it since this one opened.
-        self.incremental = evict::incremental(&self.conn)
-            .map_err(|e| Stop::sqlite("reading the vacuum mode", e))?;
+        self.incremental =
+            evict::incremental(&self.conn).stop(|| "reading the vacuum mode".into())?;
         if self.incremental {
             return Ok(());
         }
         log::info!(
             "objstash: {} was made before incremental vacuum; rewriting it once so that it \
              gives free pages back",
-            self.path.display()
+            self.shared.path.display()
         );
         let converted = self
             .conn
@@ -212,8 +205,8 @@ impl Writer {
             .and_then(|()| self.conn.execute_batch("VACUUM"));
         match converted {
             Ok(()) => {
-                self.incremental = evict::incremental(&self.conn)
-                    .map_err(|e| Stop::sqlite("reading the vacuum mode", e))?;
+                self.incremental =
+                    evict::incremental(&self.conn).stop(|| "reading the vacuum mode".into())?;
                 Ok(())
             }
             Err(e) if sqlite_code(&e) == Some(rusqlite::ErrorCode::DatabaseBusy) => {
@@ -229,9 +222,9 @@ impl Writer {
         if let Err(e) = self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
             log::debug!("objstash: checkpoint after a trim: {e}");
         }
-        self.settled = true;
+        self.checkpoint_owed = false;
         if let Some(job) = self.jobs.pop_front() {
-            let _ = job.trim.ack.send(Ok(job.done));
+            job.trim.answer.send(Ok(job.done));
         }
     }
 
@@ -258,7 +251,7 @@ impl Writer {
     /// saves looking keys up all the time that moment may not come, and the log grows. A
     /// `RESTART` checkpoint waits (briefly) for the readers to move on.
     fn bound_log(&self, marks: &Marks) {
-        let log = crate::files::sibling(&self.path, "-wal");
+        let log = crate::files::sibling(&self.shared.path, "-wal");
         let bytes = std::fs::metadata(log).map_or(0, |m| m.len());
         if bytes <= marks.log {
             return;
@@ -267,9 +260,9 @@ impl Writer {
             .conn
             .busy_timeout(LOG_WAIT)
             .and_then(|()| self.conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(())));
-        if let Err(e) = restarted.and_then(|()| self.conn.busy_timeout(self.busy)) {
+        if let Err(e) = restarted.and_then(|()| self.conn.busy_timeout(self.shared.busy)) {
             log::debug!("objstash: restarting the write-ahead log: {e}");
-            let _ = self.conn.busy_timeout(self.busy);
+            let _ = self.conn.busy_timeout(self.shared.busy);
         }
     }
 
@@ -281,7 +274,7 @@ impl Writer {
     }
 
     fn space(&self) -> Result<Space, Stop> {
-        Space::read(&self.conn).map_err(|e| Stop::sqlite("reading the database's size", e))
+        Space::read(&self.conn).stop(|| "reading the database's size".into())
     }
 
     /// Evicts, in one transaction, the least recently used unpinned objects used before
@@ -289,20 +282,20 @@ impl Writer {
     fn evict(&mut self, before: i64, stored_bytes: u64) -> Result<Evicted, Failure> {
         let evicted = self.transaction(|writer| {
             // Uses recorded in memory first, so that they count.
-            writer.write_uses()?;
+            tx::write_uses(&writer.conn, &writer.shared);
             let uses = &writer.shared.uses;
             let schema = &writer.shared.schema;
             let recent = |key: &Key| uses.recorded(key).is_some_and(|used| used >= before);
             let victims =
                 evict::oldest(&writer.conn, schema, before, EVICT_ROWS, stored_bytes, recent)
-                    .map_err(|e| Stop::sqlite("choosing objects to evict", e))?;
+                    .stop(|| "choosing objects to evict".into())?;
             if victims.is_empty() {
                 return Ok(Evicted::default());
             }
-            let names = writer.names_table()?;
+            let names = writer.shared.names.table_known() || names::table_exists(&writer.conn)?;
             let mut delta = Delta::default();
             evict::delete(&writer.conn, schema, &victims, names, &mut delta)
-                .map_err(|e| Stop::sqlite("evicting objects", e))?;
+                .stop(|| "evicting objects".into())?;
             schema::add_totals(&writer.conn, &delta)?;
             Ok(Evicted { objects: delta.evicted as u64, stored_bytes: delta.evicted_bytes as u64 })
         })?;
@@ -313,26 +306,7 @@ impl Writer {
     /// Gives up to `pages` free pages back to the file system, in one transaction.
     fn vacuum(&mut self, pages: u64) -> Result<(), Failure> {
         self.transaction(|writer| {
-            evict::vacuum(&writer.conn, pages)
-                .map_err(|e| Stop::sqlite("giving free pages back", e))
+            evict::vacuum(&writer.conn, pages).stop(|| "giving free pages back".into())
         })
-    }
-
-    /// Runs `work` in a transaction of its own.
-    pub(super) fn transaction<T>(
-        &mut self,
-        work: impl FnOnce(&Self) -> Result<T, Stop>,
-    ) -> Result<T, Failure> {
-        self.begin()?;
-        let done = work(self).and_then(|value| {
-            self.conn
-                .execute_batch("COMMIT")
-                .map(|()| value)
-                .map_err(|e| Stop::sqlite("committing", e))
-        });
-        if done.is_err() {
-            let _ = self.conn.execute_batch("ROLLBACK");
-        }
-        Ok(done?)
     }
 }

@@ -1,0 +1,369 @@
+//! The writer thread: its state, its loop, and how a batch is gathered, written and
+//! committed, or given up.
+//!
+//! The loop takes a message when one is waiting, gathers a batch around it, commits it and
+//! answers its operations; between batches, and whenever no message comes for a while, it
+//! runs one step of upkeep (`writer/upkeep.rs`). A batch that could not start because
+//! another handle held the write lock is kept, and tried again; anything else that fails
+//! stops the writer for good.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
+use rusqlite::Connection;
+
+use super::batch::{self, Batch, Entry, JOURNAL_BUDGET, LINGER, Limit, MAX_BATCH_AGE, RUN_ROWS};
+use super::op::{After, Message};
+use super::stop::{Failure, Stop, StopContext};
+use super::tx::{self, Tx};
+use super::upkeep::Job;
+use super::{Shared, WriterConfig};
+use crate::error::{Error, Result, sqlite_code};
+use crate::evict::{self, MAX_BATCH_BYTES, Marks};
+use crate::names;
+use crate::schema;
+use crate::uses;
+
+/// Tries of a kept batch after its senders are gone before the writer gives up on it.
+const TRIES_AT_CLOSE: u32 = 3;
+
+/// What the writer thread owns.
+pub(super) struct Writer {
+    pub(super) conn: Connection,
+    pub(super) shared: Arc<Shared>,
+    pub(super) batch_size: usize,
+    /// Objects stored (by this handle's estimate: other processes add theirs), kept
+    /// current by each commit; it only sizes batches.
+    pub(super) objects: u64,
+    pub(super) page_size: u64,
+    /// Whether every sender is gone (the handle is closing).
+    senders_gone: bool,
+    /// Milliseconds after its last use during which an object is not evicted.
+    pub(super) grace: i64,
+    /// The size cap the stash records, read after every commit (another handle may set it).
+    pub(super) cap: Option<u64>,
+    /// Whether the database gives free pages back (`auto_vacuum = INCREMENTAL`).
+    pub(super) incremental: bool,
+    /// One-off evictions waiting or under way, in order.
+    pub(super) jobs: VecDeque<Job>,
+    /// Whether an eviction down to the cap is under way: the stash went over its
+    /// high-water mark and is not yet down to its low-water mark.
+    pub(super) evicting: bool,
+    /// Whether upkeep changed the file since the last checkpoint it ran.
+    pub(super) checkpoint_owed: bool,
+}
+
+/// What the loop does next.
+enum Next {
+    /// Gather a batch around this message.
+    Batch(Message),
+    /// Nothing is waiting: a step of upkeep.
+    Upkeep,
+    /// The handle is closing and everything it sent is done.
+    Close,
+}
+
+/// Marks the writer stopped if its thread unwinds.
+struct PanicGuard<'a>(&'a Shared);
+
+impl Drop for PanicGuard<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.stop(Stop::new("the writer thread panicked"));
+        }
+    }
+}
+
+impl Writer {
+    pub(super) fn new(conn: Connection, shared: Arc<Shared>, config: WriterConfig) -> Result<Self> {
+        let objects = schema::read_totals(&conn)?.objects;
+        let page_size: i64 = conn
+            .pragma_query_value(None, "page_size", |r| r.get(0))
+            .map_err(|e| Error::db("reading the page size", e))?;
+        let incremental =
+            evict::incremental(&conn).map_err(|e| Error::db("reading the vacuum mode", e))?;
+        let mut writer = Writer {
+            conn,
+            shared,
+            batch_size: config.batch_size,
+            objects,
+            page_size: page_size.max(512) as u64,
+            senders_gone: false,
+            grace: uses::millis(config.spared),
+            cap: None,
+            incremental,
+            jobs: VecDeque::new(),
+            evicting: false,
+            checkpoint_owed: false,
+        };
+        writer.read_cap().map_err(Stop::into_error)?;
+        Ok(writer)
+    }
+
+    pub(super) fn run(mut self, rx: Receiver<Message>) {
+        let shared = Arc::clone(&self.shared);
+        let _guard = PanicGuard(&shared);
+        let mut batch = Batch::default();
+        let mut tries_at_close = 0;
+        let mut upkeep_owed = false;
+        loop {
+            if batch.is_empty() {
+                match self.next(&rx, upkeep_owed) {
+                    Next::Batch(message) => batch.push(message),
+                    Next::Upkeep => {
+                        match self.upkeep() {
+                            Ok(owed) => upkeep_owed = owed,
+                            Err(stop) => return self.fail(stop, batch),
+                        }
+                        continue;
+                    }
+                    Next::Close => break,
+                }
+            }
+            match self.gather_and_commit(&rx, &mut batch) {
+                Ok(()) => {
+                    self.settle(std::mem::take(&mut batch));
+                    match self.read_cap().and_then(|()| self.upkeep()) {
+                        Ok(owed) => upkeep_owed = owed,
+                        Err(stop) => return self.fail(stop, Batch::default()),
+                    }
+                }
+                Err(Failure::Busy) => {
+                    self.refuse_waiting(&mut batch);
+                    if self.senders_gone {
+                        tries_at_close += 1;
+                        if tries_at_close >= TRIES_AT_CLOSE {
+                            let stop = Stop::new(format!(
+                                "{} objects could not be written: another process held the \
+                                 stash's write lock for longer than {:?}, {TRIES_AT_CLOSE} times",
+                                batch.rows(),
+                                self.shared.busy
+                            ));
+                            return self.fail(stop, batch);
+                        }
+                    }
+                }
+                Err(Failure::Fatal(stop)) => return self.fail(stop, batch),
+            }
+        }
+        // The handle is closing: the reads it recorded last still count.
+        if !self.shared.uses.is_empty()
+            && let Err(Failure::Fatal(stop)) = self.transaction(|writer| {
+                tx::write_uses(&writer.conn, &writer.shared);
+                Ok(())
+            })
+        {
+            log::warn!("objstash: the last uses of objects could not be recorded: {stop:?}");
+        }
+    }
+
+    /// The next thing to do. With upkeep owed, a message is taken only if one is waiting:
+    /// saves go first, upkeep runs between batches.
+    fn next(&mut self, rx: &Receiver<Message>, upkeep_owed: bool) -> Next {
+        if upkeep_owed {
+            match rx.try_recv() {
+                Ok(message) => Next::Batch(message),
+                Err(TryRecvError::Empty) => Next::Upkeep,
+                Err(TryRecvError::Disconnected) => Next::Close,
+            }
+        } else {
+            match rx.recv_timeout(uses::RECORD_EVERY) {
+                Ok(message) => Next::Batch(message),
+                Err(RecvTimeoutError::Timeout) => Next::Upkeep,
+                Err(RecvTimeoutError::Disconnected) => Next::Close,
+            }
+        }
+    }
+
+    /// Gathers more of `batch` (until it is full, an operation asks for a commit, or no
+    /// message has come for a while) and commits it. Rows are written into the open
+    /// transaction in sorted runs as they arrive, so SQLite works while producers are still
+    /// compressing; only the commit waits for the end of the batch.
+    fn gather_and_commit(
+        &mut self,
+        rx: &Receiver<Message>,
+        batch: &mut Batch,
+    ) -> Result<(), Failure> {
+        let limit = self.limit();
+        let deadline = Instant::now() + MAX_BATCH_AGE;
+        while !batch.ready(limit) {
+            let message = match rx.try_recv() {
+                Ok(message) => message,
+                Err(TryRecvError::Disconnected) => {
+                    self.senders_gone = true;
+                    break;
+                }
+                Err(TryRecvError::Empty) => {
+                    match rx.recv_deadline(deadline.min(Instant::now() + LINGER)) {
+                        Ok(message) => message,
+                        Err(RecvTimeoutError::Timeout) => break,
+                        Err(RecvTimeoutError::Disconnected) => {
+                            self.senders_gone = true;
+                            break;
+                        }
+                    }
+                }
+            };
+            batch.push(message);
+            if batch.unwritten() >= RUN_ROWS {
+                self.write(batch)?;
+            }
+        }
+        self.write(batch)?;
+        self.commit(batch)
+    }
+
+    /// Writes the entries not yet written into the batch's transaction, opening it first if
+    /// any of them writes.
+    fn write(&mut self, batch: &mut Batch) -> Result<(), Failure> {
+        if !batch.open {
+            if !batch.writes() {
+                return Ok(());
+            }
+            self.begin()?;
+            batch.open = true;
+        }
+        let Batch { entries, written, tx: state, .. } = batch;
+        let mut tx = Tx { conn: &self.conn, shared: &self.shared, written: state };
+        for entry in &mut entries[*written..] {
+            match entry {
+                Entry::Save(row) => tx.queue_row(row.clone()),
+                Entry::Op(op) => op.apply(&mut tx)?,
+            }
+            if tx.written.queued() >= RUN_ROWS {
+                tx.write_run()?;
+            }
+        }
+        tx.write_run()?;
+        *written = entries.len();
+        Ok(())
+    }
+
+    /// Commits the batch's transaction, with the uses recorded so far and the totals.
+    fn commit(&mut self, batch: &mut Batch) -> Result<(), Failure> {
+        if !batch.open {
+            return Ok(());
+        }
+        tx::write_uses(&self.conn, &self.shared);
+        schema::add_totals(&self.conn, &batch.tx.totals)?;
+        self.conn.execute_batch("COMMIT").stop(|| "committing a batch".into())?;
+        batch.open = false;
+        if !self.shared.names.table_known() && names::table_exists(&self.conn)? {
+            self.shared.names.table_made();
+        }
+        self.objects = self.objects.saturating_add_signed(batch.tx.totals.objects);
+        Ok(())
+    }
+
+    /// Starts a write transaction: [`Failure::Busy`] when another handle kept the write
+    /// lock for the busy timeout. A stash that a newer objstash has moved to a format this
+    /// version does not know (another process may do so at any time) stops the writer
+    /// rather than be written in the old way.
+    pub(super) fn begin(&self) -> Result<(), Failure> {
+        match self.conn.execute_batch("BEGIN IMMEDIATE") {
+            Ok(()) => {}
+            Err(e) if sqlite_code(&e) == Some(rusqlite::ErrorCode::DatabaseBusy) => {
+                return Err(Failure::Busy);
+            }
+            Err(e) => return Err(Stop::sqlite("starting a transaction", e).into()),
+        }
+        let newer = match self.conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)) {
+            Ok(version) if version <= schema::FORMAT_VERSION => return Ok(()),
+            Ok(version) => Stop::new(format!(
+                "a newer objstash changed the stash to format {version} while this handle had \
+                 it open (this version writes format {} and older); reopen it with the newer \
+                 version",
+                schema::FORMAT_VERSION
+            )),
+            Err(e) => Stop::sqlite("reading the format version", e),
+        };
+        let _ = self.conn.execute_batch("ROLLBACK");
+        Err(newer.into())
+    }
+
+    /// Runs `work` in a transaction of its own.
+    pub(super) fn transaction<T>(
+        &mut self,
+        work: impl FnOnce(&Self) -> Result<T, Stop>,
+    ) -> Result<T, Failure> {
+        self.begin()?;
+        let done = work(self).and_then(|value| {
+            self.conn.execute_batch("COMMIT").map(|()| value).stop(|| "committing".into())
+        });
+        if done.is_err() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+        Ok(done?)
+    }
+
+    /// After a commit: forgets the committed rows from the pending map and answers every
+    /// operation of the batch.
+    fn settle(&mut self, batch: Batch) {
+        let mut after = After { shared: &self.shared, jobs: &mut self.jobs };
+        for entry in batch.entries {
+            match entry {
+                Entry::Save(row) => after.shared.pending.settle(&row),
+                Entry::Op(op) => op.committed(&mut after),
+            }
+        }
+    }
+
+    /// After a busy timeout: the operations callers wait for get `Busy`; saves, and
+    /// operations nobody waits for, stay in the batch (saves readable from the pending map)
+    /// to be written on the next try.
+    fn refuse_waiting(&self, batch: &mut Batch) {
+        debug_assert!(!batch.open && batch.written == 0, "busy only before the first write");
+        let busy = || self.shared.busy_error("another process held the stash's write lock");
+        let entries = std::mem::take(&mut batch.entries);
+        let mut kept = Batch::default();
+        for entry in entries {
+            match entry {
+                Entry::Save(row) => kept.push(Message::Save(row)),
+                Entry::Op(op) => {
+                    if let Some(op) = op.abandoned(busy(), true) {
+                        kept.push(Message::Op(op));
+                    }
+                }
+            }
+        }
+        *batch = kept;
+    }
+
+    /// Stops the writer for good: rolls back, records why, and answers everyone waiting.
+    fn fail(&mut self, stop: Stop, batch: Batch) {
+        if batch.open {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+        self.shared.stop(stop.clone());
+        for entry in batch.entries {
+            if let Entry::Op(op) = entry {
+                op.abandoned(stop.clone().into_error(), false);
+            }
+        }
+        for job in self.jobs.drain(..) {
+            job.trim.answer.send(Err(stop.clone().into_error()));
+        }
+    }
+
+    /// How large the next batch may grow: rows bounded by the journal budget, bytes by the
+    /// cap (see `evict.rs`).
+    fn limit(&self) -> Limit {
+        // Under a cap, the log's share bounds the index pages a batch may change: what is
+        // left of it beside the batch's own rows.
+        let (budget, bytes) = self.cap.map_or((JOURNAL_BUDGET, MAX_BATCH_BYTES), |cap| {
+            let marks = Marks::of(cap);
+            ((marks.log - marks.batch_bytes as u64) as f64, marks.batch_bytes)
+        });
+        Limit {
+            rows: batch::journal_bounded_rows(
+                self.batch_size,
+                self.objects,
+                self.page_size,
+                budget,
+            ),
+            bytes,
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! Why the writer stopped, and why a batch was not committed.
+//!
+//! A failed SQLite call inside the writer is a [`Stop`]: words the user can act on and the
+//! error behind them. A batch whose transaction could not even start because another
+//! handle held the write lock is [`Failure::Busy`]: it is kept and tried again.
+
+use std::sync::Arc;
+
+use crate::error::{Error, sqlite_code};
+
+/// Why the writer stopped: words for the user and, when there was one, the error behind it.
+#[derive(Clone, Debug)]
+pub(crate) struct Stop {
+    reason: String,
+    cause: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+impl Stop {
+    pub(crate) fn new(reason: impl Into<String>) -> Self {
+        Stop { reason: reason.into(), cause: None }
+    }
+
+    /// A failed SQLite call, described for the user and kept as the cause.
+    pub(crate) fn sqlite(what: &str, e: rusqlite::Error) -> Self {
+        Stop { reason: describe(what, &e), cause: Some(Arc::new(e)) }
+    }
+
+    pub(crate) fn reason(&self) -> &str {
+        &self.reason
+    }
+
+    /// The error a caller gets.
+    pub(crate) fn into_error(self) -> Error {
+        Error::WriterStopped { reason: self.reason, source: self.cause }
+    }
+}
+
+impl From<Error> for Stop {
+    fn from(e: Error) -> Self {
+        Stop { reason: e.to_string(), cause: Some(Arc::new(e)) }
+    }
+}
+
+/// Turns a SQLite result into a [`Stop`] that says what the writer was doing.
+pub(crate) trait StopContext<T> {
+    fn stop(self, what: impl FnOnce() -> String) -> Result<T, Stop>;
+}
+
+impl<T> StopContext<T> for rusqlite::Result<T> {
+    fn stop(self, what: impl FnOnce() -> String) -> Result<T, Stop> {
+        self.map_err(|e| Stop::sqlite(&what(), e))
+    }
+}
+
+/// Why a batch was not committed.
+pub(crate) enum Failure {
+    /// Another handle held the write lock for longer than the busy timeout: the batch is
+    /// kept and tried again.
+    Busy,
+    /// The writer cannot go on.
+    Fatal(Stop),
+}
+
+impl<E: Into<Stop>> From<E> for Failure {
+    fn from(e: E) -> Self {
+        Failure::Fatal(e.into())
+    }
+}
+
+/// A writer failure in words a user can act on.
+fn describe(what: &str, e: &rusqlite::Error) -> String {
+    match sqlite_code(e) {
+        Some(rusqlite::ErrorCode::DiskFull) => {
+            format!("{what} failed because the disk is full ({e}); free space and reopen")
+        }
+        Some(rusqlite::ErrorCode::ReadOnly) => {
+            format!("{what} failed because the database became read-only ({e})")
+        }
+        Some(rusqlite::ErrorCode::DatabaseCorrupt) => {
+            format!("{what} failed because the database file is damaged ({e}); reopen to recover")
+        }
+        _ => format!("{what} failed: {e}"),
+    }
+}

@@ -1,0 +1,279 @@
+//! One write transaction of the writer: the rows, names, removes and pins it applies, and
+//! what it wrote so far.
+//!
+//! Saves are gathered into a run and inserted sorted by key, which keeps the key index's
+//! page accesses local; names that arrive in the run are inserted after its rows, since
+//! they may name them. An operation that must come after the saves sent before it writes
+//! the run first. The totals the transaction changes, and the keys it has written or
+//! found (a name for one of them needs no check that its object exists), are kept in
+//! [`Written`] until the commit.
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::sync::Arc;
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::Shared;
+use super::stop::{Stop, StopContext};
+use crate::key::Key;
+use crate::names::{self, NameRow, NameSql};
+use crate::pending::Row;
+use crate::schema::{Delta, TableSql};
+use crate::uses::{self, PINNED};
+
+/// Rows of at least this many stored bytes are written through blob I/O (see
+/// [`Tx::insert_large`]).
+const LARGE_ROW: usize = 1 << 20;
+
+/// What a transaction has written so far, kept between the writes of one batch.
+#[derive(Default)]
+pub(crate) struct Written {
+    /// Changes to the running totals, added to them before the commit.
+    pub totals: Delta,
+    /// Keys whose rows this transaction has written or found. A remove takes its keys out.
+    present: HashSet<Key>,
+    /// The run: rows and names not yet written.
+    rows: Vec<Row>,
+    names: Vec<NameRow>,
+}
+
+impl Written {
+    /// Saves and names waiting in the run.
+    pub(crate) fn queued(&self) -> usize {
+        self.rows.len() + self.names.len()
+    }
+}
+
+/// A transaction being written: its connection, the stash's shared state, what it wrote.
+pub(crate) struct Tx<'a> {
+    pub conn: &'a Connection,
+    pub shared: &'a Shared,
+    pub written: &'a mut Written,
+}
+
+impl Tx<'_> {
+    /// Adds a save to the run.
+    pub(crate) fn queue_row(&mut self, row: Row) {
+        self.written.rows.push(row);
+    }
+
+    /// Adds names to the run, with the pending rows of their objects (stored first).
+    pub(crate) fn queue_names(&mut self, names: &[NameRow]) {
+        self.written.rows.extend(names.iter().filter_map(|name| name.row.clone()));
+        self.written.names.extend_from_slice(names);
+    }
+
+    /// Writes the run: its rows, then its names, which may name those rows.
+    pub(crate) fn write_run(&mut self) -> Result<(), Stop> {
+        let mut rows = std::mem::take(&mut self.written.rows);
+        self.insert(&mut rows)?;
+        let mut names = std::mem::take(&mut self.written.names);
+        if !names.is_empty() {
+            self.insert_names(&mut names)?;
+        }
+        Ok(())
+    }
+
+    /// Whether the stash has a names table (another process may have made it). The shared
+    /// flag is only set after a commit: this connection sees its own uncommitted table,
+    /// readers do not.
+    pub(crate) fn names_table(&self) -> Result<bool, Stop> {
+        Ok(self.shared.names.table_known() || names::table_exists(self.conn)?)
+    }
+
+    /// Inserts rows in key order; a row already stored counts as a use of it.
+    fn insert(&mut self, rows: &mut [Row]) -> Result<(), Stop> {
+        rows.sort_unstable_by_key(|row| row.key);
+        let now = uses::now();
+        for row in rows.iter() {
+            let table = self.shared.schema.table(&row.key);
+            let what = || format!("inserting {} into {}", row.key, table.name);
+            let added = if row.data.len() < LARGE_ROW {
+                let mut stmt = self
+                    .conn
+                    .prepare_cached(&table.insert)
+                    .stop(|| "preparing an insert".into())?;
+                stmt.execute(params![
+                    &row.key.as_bytes()[..],
+                    row.raw_len as i64,
+                    &row.data[..],
+                    now
+                ])
+                .stop(what)?
+            } else {
+                self.insert_large(row, table, now).stop(what)?
+            };
+            if added == 1 {
+                let totals = &mut self.written.totals;
+                totals.objects += 1;
+                totals.raw_bytes += row.raw_len as i64;
+                totals.stored_bytes += row.data.len() as i64;
+            } else {
+                self.shared.uses.record(&row.key);
+            }
+            self.written.present.insert(row.key);
+        }
+        Ok(())
+    }
+
+    /// Inserts a large row without handing SQLite a copy of its value: the row is inserted
+    /// with a zeroed value of the right length, which is then written through blob I/O.
+    /// Binding the value would make SQLite copy it first, a third copy of a large object in
+    /// memory beside the caller's bytes and the compressed row.
+    fn insert_large(&self, row: &Row, table: &TableSql, now: i64) -> rusqlite::Result<usize> {
+        let added = self.conn.prepare_cached(&table.insert_zeroblob)?.execute(params![
+            &row.key.as_bytes()[..],
+            row.raw_len as i64,
+            row.data.len() as i64,
+            now
+        ])?;
+        if added == 1 {
+            let rowid = self.conn.last_insert_rowid();
+            let mut blob = self.conn.blob_open(
+                rusqlite::MAIN_DB,
+                table.name.as_str(),
+                "data",
+                rowid,
+                false,
+            )?;
+            blob.write_all(&row.data)
+                .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+        }
+        Ok(added)
+    }
+
+    /// Inserts names in name order, each only if its object is stored (it may have been
+    /// removed, by another process too, since the name was saved).
+    fn insert_names(&mut self, run: &mut [NameRow]) -> Result<(), Stop> {
+        if !self.names_table()? {
+            // Readers learn of the table once it is committed (see `Writer::commit`).
+            names::create(self.conn)?;
+        }
+        let schema = &self.shared.schema;
+        // By table, then name: one statement per table, and names in B-tree order.
+        run.sort_by_cached_key(|row| (schema.layout.table_of(&row.key), Arc::clone(&row.name)));
+        let prepare = |sql: &str| self.conn.prepare_cached(sql).stop(|| "preparing a name".into());
+        let mut known = prepare(NameSql::INSERT_KNOWN)?;
+        let mut current: Option<(usize, rusqlite::CachedStatement<'_>)> = None;
+        for row in run.iter() {
+            let index = schema.layout.table_of(&row.key);
+            let table = &schema.tables[index];
+            let key = &row.key.as_bytes()[..];
+            let what = || format!("naming {}", row.key);
+            let is_present = self.written.present.contains(&row.key);
+            let added = if is_present {
+                known.execute(params![&row.name[..], key]).stop(what)?
+            } else {
+                if current.as_ref().is_none_or(|(i, _)| *i != index) {
+                    current = Some((index, prepare(&table.name_insert)?));
+                }
+                let (_, insert) = current.as_mut().expect("prepared above");
+                insert.execute(params![&row.name[..], key]).stop(what)?
+            };
+            if added == 1 {
+                self.written.totals.names += 1;
+                continue;
+            }
+            // Saved before (perhaps under another key), or its object is gone.
+            let sql = if is_present { NameSql::REPOINT_KNOWN } else { &table.name_repoint };
+            prepare(sql)?.execute(params![&row.name[..], key]).stop(what)?;
+        }
+        Ok(())
+    }
+
+    /// Deletes a name; whether it was there.
+    pub(crate) fn unname(&mut self, name: &[u8]) -> Result<bool, Stop> {
+        let mut stmt =
+            self.conn.prepare_cached(NameSql::DELETE).stop(|| "preparing a name delete".into())?;
+        let gone = stmt.execute([name]).stop(|| "removing a name".into())?;
+        self.written.totals.names -= gone as i64;
+        Ok(gone > 0)
+    }
+
+    /// Deletes an object and, if the stash has names, its names; whether it was stored.
+    pub(crate) fn delete(&mut self, key: &Key, names: bool) -> Result<bool, Stop> {
+        self.written.present.remove(key);
+        let table = self.shared.schema.table(key);
+        let what = || format!("removing {key} from {}", table.name);
+        let mut stmt =
+            self.conn.prepare_cached(&table.delete).stop(|| "preparing a delete".into())?;
+        let mut rows = stmt.query([&key.as_bytes()[..]]).stop(what)?;
+        let mut removed = false;
+        while let Some(row) = rows.next().stop(what)? {
+            let (raw, stored, used): (i64, i64, i64) =
+                (row.get(0).stop(what)?, row.get(1).stop(what)?, row.get(2).stop(what)?);
+            let totals = &mut self.written.totals;
+            totals.objects -= 1;
+            totals.raw_bytes -= raw;
+            totals.stored_bytes -= stored;
+            if used == PINNED {
+                totals.pinned -= 1;
+                totals.pinned_bytes -= stored;
+            }
+            removed = true;
+        }
+        drop(rows);
+        if removed && names {
+            let mut stmt = self
+                .conn
+                .prepare_cached(NameSql::DELETE_BY_KEY)
+                .stop(|| "preparing a name delete".into())?;
+            let gone = stmt
+                .execute([&key.as_bytes()[..]])
+                .stop(|| format!("removing the names of {key}"))?;
+            self.written.totals.names -= gone as i64;
+        }
+        Ok(removed)
+    }
+
+    /// Pins an object; whether it is stored (and so pinned now).
+    pub(crate) fn pin(&mut self, key: &Key) -> Result<bool, Stop> {
+        let table = self.shared.schema.table(key);
+        let what = || format!("pinning {key}");
+        let mut stmt = self.conn.prepare_cached(&table.pin).stop(what)?;
+        let stored: Option<i64> =
+            stmt.query_row([&key.as_bytes()[..]], |r| r.get(0)).optional().stop(what)?;
+        if let Some(bytes) = stored {
+            self.written.totals.pinned += 1;
+            self.written.totals.pinned_bytes += bytes;
+            return Ok(true);
+        }
+        // Not stored, or pinned already.
+        let mut stmt = self.conn.prepare_cached(&table.exists).stop(what)?;
+        stmt.exists([&key.as_bytes()[..]]).stop(what)
+    }
+
+    /// Unpins an object, which counts as a use now; whether it was pinned.
+    pub(crate) fn unpin(&mut self, key: &Key) -> Result<bool, Stop> {
+        let table = self.shared.schema.table(key);
+        let what = || format!("unpinning {key}");
+        let mut stmt = self.conn.prepare_cached(&table.unpin).stop(what)?;
+        let pinned: Option<i64> = stmt
+            .query_row(params![&key.as_bytes()[..], uses::now()], |r| r.get(0))
+            .optional()
+            .stop(what)?;
+        if let Some(bytes) = pinned {
+            self.written.totals.pinned -= 1;
+            self.written.totals.pinned_bytes -= bytes;
+        }
+        Ok(pinned.is_some())
+    }
+}
+
+/// Writes the uses recorded in memory into the open transaction on `conn`, in key order.
+/// Uses are a hint for eviction, not data: one that cannot be written (a damaged index
+/// that the next open will rebuild) is logged and dropped, never a reason to stop writing.
+pub(crate) fn write_uses(conn: &Connection, shared: &Shared) {
+    for (key, used) in shared.uses.take() {
+        let table = shared.schema.table(&key);
+        let written = conn
+            .prepare_cached(&table.touch)
+            .and_then(|mut stmt| stmt.execute(params![&key.as_bytes()[..], used]));
+        if let Err(e) = written {
+            log::warn!("objstash: the uses of objects could not be recorded: {e}");
+            shared.uses.take();
+            break;
+        }
+    }
+}
