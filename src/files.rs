@@ -3,7 +3,11 @@
 //! Every name derived from the database's path is made here, so the set of files that
 //! belong to a stash (what `stats` counts, what salvage moves aside) is written down once.
 
+use std::fs;
 use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::error::{Error, Result};
 
 /// Suffixes of the files SQLite keeps beside the database while it runs: their bytes
 /// count toward the stash's size, and a damaged database is kept aside with them.
@@ -31,6 +35,55 @@ pub(crate) fn database_bytes(path: &Path) -> std::io::Result<u64> {
         }
     }
     Ok(bytes)
+}
+
+/// Keeps the damaged file under a new name (a hard link, so the original path can be
+/// replaced atomically), with any WAL files SQLite would otherwise apply to the new one.
+pub(crate) fn keep_damaged(path: &Path) -> Result<PathBuf> {
+    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let mut n = 0;
+    let copy = loop {
+        let candidate = sibling(
+            path,
+            &format!(".damaged-{secs}{}", if n == 0 { String::new() } else { format!("-{n}") }),
+        );
+        if !candidate.exists() {
+            break candidate;
+        }
+        n += 1;
+    };
+    if fs::hard_link(path, &copy).is_err() {
+        fs::copy(path, &copy)
+            .map_err(|e| Error::io(format!("keeping a copy of damaged {}", path.display()), e))?;
+    }
+    for suffix in JOURNALS {
+        let side = sibling(path, suffix);
+        if side.exists() {
+            fs::rename(&side, sibling(&copy, suffix))
+                .map_err(|e| Error::io(format!("moving {} aside", side.display()), e))?;
+        }
+    }
+    Ok(copy)
+}
+
+/// Removes `path` if it is there.
+pub(crate) fn remove_if_present(path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(Error::io(format!("removing stale {}", path.display()), e))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Syncs the directory of `path`, so that a rename into it survives a stop of the machine.
+pub(crate) fn sync_dir(path: &Path) {
+    if let Some(dir) = path.parent() {
+        let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+        if let Err(e) = fs::File::open(dir).and_then(|d| d.sync_all()) {
+            log::warn!("objstash: could not sync directory {}: {e}", dir.display());
+        }
+    }
 }
 
 #[cfg(test)]

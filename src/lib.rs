@@ -111,6 +111,7 @@ mod stats;
 mod remote;
 
 // Storage internals.
+mod check;
 mod codec;
 mod evict;
 mod files;
@@ -119,6 +120,7 @@ mod names;
 mod pagescan;
 mod pending;
 mod readers;
+mod salvage;
 mod scan;
 mod schema;
 mod uses;

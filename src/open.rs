@@ -22,6 +22,7 @@ use crate::lock::Hold;
 use crate::readers::Readers;
 use crate::readers::{open_connection, open_error};
 use crate::recovery::{self, RecoveryReport, Trigger};
+use crate::salvage;
 use crate::schema::{self, FORMAT_VERSION, Header, Schema, State};
 use crate::stash::{Parts, Saving, Stash};
 use crate::uses;
@@ -334,7 +335,7 @@ impl Options {
                 let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
                 drop(conn);
                 let layout = found.layout.or(self.layout);
-                let report = recovery::salvage(path, layout, Trigger::UncleanShutdown, problem)?;
+                let report = salvage::salvage(path, layout, Trigger::UncleanShutdown, problem)?;
                 Ok((self.connect(path)?, Some(report)))
             }
             None if found.unclean => {

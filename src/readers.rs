@@ -125,16 +125,24 @@ impl std::ops::Deref for Reader<'_> {
 }
 
 impl Reader<'_> {
-    /// Runs `f` inside one read transaction: SQLite takes its file lock once for all of
-    /// `f`'s statements instead of once per statement.
+    /// Runs `f` inside one read transaction (see [`in_read_transaction`]).
     pub(crate) fn in_transaction<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        self.execute_batch("BEGIN").context(|| "starting a read transaction".to_string())?;
-        let result = f(self);
-        let end = self.execute_batch(if result.is_ok() { "COMMIT" } else { "ROLLBACK" });
-        let value = result?;
-        end.context(|| "ending a read transaction".to_string())?;
-        Ok(value)
+        in_read_transaction(self, f)
     }
+}
+
+/// Runs `f` inside one read transaction on `conn`: SQLite takes its file lock once for all
+/// of `f`'s statements instead of once per statement, and they all read one snapshot.
+pub(crate) fn in_read_transaction<T>(
+    conn: &Connection,
+    f: impl FnOnce(&Connection) -> Result<T>,
+) -> Result<T> {
+    conn.execute_batch("BEGIN").context(|| "starting a read transaction".to_string())?;
+    let result = f(conn);
+    let end = conn.execute_batch(if result.is_ok() { "COMMIT" } else { "ROLLBACK" });
+    let value = result?;
+    end.context(|| "ending a read transaction".to_string())?;
+    Ok(value)
 }
 
 impl Drop for Reader<'_> {

@@ -1,7 +1,8 @@
 //! `repair`: check a closed stash and rebuild it only if something is wrong.
 //!
-//! The check is what `verify` does without a running stash: SQLite's integrity check,
-//! every row decoded and hash-checked, and the recorded totals compared with a recount.
+//! The check is `verify`'s (`check.rs`) without a running stash: every row decoded and
+//! hash-checked and found through the key index, the recorded totals and names against a
+//! recount, and SQLite's integrity check.
 //! A sound stash is left untouched; a damaged one is salvaged (`recovery.rs`), and the old
 //! file is kept aside only when objects were or may have been lost.
 
@@ -10,17 +11,14 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
-use crate::codec;
+use crate::check::{self, Check};
 use crate::dict::Dictionaries;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::lock::Hold;
-use crate::recovery::{self, RecoveryReport, Trigger};
-use crate::scan;
+use crate::recovery::{RecoveryReport, Trigger};
+use crate::salvage;
 use crate::schema::{self, Schema};
-
-/// Rows checked per query.
-const CHUNK: usize = 1_024;
 
 /// Checks the closed stash at `path` and, if anything is wrong with it, rebuilds it from
 /// every object that still verifies: what to do when
@@ -57,41 +55,17 @@ pub fn repair(path: impl AsRef<Path>) -> Result<RecoveryReport> {
             }
         }
     };
-    recovery::salvage(path, None, Trigger::Repair, problem)
+    salvage::salvage(path, None, Trigger::Repair, problem)
 }
 
-/// The object count of a sound stash, or what is wrong with it.
+/// The object count of a sound stash, or what is wrong with it: the check `verify` runs
+/// (`check.rs`), on the one connection of a closed file.
 fn find_problem(conn: &Connection) -> Result<u64, String> {
-    if let Some(problem) = recovery::check(conn) {
-        return Err(problem);
-    }
     let layout = schema::read_layout(conn)
         .map_err(|e| format!("its layout cannot be read: {e}"))?
         .unwrap_or(Layout::Single);
     let dicts = Dictionaries::load(conn).map_err(|e| format!("its dictionaries: {e}"))?;
-    let (mut objects, mut corrupt) = (0u64, 0u64);
-    for table in &Schema::new(layout).tables {
-        let mut after = 0;
-        loop {
-            let rows = scan::chunk(conn, &table.scan, after, CHUNK)
-                .map_err(|e| format!("{}: the scan stopped after row {after}: {e}", table.name))?;
-            let Some(last) = rows.last() else { break };
-            after = last.rowid;
-            for row in &rows {
-                objects += 1;
-                let intact = row.key().is_some_and(|key| {
-                    codec::decode_checked(&key, row.raw_len, &row.data, &dicts).is_ok()
-                });
-                corrupt += u64::from(!intact);
-            }
-        }
-    }
-    if corrupt > 0 {
-        return Err(format!("{corrupt} of {objects} objects are corrupt"));
-    }
-    let recorded = schema::read_totals(conn).map_err(|e| format!("its totals: {e}"))?.objects;
-    if recorded != objects {
-        return Err(format!("it records {recorded} objects but holds {objects}"));
-    }
-    Ok(objects)
+    let schema = Schema::new(layout);
+    let report = Check { connect: || Ok(conn), schema: &schema, dicts: &dicts, pool: None }.run();
+    if report.is_ok() { Ok(report.checked) } else { Err(check::summary(&report)) }
 }

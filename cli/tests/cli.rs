@@ -332,7 +332,7 @@ fn a_salvage_that_lost_objects_is_news_even_when_quiet() -> TestResult {
     assert!(stderr(&out).contains("objects may be lost"), "{}", stderr(&out));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
     let recovery = &report["recovery"];
-    assert_eq!(recovery["lost_objects"], true, "{report}");
+    assert_eq!(recovery["lost_anything"], true, "{report}");
     let kept = recovery["recovered"].as_u64().expect("a count");
     assert!(kept > 1_000 && kept < 20_000, "{report}");
     assert_eq!(report["checked"], kept, "{report}");
