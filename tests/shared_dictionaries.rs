@@ -221,8 +221,10 @@ fn a_reader_opened_first_reads_every_dictionary_another_process_trains() -> Test
 #[test]
 fn a_writer_killed_after_training_leaves_no_row_without_its_dictionary() -> TestResult {
     let mut rng =
-        SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64) | 1;
-    eprintln!("seed {rng}");
+        std::env::var("DICT_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+            SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64) | 1
+        });
+    eprintln!("seed {rng} (rerun with DICT_SEED={rng})");
     for durability in MODES {
         for layout in LAYOUTS {
             let dir = tempfile::tempdir()?;
@@ -231,9 +233,11 @@ fn a_writer_killed_after_training_leaves_no_row_without_its_dictionary() -> Test
             let what = format!("{durability} {layout}");
             let (mut saved, mut acked) = (Vec::new(), Vec::new());
             for (round, start) in [(0u64, 0u64), (1, 100_000)] {
-                // Round 0 trains from its first objects; round 1, which opens a stash with a
-                // dictionary, retrains at once. Both flush every second chunk.
-                let retrain_at = if round == 0 { u64::MAX } else { start };
+                // Round 0 trains from its first objects; round 1 retrains once its first two
+                // chunks are flushed (round 0 may have been killed before anything was
+                // committed, and a dictionary needs objects to train on). Both flush every
+                // second chunk.
+                let retrain_at = if round == 0 { u64::MAX } else { start + 2 * CHUNK };
                 let end = start + 50 * CHUNK;
                 let writer = Writer { durability, layout, start, retrain_at, end, flush_every: 2 };
                 let _ = fs::remove_file(sibling(&db, ".events"));

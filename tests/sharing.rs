@@ -99,8 +99,8 @@ fn saver(stash: &Stash, db: &Path, start: u64) -> TestResult {
     }
 }
 
-/// Holds the write lock through a raw SQLite transaction for 1.5 s (the parent stops this
-/// process meanwhile), then commits and closes.
+/// Holds the write lock through a raw SQLite transaction until a line arrives on stdin
+/// (the parent stops this process meanwhile), then commits and closes.
 fn holder(db: &Path) -> TestResult {
     let conn = rusqlite::Connection::open(db)?;
     conn.execute_batch(
@@ -108,7 +108,7 @@ fn holder(db: &Path) -> TestResult {
     )?;
     println!("HOLDING");
     std::io::stdout().flush()?;
-    std::thread::sleep(Duration::from_millis(1_500));
+    std::io::stdin().read_line(&mut String::new())?;
     conn.execute_batch("COMMIT")?;
     println!("COMMITTED");
     Ok(())
@@ -150,6 +150,7 @@ fn spawn(
     Command::new(std::env::current_exe()?)
         .args(["sharing_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, format!("{role}|{}|{durability}|{layout}|{codec}|{arg}", db.display()))
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -296,7 +297,8 @@ fn killing_one_writer_leaves_the_others_and_the_stash_sound() -> TestResult {
 
 /// A process stopped with SIGSTOP in the middle of a write transaction: the others still
 /// save (queued) and read, a flush waits up to the busy timeout and then says `Busy`,
-/// losing nothing; after SIGCONT the stopped process commits and every flush succeeds.
+/// losing nothing; after SIGCONT the stopped process commits (when told to: it holds the
+/// lock until then, however slow the machine) and every flush succeeds.
 #[test]
 fn a_stopped_writer_delays_flushes_up_to_the_limit_and_loses_nothing() -> TestResult {
     for durability in MODES {
@@ -338,6 +340,7 @@ fn a_stopped_writer_delays_flushes_up_to_the_limit_and_loses_nothing() -> TestRe
         );
 
         assert!(Command::new("kill").args(["-CONT", &pid]).status()?.success());
+        writeln!(holder.stdin.take().expect("piped"), "commit")?;
         let status = holder.wait()?;
         assert!(status.success(), "{durability}: the holder failed after SIGCONT: {status}");
         stash.flush()?;

@@ -59,6 +59,13 @@ impl RemoteTier<'_> {
         self.remote.url()
     }
 
+    /// Requests this handle has sent the remote so far (every list, get and put, retries
+    /// included): what a read-through, a push or a pull cost, counted.
+    #[must_use]
+    pub fn requests(&self) -> u64 {
+        self.remote.requests()
+    }
+
     /// Brings the local copy of the remote's pack indexes up to date: lists the packs and
     /// reads the indexes of new ones.
     ///
