@@ -1,7 +1,8 @@
 //! The one error type of the crate.
 //!
-//! Every variant says what went wrong in the user's terms and what to do next, and keeps
-//! the underlying error as its source. Database and I/O errors carry the path or the
+//! Every variant says what went wrong in the user's terms and what to do next, in the
+//! library's own terms (its methods and settings), and keeps the underlying error as its
+//! source; each front end (the command line, Python) adds what to do in its own. Database and I/O errors carry the path or the
 //! operation they happened in, so a message read in a log is enough to act on.
 
 use std::path::PathBuf;
@@ -28,8 +29,8 @@ pub enum Error {
 
     /// There is no stash at the path, and the open was not allowed to create one.
     #[error(
-        "there is no stash at {}: check the path, or create one with a command that saves \
-         (put, import)",
+        "there is no stash at {}: check the path, or open it with creating allowed \
+         (StashBuilder::create)",
         path.display()
     )]
     NotFound {
@@ -102,7 +103,7 @@ pub enum Error {
     #[error(
         "{} records {setting} {stored} and was opened asking for {requested}: leave the \
          {setting} unset to use the recorded one, or change it deliberately with \
-         StashBuilder::reconfigure (command line: objstash config {setting} {requested})",
+         StashBuilder::reconfigure",
         path.display()
     )]
     SettingMismatch {

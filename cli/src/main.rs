@@ -182,11 +182,9 @@ enum Command {
         after_help = "Example:\n  objstash --db cache.db config\n  objstash --db cache.db config durability safe\n  objstash --db cache.db config max-size 2GiB"
     )]
     Config {
-        /// The setting to change: durability, codec or max-size.
-        setting: Option<String>,
-        /// Its new value.
-        #[arg(requires = "setting")]
-        value: Option<String>,
+        /// The setting to change; none shows them all.
+        #[command(subcommand)]
+        change: Option<Setting>,
     },
     /// Evict now: objects not saved or read for an age, or least recently used ones down to
     /// a size (the recorded cap is not changed). Pinned objects and objects used in the
@@ -229,16 +227,41 @@ enum Command {
     #[cfg(feature = "remote")]
     #[command(after_help = "Example:\n  objstash --db cache.db --remote s3://team/cache pull")]
     Pull,
-    /// What the remote holds (`status`), or which keys it lacks (`missing KEY...`, `-`
-    /// reads them from stdin), from the local copy of its pack indexes.
+    /// What the remote holds, or which keys it lacks, from the local copy of its pack
+    /// indexes.
     #[cfg(feature = "remote")]
     #[command(
         after_help = "Example:\n  objstash --db cache.db --remote s3://team/cache remote status\n  objstash --db cache.db --remote s3://team/cache remote missing - < keys.txt"
     )]
     Remote {
-        /// status or missing.
-        action: String,
-        /// Keys for missing; `-` alone reads them from stdin.
+        #[command(subcommand)]
+        action: RemoteAction,
+    },
+}
+
+/// A setting `config` changes.
+#[derive(Subcommand, Debug)]
+enum Setting {
+    /// What acknowledged writes survive: fast or safe.
+    Durability { value: Durability },
+    /// How new objects are compressed: gzip or zstd-dict (stored objects stay readable).
+    Codec { value: Codec },
+    /// A size cap such as 2GiB, or none.
+    MaxSize { value: String },
+    /// The layout is fixed when a stash is created.
+    #[command(hide = true)]
+    Layout { value: String },
+}
+
+/// What `remote` asks.
+#[cfg(feature = "remote")]
+#[derive(Subcommand, Debug)]
+enum RemoteAction {
+    /// What the remote holds: objects, packs, the local copy of its indexes.
+    Status,
+    /// The keys the remote lacks; `-` alone reads them from stdin.
+    Missing {
+        #[arg(required = true)]
         keys: Vec<String>,
     },
 }
@@ -252,6 +275,8 @@ impl Command {
             Command::Has { keys } if keys != &["-"] => keys,
             Command::Rm { keys } => keys,
             Command::Pin { keys } | Command::Unpin { keys } if keys != &["-"] => keys,
+            #[cfg(feature = "remote")]
+            Command::Remote { action: RemoteAction::Missing { keys } } if keys != &["-"] => keys,
             _ => &[],
         };
         keys.iter().try_for_each(|key| parse_key(key).map(drop))
@@ -294,14 +319,23 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
     let mut out = Out::stdout(cli.json, cli.quiet);
     match &cli.command {
         Command::Repair => return check::repair(&db, &mut out),
-        Command::Config { setting: Some(setting), value } if setting == "max-size" => {
-            let value = value.as_deref().ok_or_else(|| {
-                Failure::Usage("config max-size needs a value: a size such as 2GiB, or none".into())
-            })?;
+        Command::Config { change: Some(Setting::MaxSize { value }) } => {
             return bound::set_max_size(&db, value, &mut out);
         }
-        Command::Config { setting: Some(setting), value } => {
-            return manage::config_set(&db, setting, value.as_deref(), &mut out);
+        Command::Config { change: Some(Setting::Layout { .. }) } => {
+            return Err(Failure::Usage(
+                "the layout is fixed when a stash is created; export and import into a new \
+                 stash to change it"
+                    .into(),
+            ));
+        }
+        Command::Config { change: Some(setting) } => {
+            let setting = match setting {
+                Setting::Durability { value } => manage::Change::Durability(*value),
+                Setting::Codec { value } => manage::Change::Codec(*value),
+                Setting::MaxSize { .. } | Setting::Layout { .. } => unreachable!("handled above"),
+            };
+            return manage::config_set(&db, setting, &mut out);
         }
         _ => {}
     }
@@ -335,19 +369,6 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                 "this command needs a remote: --remote s3://bucket/prefix or OBJSTASH_REMOTE"
                     .into(),
             ));
-        }
-        if let Command::Remote { action, keys } = &cli.command {
-            match action.as_str() {
-                "status" if keys.is_empty() => {}
-                "missing" if !keys.is_empty() => {
-                    keys.iter().filter(|k| *k != "-").try_for_each(|k| parse_key(k).map(drop))?;
-                }
-                _ => {
-                    return Err(Failure::Usage(
-                        "remote takes status, or missing with keys (- reads stdin)".into(),
-                    ));
-                }
-            }
         }
         if let Some(remote) = remote {
             builder = builder.remote(remote);
@@ -394,10 +415,11 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         #[cfg(feature = "remote")]
         Command::Pull => remote::pull(&stash, &mut out)?,
         #[cfg(feature = "remote")]
-        Command::Remote { action, keys } => match action.as_str() {
-            "status" => remote::status(&stash, &mut out)?,
-            _ => remote::missing(&stash, keys, &mut out)?,
-        },
+        Command::Remote { action: RemoteAction::Status } => remote::status(&stash, &mut out)?,
+        #[cfg(feature = "remote")]
+        Command::Remote { action: RemoteAction::Missing { keys } } => {
+            remote::missing(&stash, keys, &mut out)?
+        }
         Command::Repair => unreachable!("handled before opening"),
     };
     out.flush()?;

@@ -87,32 +87,18 @@ pub fn config_show(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
 
 /// Changes a recorded setting: the one deliberate way to give a stash another durability
 /// or codec.
-pub fn config_set(
-    db: &Path,
-    setting: &str,
-    value: Option<&str>,
-    out: &mut Out,
-) -> Result<ExitCode, Failure> {
-    let usage = |m: String| Failure::Usage(m);
-    let value = value.ok_or_else(|| usage(format!("config {setting} needs a value")))?;
+/// A recorded setting `config` changes (the cap has its own path: `bound.rs`).
+#[derive(Clone, Copy, Debug)]
+pub enum Change {
+    Durability(Durability),
+    Codec(Codec),
+}
+
+pub fn config_set(db: &Path, change: Change, out: &mut Out) -> Result<ExitCode, Failure> {
     let builder = Stash::builder().create(false).reconfigure(true);
-    let builder = match setting {
-        "durability" => {
-            builder.durability(value.parse::<Durability>().map_err(|e| usage(e.to_string()))?)
-        }
-        "codec" => builder.codec(value.parse::<Codec>().map_err(|e| usage(e.to_string()))?),
-        "layout" => {
-            return Err(usage(
-                "the layout is fixed when a stash is created; export and import into a new \
-                 stash to change it"
-                    .into(),
-            ));
-        }
-        other => {
-            return Err(usage(format!(
-                "unknown setting {other:?}: use durability, codec or max-size"
-            )));
-        }
+    let builder = match change {
+        Change::Durability(durability) => builder.durability(durability),
+        Change::Codec(codec) => builder.codec(codec),
     };
     let stash = builder.open(db)?;
     if let Some(report) = stash.recovery().filter(|r| r.lost_anything()) {

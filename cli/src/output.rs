@@ -49,9 +49,27 @@ impl fmt::Display for Failure {
                     write!(f, "\n  caused by: {cause}")?;
                     source = cause.source();
                 }
+                if let Some(hint) = hint(e) {
+                    write!(f, "\n  on the command line: {hint}")?;
+                }
                 Ok(())
             }
         }
+    }
+}
+
+/// What to do about a library error on the command line, where the library's own words
+/// name a method of its API.
+fn hint(e: &objstash::Error) -> Option<String> {
+    use objstash::Error as E;
+    match e {
+        E::NotFound { .. } => Some("only put and import create a stash".to_string()),
+        E::SettingMismatch { setting, requested, .. } => {
+            Some(format!("objstash config {setting} {requested}"))
+        }
+        E::TooLarge { .. } => Some("raise the limit with --max-object-size BYTES".to_string()),
+        E::LayoutMismatch { .. } => Some("leave --layout out to use the recorded one".to_string()),
+        _ => None,
     }
 }
 
