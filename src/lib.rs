@@ -106,6 +106,10 @@ mod recovery;
 mod repair;
 mod stats;
 
+// Feeding the writer directly, for its benchmark only (feature `writer-benchmark`).
+#[cfg(feature = "writer-benchmark")]
+pub mod writer_benchmark;
+
 // The shared remote tier (feature `remote`).
 #[cfg(feature = "remote")]
 mod remote;
@@ -118,6 +122,7 @@ mod files;
 mod lock;
 mod names;
 mod pagescan;
+mod parts;
 mod pending;
 mod readers;
 mod salvage;

@@ -238,22 +238,14 @@ impl Remote {
             .collect::<Vec<_>>()
             .await
         });
-        let mut out: Vec<Option<Result<Bytes>>> = (0..wanted.len()).map(|_| None).collect();
-        for (indices, result) in fetched {
-            match result {
-                Ok(parts) => {
-                    for (i, bytes) in indices.into_iter().zip(parts) {
-                        out[i] = Some(Ok(bytes));
-                    }
-                }
-                Err(e) => {
-                    for i in indices {
-                        out[i] = Some(Err(e.duplicate()));
-                    }
-                }
-            }
-        }
-        out.into_iter().map(|r| r.expect("every location is in one pack")).collect()
+        let answers = fetched.into_iter().flat_map(|(indices, result)| {
+            let answers: Vec<(usize, Result<Bytes>)> = match result {
+                Ok(parts) => indices.into_iter().zip(parts.into_iter().map(Ok)).collect(),
+                Err(e) => indices.into_iter().map(|i| (i, Err(e.duplicate()))).collect(),
+            };
+            answers
+        });
+        crate::parts::scatter(wanted.len(), answers)
     }
 
     /// Takes a pack whose bytes failed their check out of the remote's listing: its index

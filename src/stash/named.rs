@@ -17,6 +17,7 @@ use rayon::prelude::*;
 use crate::error::Result;
 use crate::key::Key;
 use crate::names;
+use crate::parts;
 use crate::uses;
 use crate::writer::{Message, Name, Unname};
 
@@ -115,25 +116,23 @@ impl Stash {
         for name in names {
             names::check(name.as_ref())?;
         }
-        let mut order: Vec<usize> = (0..names.len()).collect();
-        order.sort_unstable_by(|&a, &b| names[a].as_ref().cmp(names[b].as_ref()));
-        let threads = self.pool.current_num_threads().max(1);
-        let size = names.len().div_ceil(threads).max(GET_MANY_MIN_PART);
-        let run = |indices: &[usize]| -> Result<Vec<(usize, T)>> {
+        let threads = self.pool.current_num_threads();
+        let parts = parts::sorted_parts(
+            names,
+            |a, b| a.as_ref().cmp(b.as_ref()),
+            threads,
+            GET_MANY_MIN_PART,
+        );
+        let run = |indices: &Vec<usize>| -> Result<Vec<(usize, T)>> {
             let sorted: Vec<&[u8]> = indices.iter().map(|&i| names[i].as_ref()).collect();
             Ok(indices.iter().copied().zip(part(&sorted)?).collect())
         };
-        let parts: Vec<Vec<(usize, T)>> = if names.len() <= size {
-            vec![run(&order)?]
+        let answered: Vec<Vec<(usize, T)>> = if parts.len() <= 1 {
+            parts.iter().map(run).collect::<Result<_>>()?
         } else {
-            self.pool.install(|| order.par_chunks(size).map(run).collect::<Result<_>>())?
+            self.pool.install(|| parts.par_iter().map(run).collect::<Result<_>>())?
         };
-        let mut answers: Vec<Option<T>> = Vec::with_capacity(names.len());
-        answers.resize_with(names.len(), || None);
-        for (i, answer) in parts.into_iter().flatten() {
-            answers[i] = Some(answer);
-        }
-        Ok(answers.into_iter().map(|a| a.expect("every index is in one part")).collect())
+        Ok(parts::scatter(names.len(), answered.into_iter().flatten()))
     }
 
     /// Resolves a part: pending names first, then the table in one read transaction (see
@@ -166,39 +165,40 @@ impl Stash {
     /// holds the object; a pending name's object is pending or committed before the
     /// transaction begins.
     fn get_named_part(&self, names: &[&[u8]]) -> Result<Vec<Result<Option<Vec<u8>>>>> {
-        enum Found {
+        /// What is known of a name's object as the part goes.
+        enum Lookup {
             Row(Key, Stored),
             Key(Key),
             Unknown,
             Absent,
         }
         let now = uses::now();
-        let mut found: Vec<Found> = names
+        let mut found: Vec<Lookup> = names
             .iter()
             .map(|name| match self.shared.names.get(name) {
                 Some(key) => match self.shared.pending.get(&key) {
-                    Some(row) => Found::Row(key, (row.raw_len as i64, row.data, Some(now))),
-                    None => Found::Key(key),
+                    Some(row) => Lookup::Row(key, Stored::pending(row, now)),
+                    None => Lookup::Key(key),
                 },
-                None => Found::Unknown,
+                None => Lookup::Unknown,
             })
             .collect();
-        if found.iter().any(|f| matches!(f, Found::Key(_) | Found::Unknown)) {
+        if found.iter().any(|f| matches!(f, Lookup::Key(_) | Lookup::Unknown)) {
             let reader = self.readers.checkout()?;
             let table = self.shared.names.table_exists(&reader)?;
             reader.in_transaction(|conn| {
                 for (name, slot) in names.iter().zip(found.iter_mut()) {
                     let key = match slot {
-                        Found::Key(key) => Some(*key),
-                        Found::Unknown if table => names::lookup(conn, name)?,
+                        Lookup::Key(key) => Some(*key),
+                        Lookup::Unknown if table => names::lookup(conn, name)?,
                         _ => continue,
                     };
                     *slot = match key {
                         Some(key) => match self.select_row(conn, &key)? {
-                            Some(row) => Found::Row(key, row),
-                            None => Found::Absent,
+                            Some(row) => Lookup::Row(key, row),
+                            None => Lookup::Absent,
                         },
-                        None => Found::Absent,
+                        None => Lookup::Absent,
                     };
                 }
                 Ok(())
@@ -207,8 +207,8 @@ impl Stash {
         Ok(found
             .into_iter()
             .map(|f| match f {
-                Found::Row(key, (raw_len, data, used)) => {
-                    self.decode(&key, raw_len, &data, used).map(Some)
+                Lookup::Row(key, row) => {
+                    self.decode(&key, row.raw_len, &row.data, row.used).map(Some)
                 }
                 _ => Ok(None),
             })
@@ -217,7 +217,7 @@ impl Stash {
 
     /// One name: no hand-over to the pool and no explicit transaction. (One statement
     /// joining the names table to the single layout's table was measured 0.77x the speed
-    /// of these two lookups: `examples/names.rs`.)
+    /// of these two lookups: `bench/src/bin/names.rs`.)
     fn get_one_named(&self, name: &[u8]) -> Result<Option<Vec<u8>>> {
         names::check(name)?;
         if let Some(key) = self.shared.names.get(name) {

@@ -18,6 +18,7 @@ use rusqlite::{Connection, OptionalExtension};
 use crate::codec;
 use crate::error::{DbContext, Result};
 use crate::key::Key;
+use crate::parts;
 use crate::pending::Row;
 use crate::schema::TableSql;
 use crate::uses;
@@ -28,12 +29,23 @@ use super::Stash;
 /// a few syscalls) and a hand-over to the pool, small beside 64 reads of ~20 µs each.
 pub(super) const GET_MANY_MIN_PART: usize = 64;
 
-/// A committed row as a read finds it: its raw length, its stored bytes, and its last use
-/// (`None` when this handle does not read it).
-pub(super) type Stored = (i64, Arc<Vec<u8>>, Option<i64>);
+/// What a read of one key of many found: the object, none, or why it could not be read.
+type Read = Result<Option<Vec<u8>>>;
 
-/// What `get_many` found for the key at an index of its input.
-type Found = (usize, Result<Option<Vec<u8>>>);
+/// A committed row as a read finds it.
+pub(super) struct Stored {
+    pub raw_len: i64,
+    pub data: Arc<Vec<u8>>,
+    /// Its last use; `None` when this handle does not read it.
+    pub used: Option<i64>,
+}
+
+impl Stored {
+    /// A row still pending, as a read at `now` uses it.
+    pub(super) fn pending(row: Row, now: i64) -> Self {
+        Stored { raw_len: row.raw_len as i64, data: row.data, used: Some(now) }
+    }
+}
 
 impl Stash {
     /// The object stored under `key`, or `None`.
@@ -82,48 +94,54 @@ impl Stash {
     /// [`Error::Corrupt`](crate::Error::Corrupt) for the first key in `keys` whose row is
     /// damaged.
     pub fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Vec<u8>>>> {
-        let mut order: Vec<usize> = (0..keys.len()).collect();
-        order.sort_unstable_by_key(|&i| keys[i]);
-        let threads = self.pool.current_num_threads().max(1);
-        let part = keys.len().div_ceil(threads).max(GET_MANY_MIN_PART);
-        let parts: Vec<Vec<Found>> = self.pool.install(|| {
-            order
-                .par_chunks(part)
-                .map(|indices| self.read_part(keys, indices))
-                .collect::<Result<_>>()
+        let threads = self.pool.current_num_threads();
+        let parts = parts::sorted_parts(keys, Key::cmp, threads, GET_MANY_MIN_PART);
+        let read: Vec<Vec<(usize, Read)>> = self.pool.install(|| {
+            parts.par_iter().map(|indices| self.read_part(keys, indices)).collect::<Result<_>>()
         })?;
-        let mut found: Vec<Option<Result<Option<Vec<u8>>>>> = Vec::with_capacity(keys.len());
-        found.resize_with(keys.len(), || None);
-        for (i, value) in parts.into_iter().flatten() {
-            found[i] = Some(value);
-        }
+        let found = parts::scatter(keys.len(), read.into_iter().flatten());
         #[cfg(feature = "remote")]
-        if self.remote.is_some() {
-            let absent: Vec<usize> =
-                (0..keys.len()).filter(|&i| matches!(found[i], Some(Ok(None)))).collect();
-            if !absent.is_empty() {
-                let wanted: Vec<Key> = absent.iter().map(|&i| keys[i]).collect();
-                for (i, value) in absent.into_iter().zip(self.read_through(&wanted)?) {
-                    found[i] = Some(Ok(value));
-                }
+        let found = self.read_through_absent(keys, found)?;
+        found.into_iter().collect()
+    }
+
+    /// Reads the objects `found` lacks through the remote, if the stash has one.
+    #[cfg(feature = "remote")]
+    fn read_through_absent(
+        &self,
+        keys: &[Key],
+        mut found: Vec<Read>,
+    ) -> Result<Vec<Read>> {
+        if self.remote.is_none() {
+            return Ok(found);
+        }
+        let absent: Vec<usize> =
+            (0..keys.len()).filter(|&i| matches!(found[i], Ok(None))).collect();
+        if !absent.is_empty() {
+            let wanted: Vec<Key> = absent.iter().map(|&i| keys[i]).collect();
+            for (i, value) in absent.into_iter().zip(self.read_through(&wanted)?) {
+                found[i] = Ok(value);
             }
         }
-        found.into_iter().map(|value| value.expect("every index is in one part")).collect()
+        Ok(found)
     }
 
     /// Reads the rows of `keys[i]` for each `i` of `indices` (in key order), then decodes
     /// them, each to its own result.
-    fn read_part(&self, keys: &[Key], indices: &[usize]) -> Result<Vec<Found>> {
+    fn read_part(
+        &self,
+        keys: &[Key],
+        indices: &[usize],
+    ) -> Result<Vec<(usize, Read)>> {
         let part: Vec<Key> = indices.iter().map(|&i| keys[i]).collect();
         let now = uses::now();
-        let from_pending = |row: Row| (row.raw_len as i64, row.data, Some(now));
+        let from_pending = |row: Row| Stored::pending(row, now);
         let rows = self.lookup(&part, from_pending, |conn, key| self.select_row(conn, key))?;
         Ok(indices
             .iter()
             .zip(part.iter().zip(rows))
             .map(|(&i, (key, row))| {
-                let decoded =
-                    row.map(|(raw_len, data, used)| self.decode(key, raw_len, &data, used));
+                let decoded = row.map(|row| self.decode(key, row.raw_len, &row.data, row.used));
                 (i, decoded.transpose())
             })
             .collect())
@@ -137,7 +155,7 @@ impl Stash {
             .context(|| format!("reading {}", table.name))?;
         stmt.query_row([&key.as_bytes()[..]], |r| {
             let used = self.shared.uses.on().then(|| r.get::<_, i64>(2)).transpose()?;
-            Ok((r.get::<_, i64>(0)?, Arc::new(r.get::<_, Vec<u8>>(1)?), used))
+            Ok(Stored { raw_len: r.get(0)?, data: Arc::new(r.get::<_, Vec<u8>>(1)?), used })
         })
         .optional()
         .context(|| format!("reading {key} from {}", table.name))

@@ -347,7 +347,7 @@ impl<'a, I: Iterator<Item = &'a [Key]>> Packer<'a, I> {
         let rows = stash.lookup(
             keys,
             |row: Row| (row.raw_len as i64, row.data),
-            |conn, key| Ok(stash.select_row(conn, key)?.map(|(raw_len, data, _)| (raw_len, data))),
+            |conn, key| Ok(stash.select_row(conn, key)?.map(|row| (row.raw_len, row.data))),
         )?;
         let members: Vec<Option<(Key, u64, Vec<u8>)>> = stash.pool.install(|| {
             keys.par_iter()

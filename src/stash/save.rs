@@ -110,18 +110,11 @@ impl Stash {
         })
     }
 
-    /// Queues rows as the writer stores them (key, raw length, compressed bytes) without
-    /// hashing or compressing anything: what the writer alone can take
-    /// (`cargo run --release -p objstash-bench --bin writer_ceiling`). Nothing checks the
-    /// rows; a wrong one is stored, and reads report it as corrupt.
-    ///
-    /// # Errors
-    /// As [`Stash::save`].
-    #[cfg(feature = "bench")]
-    #[doc(hidden)]
-    pub fn save_rows_unchecked(&self, rows: Vec<(Key, u64, Arc<Vec<u8>>)>) -> Result<()> {
-        for (key, raw_len, data) in rows {
-            let row = Row { key, raw_len, data };
+    /// Queues rows for the writer as they are, unhashed and uncompressed (see
+    /// `writer_benchmark.rs`).
+    #[cfg(feature = "writer-benchmark")]
+    pub(crate) fn queue_rows(&self, rows: Vec<Row>) -> Result<()> {
+        for row in rows {
             self.shared.pending.insert(row.clone());
             self.send(Message::Save(row))?;
         }

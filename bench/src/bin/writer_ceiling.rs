@@ -71,7 +71,7 @@ fn main() -> Result<()> {
                 (key(), *raw, Arc::clone(data))
             })
             .collect();
-        stash.save_rows_unchecked(rows)?;
+        objstash::writer_benchmark::queue_rows(&stash, rows)?;
         at += n;
         if at.is_multiple_of(1_000_000) || at == count {
             stash.flush()?;

@@ -1,7 +1,7 @@
 //! Reads with a cold and with a warm OS page cache: `get` of random keys and `get_many` of
 //! the same keys, right after dropping the page cache and then again.
 //!
-//! `cargo run --release --example cold_read -- [--objects 1000000] [--reads 2000]`
+//! `cargo run --release -p objstash-bench --bin cold_read -- [--objects 1000000] [--reads 2000]`
 //!
 //! Dropping the page cache needs root (`/proc/sys/vm/drop_caches`); without it the example
 //! says so and reports warm figures only. Warm-cache numbers can hide a disk-bound read
@@ -9,6 +9,7 @@
 
 use std::time::Instant;
 
+#[path = "../../../examples/common/mod.rs"]
 mod common;
 
 use anyhow::Result;

@@ -2,12 +2,13 @@
 //! against reads by key, and the bytes each name adds on disk. Rounds alternate between
 //! the two so that both see the same machine.
 //!
-//! `cargo run --release --example names -- [--count 200000] [--rounds 3] [--reads 20000]`
+//! `cargo run --release -p objstash-bench --bin names -- [--count 200000] [--rounds 3] [--reads 20000]`
 //!
 //! Names are the generator's 32-hex Speckle ids, as a Speckle client would use them.
 
 use std::time::Instant;
 
+#[path = "../../../examples/common/mod.rs"]
 mod common;
 
 use anyhow::Result;

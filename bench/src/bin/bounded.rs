@@ -10,9 +10,9 @@
 //!   keys' size: the hit rate against an exact LRU simulation of the same trace, at the
 //!   number of objects the stash held.
 //!
-//! `cargo run --release --example bounded -- save [--count 2000000]`
-//! `cargo run --release --example bounded -- get [--count 1000000] [--reads 200000]`
-//! `cargo run --release --example bounded -- zipf [--count 1000000] [--accesses 3000000]`
+//! `cargo run --release -p objstash-bench --bin bounded -- save [--count 2000000]`
+//! `cargo run --release -p objstash-bench --bin bounded -- get [--count 1000000] [--reads 200000]`
+//! `cargo run --release -p objstash-bench --bin bounded -- zipf [--count 1000000] [--accesses 3000000]`
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+#[path = "../../../examples/common/mod.rs"]
 mod common;
 
 use anyhow::Result;

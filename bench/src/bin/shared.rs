@@ -1,7 +1,7 @@
 //! Many processes, one stash: what concurrent writers cost, and what readers in other
 //! processes cost a writer.
 //!
-//! `cargo run --release --example shared -- [--objects 100000] [--layout single|bucketed]
+//! `cargo run --release -p objstash-bench --bin shared -- [--objects 100000] [--layout single|bucketed]
 //!  [--durability fast|safe] [--reader-rate 10000]`
 //!
 //! Each figure is one run: N processes (this program, started again as children) each
@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "../../../examples/common/mod.rs"]
 mod common;
 
 use anyhow::{Context, Result};

@@ -4,16 +4,17 @@
 //! request on the same server in the same run, pull into an empty stash, read-through of
 //! random keys on a cold stash, and pushes at several pack sizes.
 //!
-//! `cargo run --release --features remote --example remote -- [--count N]
+//! `cargo run --release -p objstash-bench --features remote --bin remote -- [--count N]
 //!  [--baseline N] [--reads N] [--pack-sizes 1,4,8,16]`
 
 use std::sync::Arc;
 use std::time::Instant;
 
+#[path = "../../../examples/common/mod.rs"]
 mod common;
 
 #[allow(dead_code)]
-#[path = "../tests/common/s3.rs"]
+#[path = "../../../tests/common/s3.rs"]
 mod s3;
 
 use anyhow::Result;

@@ -1,7 +1,7 @@
 //! The scale curve: write 10,000,000 objects in steps of 1,000,000 and print, per step, the
 //! save rate of that step, the file size and the process's peak memory, for both layouts.
 //!
-//! `cargo run --release --example scale -- [--steps 10] [--step 1000000] [--csv FILE]
+//! `cargo run --release -p objstash-bench --bin scale -- [--steps 10] [--step 1000000] [--csv FILE]
 //!  [--layout single|bucketed] [--channel N]`
 //!
 //! Generation is done before each chunk is saved and left out of the step's time, so the
@@ -11,6 +11,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+#[path = "../../../examples/common/mod.rs"]
 mod common;
 
 use common::peak_memory;
