@@ -14,6 +14,7 @@ use crate::codec;
 use crate::dict::Dictionaries;
 use crate::error::{DbContext, Result};
 use crate::key::Key;
+use crate::meta;
 use crate::names;
 use crate::readers::in_read_transaction;
 use crate::recovery;
@@ -129,7 +130,7 @@ impl<C: Deref<Target = Connection>, F: Fn() -> Result<C>> Check<'_, F> {
     fn totals(&self, report: &mut VerifyReport) {
         let counted = (self.connect)().and_then(|conn| {
             in_read_transaction(&conn, |conn| {
-                Ok((schema::read_totals(conn)?, schema::count_totals(conn, self.schema)?))
+                Ok((meta::read_totals(conn)?, schema::count_totals(conn, self.schema)?))
             })
         });
         match counted {
@@ -157,7 +158,7 @@ impl<C: Deref<Target = Connection>, F: Fn() -> Result<C>> Check<'_, F> {
     fn names(&self, report: &mut VerifyReport) {
         let counted = (self.connect)().and_then(|conn| {
             in_read_transaction(&conn, |conn| {
-                let recorded = schema::read_count(conn, "names")?;
+                let recorded = meta::read_count(conn, "names")?;
                 let (mut names, mut dangling) = (0, 0);
                 names::each_key(conn, |key| {
                     names += 1;

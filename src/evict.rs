@@ -31,8 +31,9 @@ use std::time::Duration;
 use rusqlite::{Connection, Rows, params};
 
 use crate::key::Key;
+use crate::meta::Delta;
 use crate::names::NameSql;
-use crate::schema::{Delta, Schema};
+use crate::schema::Schema;
 
 /// Rows evicted in one transaction at most: what bounds how long eviction keeps saves
 /// waiting (about as long as one batch of saves).

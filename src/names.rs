@@ -50,7 +50,7 @@ pub(crate) fn create_sql(user_version: i64) -> String {
          INSERT OR IGNORE INTO {META}(name, value) VALUES ('names', 0);\n\
          PRAGMA user_version = {};",
         user_version.max(FORMAT_VERSION),
-        META = crate::schema::META
+        META = crate::meta::META
     )
 }
 

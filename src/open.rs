@@ -17,13 +17,17 @@ use crate::codec;
 use crate::dict::Codec;
 use crate::durability::Durability;
 use crate::error::{DbContext, Error, Result, sqlite_code};
+use crate::header;
+use crate::header::Header;
 use crate::layout::Layout;
 use crate::lock::Hold;
+use crate::meta;
+use crate::meta::State;
 use crate::readers::Readers;
 use crate::readers::{open_connection, open_error};
 use crate::recovery::{self, RecoveryReport, Trigger};
 use crate::salvage;
-use crate::schema::{self, FORMAT_VERSION, Header, Schema, State};
+use crate::schema::{self, FORMAT_VERSION, Schema};
 use crate::stash::{Parts, Saving, Stash};
 use crate::uses;
 use crate::writer::WriterConfig;
@@ -99,7 +103,7 @@ fn open_local(options: &Options, path: &Path) -> Result<Stash> {
     // What can be told before any lock is taken, so that nothing is made beside a file
     // that is not a stash; `prepare` decides under the lock, where no other handle can be
     // making the stash.
-    let found = schema::glance(&path)?;
+    let found = header::glance(&path)?;
     if options.read_only {
         return open_read_only(options, path);
     }
@@ -133,20 +137,20 @@ fn open_read_only(options: &Options, path: PathBuf) -> Result<Stash> {
     // Without lock files no objstash has ever opened the file, so none can be making it
     // now: it can be recognised before the hold makes them. With them, once the hold has
     // waited for any open under way.
-    if !Hold::exists(&path) && schema::recognise(&path)?.is_none() {
+    if !Hold::exists(&path) && header::recognise(&path)?.is_none() {
         return Err(Error::NotFound { path });
     }
     let hold = Hold::acquire_read_only(&path, options.busy_timeout)?;
-    let Some(header) = schema::recognise(&path)? else { return Err(Error::NotFound { path }) };
+    let Some(header) = header::recognise(&path)? else { return Err(Error::NotFound { path }) };
     check_format(&path, &header)?;
     let statements = Schema::new(Layout::Bucketed).statement_count();
     let conn = open_connection(&path, true, statements, options.busy_timeout)?;
-    let layout = schema::read_layout(&conn)?.unwrap_or_default();
+    let layout = meta::read_layout(&conn)?.unwrap_or_default();
     check_layout(&path, options.layout, layout)?;
     let settings = options.settle(
         &path,
-        schema::read_setting(&conn, "durability").ok().flatten(),
-        schema::read_setting(&conn, "codec").ok().flatten(),
+        meta::read_setting(&conn, "durability").ok().flatten(),
+        meta::read_setting(&conn, "codec").ok().flatten(),
     )?;
     let prepared = Prepared { conn, schema: Schema::new(layout), settings, recovery: None };
     options.start(path, prepared, hold, true)
@@ -277,7 +281,7 @@ impl Options {
     /// rebuild the file: with another handle open, the shutdown it would see is that
     /// handle's running session, and the file must not be replaced under it.
     fn prepare(&self, path: &Path, alone: bool) -> Result<Prepared> {
-        let header = schema::recognise(path)?;
+        let header = header::recognise(path)?;
         let conn = self.connect(path)?;
         let Some(header) = header else { return self.create(conn, path, alone) };
         check_format(path, &header)?;
@@ -289,11 +293,11 @@ impl Options {
         // over by `configure`.
         let settings = self.settle(
             path,
-            schema::read_setting(&conn, "durability").ok().flatten(),
-            schema::read_setting(&conn, "codec").ok().flatten(),
+            meta::read_setting(&conn, "durability").ok().flatten(),
+            meta::read_setting(&conn, "codec").ok().flatten(),
         )?;
         let (conn, recovery) = self.recover(conn, path, found)?;
-        let schema = Schema::new(schema::read_layout(&conn)?.unwrap_or_default());
+        let schema = Schema::new(meta::read_layout(&conn)?.unwrap_or_default());
         migrate(&conn, path, &schema)?;
         let conn = configure(conn, path, settings, alone, self.max_size)?;
         Ok(Prepared { conn, schema, settings, recovery })
@@ -414,7 +418,7 @@ fn assess(conn: &Connection, path: &Path, alone: bool) -> Result<Assessment> {
         Err(e) if is_corruption(&e) => Some(format!("its schema cannot be read: {e}")),
         Err(e) => return Err(open_error(path, "reading its schema", e)),
     };
-    let recorded = match (schema::read_state(conn), schema::read_layout(conn)) {
+    let recorded = match (meta::read_state(conn), meta::read_layout(conn)) {
         _ if damage.is_some() => None,
         (Ok(state), Ok(Some(layout))) => Some((state, layout)),
         (Err(Error::Database { .. }), _) | (_, Err(Error::Database { .. })) | (_, Ok(None)) => None,
@@ -425,7 +429,7 @@ fn assess(conn: &Connection, path: &Path, alone: bool) -> Result<Assessment> {
     // check is needed when the boot it recorded is not this one.
     let unclean = alone
         && matches!(recorded, Some((State::OpenFast, _)))
-        && schema::read_boot(conn).ok().flatten().is_none_or(|boot| Some(boot) != boot_id());
+        && meta::read_boot(conn).ok().flatten().is_none_or(|boot| Some(boot) != boot_id());
     let problem = match recorded {
         None => Some(damage.unwrap_or_else(|| "its meta table cannot be read".to_string())),
         Some(_) if unclean => recovery::check(conn),
@@ -480,27 +484,27 @@ fn configure(
         .and_then(|()| conn.pragma_update(None, "secure_delete", "ON"))
         .context(|| format!("configuring {}", path.display()))?;
     for (name, value) in [("durability", durability.as_str()), ("codec", settings.codec.as_str())] {
-        if schema::read_setting::<String>(&conn, name)?.as_deref() != Some(value) {
-            schema::write_setting(&conn, name, value)?;
+        if meta::read_setting::<String>(&conn, name)?.as_deref() != Some(value) {
+            meta::write_setting(&conn, name, value)?;
         }
     }
     if let Some(cap) = max_size
-        && schema::read_max_size(&conn)? != Some(cap)
+        && meta::read_max_size(&conn)? != Some(cap)
     {
-        schema::write_max_size(&conn, Some(cap))?;
+        meta::write_max_size(&conn, Some(cap))?;
     }
     if alone {
         let state = match durability {
             Durability::Fast => State::OpenFast,
             Durability::Safe => State::OpenSafe,
         };
-        schema::write_state(&conn, state)?;
-        schema::write_setting(&conn, "boot", boot_id().as_deref().unwrap_or(""))?;
-    } else if durability == Durability::Fast && schema::read_state(&conn)? != State::OpenFast {
+        meta::write_state(&conn, state)?;
+        meta::write_setting(&conn, "boot", boot_id().as_deref().unwrap_or(""))?;
+    } else if durability == Durability::Fast && meta::read_state(&conn)? != State::OpenFast {
         // A handle that opened first in safe mode marked the stash for a session that a
         // power loss cannot damage; this one does not sync, so the next open after a stop
         // of the machine must check the file.
-        schema::write_state(&conn, State::OpenFast)?;
+        meta::write_state(&conn, State::OpenFast)?;
     }
     Ok(conn)
 }

@@ -14,11 +14,13 @@ use rusqlite::{Connection, OpenFlags};
 use crate::check::{self, Check};
 use crate::dict::Dictionaries;
 use crate::error::{Error, Result};
+use crate::header;
 use crate::layout::Layout;
 use crate::lock::Hold;
+use crate::meta;
 use crate::recovery::{RecoveryReport, Trigger};
 use crate::salvage;
-use crate::schema::{self, Schema};
+use crate::schema::Schema;
 
 /// Checks the closed stash at `path` and, if anything is wrong with it, rebuilds it from
 /// every object that still verifies: what to do when
@@ -32,7 +34,7 @@ use crate::schema::{self, Schema};
 /// [`Error::Io`] or [`Error::Database`] if the new file cannot be written.
 pub fn repair(path: impl AsRef<Path>) -> Result<RecoveryReport> {
     let path = path.as_ref();
-    if schema::recognise(path)?.is_none() {
+    if header::recognise(path)?.is_none() {
         return Err(Error::NotFound { path: path.to_path_buf() });
     }
     // Rebuilding replaces the file: nobody else may have it open.
@@ -61,7 +63,7 @@ pub fn repair(path: impl AsRef<Path>) -> Result<RecoveryReport> {
 /// The object count of a sound stash, or what is wrong with it: the check `verify` runs
 /// (`check.rs`), on the one connection of a closed file.
 fn find_problem(conn: &Connection) -> Result<u64, String> {
-    let layout = schema::read_layout(conn)
+    let layout = meta::read_layout(conn)
         .map_err(|e| format!("its layout cannot be read: {e}"))?
         .unwrap_or(Layout::Single);
     let dicts = Dictionaries::load(conn).map_err(|e| format!("its dictionaries: {e}"))?;

@@ -19,6 +19,7 @@ use crate::error::{DbContext, Error, Result};
 use crate::files::{self, JOURNALS, sibling};
 use crate::key::Key;
 use crate::layout::Layout;
+use crate::meta;
 use crate::names;
 use crate::pagescan;
 use crate::readers::open_connection;
@@ -46,8 +47,8 @@ pub(crate) fn salvage(
 
     let damaged = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
         .map_err(|e| Error::db(format!("opening damaged {} to salvage it", path.display()), e))?;
-    let layout = schema::read_layout(&damaged).ok().flatten().or(layout_hint).unwrap_or_default();
-    let claimed = schema::read_totals(&damaged).ok().map(|t| t.objects);
+    let layout = meta::read_layout(&damaged).ok().flatten().or(layout_hint).unwrap_or_default();
+    let claimed = meta::read_totals(&damaged).ok().map(|t| t.objects);
 
     let target = Schema::new(layout);
     let fresh =
@@ -107,7 +108,7 @@ pub(crate) fn salvage(
     salvage_pins(&damaged, &fresh, &target);
     let names_recovered = salvage_names(&damaged, &fresh, &target)?;
     let names_claimed = if names::table_exists(&damaged).unwrap_or(true) {
-        schema::read_totals(&damaged).ok().map(|t| t.names)
+        meta::read_totals(&damaged).ok().map(|t| t.names)
     } else {
         Some(0)
     };

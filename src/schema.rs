@@ -1,11 +1,8 @@
-//! The on-disk format: SQL text, table names, the format version and the meta table.
+//! The on-disk format: the format version, the object tables' SQL and names.
 //!
 //! A stash is a SQLite file whose `application_id` is [`APPLICATION_ID`] and whose
-//! `user_version` is its format version. The `objstash_meta` table records the layout, its
-//! durability and codec, whether the last writer closed cleanly, the size cap, and running
-//! totals (objects, raw and stored bytes, names, pins, evictions) that the writer updates
-//! in the same transaction as the rows they count, so the size report costs one read
-//! instead of a scan. A stash that uses the zstd codec also has an `objstash_dicts` table
+//! `user_version` is its format version, with the meta table (`meta.rs`) and the object
+//! tables of its layout. A stash that uses the zstd codec also has an `objstash_dicts` table
 //! (see `dict.rs`) and format version 2 or more; one with names has an `objstash_names`
 //! table (`names.rs`) and format version 3. Each feature raises the version only when
 //! first used, so a stash that does not use it stays readable by versions that do not
@@ -18,13 +15,11 @@
 //! table as before, so it is no format change; a stash made before it gets it at its next
 //! writable open.
 
-use std::io::Read;
-use std::path::Path;
-
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 
 use crate::error::{DbContext, Error, Result};
 use crate::layout::Layout;
+use crate::meta::{self, META, Totals};
 use crate::names;
 use crate::scan::{self, Columns};
 use crate::uses::PINNED;
@@ -39,82 +34,6 @@ pub(crate) const DICT_FORMAT_VERSION: i64 = 2;
 pub(crate) const BASE_FORMAT_VERSION: i64 = 1;
 /// Page size of new stashes; see notes/design.md.
 pub(crate) const PAGE_SIZE: u32 = 8192;
-
-/// The meta table: settings and running totals by name.
-pub(crate) const META: &str = "objstash_meta";
-
-/// What the meta table says about the last session that wrote.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum State {
-    /// The last writer closed cleanly.
-    Clean,
-    /// A writer in fast mode did not close: the file may be damaged.
-    OpenFast,
-    /// A writer in safe mode did not close: SQLite's WAL recovery makes that harmless.
-    OpenSafe,
-}
-
-impl State {
-    fn as_str(self) -> &'static str {
-        match self {
-            State::Clean => "clean",
-            State::OpenFast => "open-fast",
-            State::OpenSafe => "open-safe",
-        }
-    }
-}
-
-/// Declares the running totals once: [`Totals`] (as stored) and [`Delta`] (a change to
-/// them) with the same fields, each kept in the meta table under its own name.
-macro_rules! running_totals {
-    ($($(#[$doc:meta])* $field:ident),* $(,)?) => {
-        /// Object count and byte totals, as kept in the meta table.
-        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-        pub(crate) struct Totals {
-            $($(#[$doc])* pub $field: u64,)*
-        }
-
-        /// Signed changes to the running totals.
-        #[derive(Clone, Copy, Debug, Default)]
-        pub(crate) struct Delta {
-            $(pub $field: i64,)*
-        }
-
-        impl Totals {
-            /// Each total with the meta table's name for it.
-            fn entries(&self) -> Vec<(&'static str, u64)> {
-                vec![$((stringify!($field), self.$field)),*]
-            }
-
-            /// Reads each total with `read`, given its meta name.
-            fn read(mut read: impl FnMut(&'static str) -> Result<u64>) -> Result<Totals> {
-                Ok(Totals { $($field: read(stringify!($field))?,)* })
-            }
-        }
-
-        impl Delta {
-            /// Each change with the meta table's name for its total.
-            fn entries(&self) -> Vec<(&'static str, i64)> {
-                vec![$((stringify!($field), self.$field)),*]
-            }
-        }
-    };
-}
-
-running_totals! {
-    objects,
-    raw_bytes,
-    stored_bytes,
-    /// Names (see `names.rs`); 0 for a stash without a names table.
-    names,
-    /// Pinned objects and their stored bytes (`uses.rs`).
-    pinned,
-    pinned_bytes,
-    /// Objects evicted since the stash was made, and their stored bytes (`evict.rs`):
-    /// history, which a recount keeps as recorded.
-    evicted,
-    evicted_bytes,
-}
 
 /// The SQL statements of one object table.
 #[derive(Debug)]
@@ -359,94 +278,6 @@ impl Schema {
     }
 }
 
-/// Reads the layout recorded in a stash; `None` when the value is missing or unknown.
-pub(crate) fn read_layout(conn: &Connection) -> Result<Option<Layout>> {
-    read_setting(conn, "layout")
-}
-
-/// Reads a setting recorded in the meta table (`layout`, `durability`, `codec`); `None`
-/// when it is missing (a stash made before it was recorded) or a word this version does
-/// not know.
-pub(crate) fn read_setting<T: std::str::FromStr>(
-    conn: &Connection,
-    name: &str,
-) -> Result<Option<T>> {
-    let word: Option<String> = read_meta(conn, name)?;
-    Ok(word.and_then(|w| w.parse().ok()))
-}
-
-/// The boot the stash was last opened in (see `open.rs`); `None` if not recorded.
-pub(crate) fn read_boot(conn: &Connection) -> Result<Option<String>> {
-    Ok(read_meta::<String>(conn, "boot")?.filter(|boot| !boot.is_empty()))
-}
-
-/// Records a setting in the meta table. Older versions read the meta table by name, so a
-/// setting they do not know is no format change.
-pub(crate) fn write_setting(conn: &Connection, name: &str, value: &str) -> Result<()> {
-    conn.execute(
-        &format!("INSERT OR REPLACE INTO {META}(name, value) VALUES (?1, ?2)"),
-        [name, value],
-    )
-    .context(|| format!("recording the stash's {name}"))?;
-    Ok(())
-}
-
-pub(crate) fn read_state(conn: &Connection) -> Result<State> {
-    let word: Option<String> = read_meta(conn, "state")?;
-    Ok(match word.as_deref() {
-        Some("open-fast") => State::OpenFast,
-        Some("open-safe") => State::OpenSafe,
-        _ => State::Clean,
-    })
-}
-
-pub(crate) fn write_state(conn: &Connection, state: State) -> Result<()> {
-    conn.execute(&format!("UPDATE {META} SET value = ?1 WHERE name = 'state'"), [state.as_str()])
-        .context(|| "recording the stash's state".to_string())?;
-    Ok(())
-}
-
-pub(crate) fn read_totals(conn: &Connection) -> Result<Totals> {
-    Totals::read(|name| read_count(conn, name))
-}
-
-/// The size cap recorded in the stash (`max_size`), if it has one.
-pub(crate) fn read_max_size(conn: &Connection) -> Result<Option<u64>> {
-    Ok(Some(read_count(conn, "max_size")?).filter(|&cap| cap > 0))
-}
-
-/// Records the size cap (`None` removes it), inside the caller's transaction if any.
-pub(crate) fn write_max_size(conn: &Connection, cap: Option<u64>) -> Result<()> {
-    conn.execute(
-        &format!("INSERT OR REPLACE INTO {META}(name, value) VALUES ('max_size', ?1)"),
-        [cap.map_or(0, |c| c.min(i64::MAX as u64) as i64)],
-    )
-    .context(|| "recording the stash's size cap".to_string())?;
-    Ok(())
-}
-
-/// A count recorded in the meta table; 0 when it is not recorded.
-pub(crate) fn read_count(conn: &Connection, name: &str) -> Result<u64> {
-    Ok(read_meta::<i64>(conn, name)?.unwrap_or(0).max(0) as u64)
-}
-
-/// Adds signed deltas to the running totals, inside the caller's transaction; a total not
-/// recorded yet starts at 0.
-pub(crate) fn add_totals(conn: &Connection, delta: &Delta) -> Result<()> {
-    let mut stmt = conn
-        .prepare_cached(&format!(
-            "INSERT INTO {META}(name, value) VALUES (?1, ?2) \
-             ON CONFLICT(name) DO UPDATE SET value = value + ?2"
-        ))
-        .context(|| "preparing the totals update".to_string())?;
-    for (name, delta) in delta.entries() {
-        if delta != 0 {
-            stmt.execute(params![name, delta]).context(|| format!("updating the {name} total"))?;
-        }
-    }
-    Ok(())
-}
-
 /// Recounts the totals from the rows themselves and stores them.
 pub(crate) fn recount_totals(conn: &Connection, schema: &Schema) -> Result<Totals> {
     let totals = count_totals(conn, schema)?;
@@ -480,105 +311,15 @@ pub(crate) fn count_totals(conn: &Connection, schema: &Schema) -> Result<Totals>
             totals.pinned_bytes += bytes as u64;
         }
     }
-    let recorded = read_totals(conn)?;
+    let recorded = meta::read_totals(conn)?;
     totals.evicted = recorded.evicted;
     totals.evicted_bytes = recorded.evicted_bytes;
     Ok(totals)
 }
 
-fn read_meta<T: rusqlite::types::FromSql>(conn: &Connection, name: &str) -> Result<Option<T>> {
-    conn.query_row(&format!("SELECT value FROM {META} WHERE name = ?1"), [name], |r| r.get(0))
-        .optional()
-        .context(|| format!("reading {name} from the stash's meta table"))
-}
-
 /// How many objects of any kind (tables, indexes, views) the database defines.
 pub(crate) fn schema_object_count(conn: &Connection) -> rusqlite::Result<i64> {
     conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))
-}
-
-/// What the first 100 bytes of a database file say, read without SQLite so that a file
-/// whose schema is damaged can still be recognised as a stash.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Header {
-    pub application_id: i32,
-    pub user_version: i64,
-}
-
-/// What `path` holds: `Ok(None)` when there is no file or an empty one (a new stash goes
-/// there), the header of a stash, or `NotADatabase` / `ForeignDatabase`. A SQLite file is
-/// a stash only if it says so: its application id is [`APPLICATION_ID`] (or, for the
-/// stashes made before the id was written, 0 with a meta table). A SQLite file of no
-/// tables is someone else's too.
-///
-/// While another handle makes a stash its file can show a header without the id for a
-/// moment: this is only decided where no handle can be making it (under the open gate,
-/// `lock.rs`, or where no lock file says an objstash was ever there). [`glance`] is what
-/// can be decided before.
-pub(crate) fn recognise(path: &Path) -> Result<Option<Header>> {
-    let Some(header) = glance(path)? else { return Ok(None) };
-    match header.application_id {
-        APPLICATION_ID => Ok(Some(header)),
-        _ if has_meta_table(path) => Ok(Some(header)),
-        _ => Err(Error::ForeignDatabase { path: path.to_path_buf() }),
-    }
-}
-
-/// What can be told of `path` at any moment, before taking a lock: a file that is not
-/// SQLite, or one another application has marked as its own, is no stash. A header
-/// without an application id passes (see [`recognise`]).
-pub(crate) fn glance(path: &Path) -> Result<Option<Header>> {
-    let header = read_header(path)?;
-    if header.is_some_and(|h| h.application_id != APPLICATION_ID && h.application_id != 0) {
-        return Err(Error::ForeignDatabase { path: path.to_path_buf() });
-    }
-    Ok(header)
-}
-
-/// Whether the SQLite file at `path` has the meta table, read without locking or making
-/// any file beside it (`immutable`).
-fn has_meta_table(path: &Path) -> bool {
-    let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_URI;
-    let mut uri = String::from("file:");
-    for byte in path.as_os_str().as_encoded_bytes() {
-        if byte.is_ascii_alphanumeric() || b"/._-~".contains(byte) {
-            uri.push(char::from(*byte));
-        } else {
-            uri += &format!("%{byte:02X}");
-        }
-    }
-    uri += "?immutable=1";
-    let found = Connection::open_with_flags(&uri, flags).and_then(|conn| {
-        conn.query_row(
-            "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1",
-            [META],
-            |r| r.get::<_, i64>(0),
-        )
-    });
-    matches!(found, Ok(1))
-}
-
-/// Reads the header of the database at `path`: `Ok(None)` when the file does not exist or
-/// is empty, `Err(NotADatabase)` when it is not a SQLite file.
-fn read_header(path: &Path) -> Result<Option<Header>> {
-    let mut file = match std::fs::File::open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
-    };
-    let mut header = Vec::with_capacity(100);
-    (&mut file)
-        .take(100)
-        .read_to_end(&mut header)
-        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-    if header.is_empty() {
-        return Ok(None);
-    }
-    if header.len() < 100 || !header.starts_with(b"SQLite format 3\0") {
-        return Err(Error::NotADatabase { path: path.to_path_buf() });
-    }
-    let be32 = |at: usize| i32::from_be_bytes(header[at..at + 4].try_into().expect("4 bytes"));
-    Ok(Some(Header { application_id: be32(68), user_version: i64::from(be32(60)) }))
 }
 
 #[cfg(test)]

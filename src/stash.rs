@@ -35,10 +35,11 @@ use crate::files;
 use crate::key::Key;
 use crate::layout::Layout;
 use crate::lock::Hold;
+use crate::meta;
 use crate::names;
 use crate::readers::Readers;
 use crate::recovery::RecoveryReport;
-use crate::schema::{self, Schema, TableSql};
+use crate::schema::{Schema, TableSql};
 use crate::stats::Stats;
 use crate::uses::Uses;
 use crate::writer::{Answer, Flush, Message, Op, Shared, WriterConfig, WriterHandle};
@@ -203,7 +204,7 @@ impl Stash {
         })?;
         let (max_size, oldest_use, dictionaries) = {
             let reader = self.readers.checkout()?;
-            (schema::read_max_size(&reader)?, self.oldest_use(&reader)?, dict::count(&reader)?)
+            (meta::read_max_size(&reader)?, self.oldest_use(&reader)?, dict::count(&reader)?)
         };
         Ok(Stats {
             max_size,
@@ -291,10 +292,10 @@ impl Stash {
         self.recovery.as_ref()
     }
 
-    fn totals(&self) -> Result<schema::Totals> {
+    fn totals(&self) -> Result<meta::Totals> {
         self.flush()?;
         let reader = self.readers.checkout()?;
-        schema::read_totals(&reader)
+        meta::read_totals(&reader)
     }
 
     fn table(&self, key: &Key) -> &TableSql {
@@ -359,7 +360,7 @@ impl Stash {
             return Ok(());
         }
         let conn = crate::readers::open_connection(path, false, Schema::META_STATEMENTS, busy)?;
-        schema::write_state(&conn, schema::State::Clean)?;
+        meta::write_state(&conn, meta::State::Clean)?;
         conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
             .context(|| format!("checkpointing {}", path.display()))?;
         conn.pragma_update(None, "journal_mode", "DELETE")

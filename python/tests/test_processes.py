@@ -223,19 +223,28 @@ def test_what_save_returned_survives_the_ways_a_process_ends(path, ending):
         assert stash.get(done.stdout.strip()) == b"one more"
 
 
+# The child's save_all is kept inside its first chunk by another process holding the
+# write lock (the queue to the writer fills): Ctrl-C arrives while the call is under way,
+# whatever the machine's speed, and the lock is let go only after the signal was sent.
 INTERRUPTED = """
-import os, sys
+import sys, threading, time
 from objstash import Stash
-stash = Stash(sys.argv[1])
-objs = [os.urandom(24) + b"x" * 1000 for _ in range(200_000)]
+path = sys.argv[1]
+stash = Stash(path)
+objs = [b"%d-" % i + b"x" * 1000 for i in range(60_000)]
 
-def given():
-    yield from objs
-    # Printed once the call has taken every object: save_all is under way.
+def watch(key):
+    # The call is under way once its first object is readable (queued for the writer).
+    while key not in stash:
+        time.sleep(0.001)
     print("inside", flush=True)
 
+key = Stash(path + ".keys").save(objs[0])
+print("open", flush=True)
+sys.stdin.readline()  # the write lock is taken by then
+threading.Thread(target=watch, args=(key,), daemon=True).start()
 try:
-    stash.save_all(given())
+    stash.save_all(objs)
     print("completed", flush=True)
 except KeyboardInterrupt:
     print("interrupted", flush=True)
@@ -244,22 +253,44 @@ print("sound", stash.verify().ok, flush=True)
 stash.close()
 """
 
+HOLDER = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+conn.execute("UPDATE objstash_meta SET value = value WHERE name = 'codec'")
+print("holding", flush=True)
+sys.stdin.readline()
+conn.execute("COMMIT")
+"""
+
 
 def test_ctrl_c_interrupts_a_long_save_all_and_keeps_what_was_saved(path):
     child = subprocess.Popen(
         [sys.executable, "-c", INTERRUPTED, path],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    assert child.stdout is not None
+    assert child.stdout is not None and child.stdin is not None
+    assert child.stdout.readline().strip() == "open"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdout is not None and holder.stdin is not None
+    assert holder.stdout.readline().strip() == "holding"
+    child.stdin.write("go\n")
+    child.stdin.flush()
     assert child.stdout.readline().strip() == "inside"
     child.send_signal(signal.SIGINT)
+    holder.stdin.write("go\n")
+    holder.stdin.flush()
+    assert holder.wait(HANG) == 0
     out, err = child.communicate(timeout=HANG)
     lines = out.split("\n")
     assert lines[0] == "interrupted", (out, err)
     stored = int(lines[1].split()[1])
-    assert 0 < stored < 200_000, "the call stopped between chunks, keeping earlier ones"
+    assert 0 < stored < 60_000, "the call stopped between chunks, keeping the ones before"
     assert lines[2] == "sound True", (out, err)
     with Stash(path) as stash:
         assert len(stash) == stored

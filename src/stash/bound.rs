@@ -7,6 +7,7 @@ use rusqlite::{Connection, OptionalExtension};
 
 use crate::error::{DbContext, Error, Result};
 use crate::key::Key;
+use crate::meta;
 use crate::schema;
 use crate::stats::Evicted;
 use crate::uses;
@@ -25,7 +26,7 @@ impl Stash {
     /// [`Error::Database`] if it cannot be read.
     pub fn max_size(&self) -> Result<Option<u64>> {
         let reader = self.readers.checkout()?;
-        schema::read_max_size(&reader)
+        meta::read_max_size(&reader)
     }
 
     /// Records a size cap in the stash (`None` removes it), for every handle and every

@@ -107,11 +107,7 @@ impl Stash {
 
     /// Reads the objects `found` lacks through the remote, if the stash has one.
     #[cfg(feature = "remote")]
-    fn read_through_absent(
-        &self,
-        keys: &[Key],
-        mut found: Vec<Read>,
-    ) -> Result<Vec<Read>> {
+    fn read_through_absent(&self, keys: &[Key], mut found: Vec<Read>) -> Result<Vec<Read>> {
         if self.remote.is_none() {
             return Ok(found);
         }
@@ -128,11 +124,7 @@ impl Stash {
 
     /// Reads the rows of `keys[i]` for each `i` of `indices` (in key order), then decodes
     /// them, each to its own result.
-    fn read_part(
-        &self,
-        keys: &[Key],
-        indices: &[usize],
-    ) -> Result<Vec<(usize, Read)>> {
+    fn read_part(&self, keys: &[Key], indices: &[usize]) -> Result<Vec<(usize, Read)>> {
         let part: Vec<Key> = indices.iter().map(|&i| keys[i]).collect();
         let now = uses::now();
         let from_pending = |row: Row| Stored::pending(row, now);

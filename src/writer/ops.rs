@@ -10,8 +10,8 @@ use super::upkeep::Job;
 use crate::dict;
 use crate::error::{Error, Result};
 use crate::key::Key;
+use crate::meta;
 use crate::names::NameRow;
-use crate::schema;
 use crate::stats::Evicted;
 
 /// Commit everything sent before; answers once it is committed.
@@ -180,7 +180,7 @@ pub(crate) struct SetMaxSize {
 impl Op for SetMaxSize {
     fn apply(&mut self, tx: &mut Tx<'_>) -> Result<(), Stop> {
         tx.write_run()?;
-        Ok(schema::write_max_size(tx.conn, self.cap)?)
+        Ok(meta::write_max_size(tx.conn, self.cap)?)
     }
 
     fn committed(self: Box<Self>, _: &mut After<'_>) {

@@ -22,6 +22,7 @@ use super::upkeep::Job;
 use super::{Shared, WriterConfig};
 use crate::error::{Error, Result, sqlite_code};
 use crate::evict::{self, MAX_BATCH_BYTES, Marks};
+use crate::meta;
 use crate::names;
 use crate::schema;
 use crate::uses;
@@ -78,7 +79,7 @@ impl Drop for PanicGuard<'_> {
 
 impl Writer {
     pub(super) fn new(conn: Connection, shared: Arc<Shared>, config: WriterConfig) -> Result<Self> {
-        let objects = schema::read_totals(&conn)?.objects;
+        let objects = meta::read_totals(&conn)?.objects;
         let page_size: i64 = conn
             .pragma_query_value(None, "page_size", |r| r.get(0))
             .map_err(|e| Error::db("reading the page size", e))?;
@@ -247,7 +248,7 @@ impl Writer {
             return Ok(());
         }
         tx::write_uses(&self.conn, &self.shared);
-        schema::add_totals(&self.conn, &batch.tx.totals)?;
+        meta::add_totals(&self.conn, &batch.tx.totals)?;
         self.conn.execute_batch("COMMIT").stop(|| "committing a batch".into())?;
         batch.open = false;
         if !self.shared.names.table_known() && names::table_exists(&self.conn)? {

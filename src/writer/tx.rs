@@ -17,9 +17,10 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::Shared;
 use super::stop::{Stop, StopContext};
 use crate::key::Key;
+use crate::meta::Delta;
 use crate::names::{self, NameRow, NameSql};
 use crate::pending::Row;
-use crate::schema::{Delta, TableSql};
+use crate::schema::TableSql;
 use crate::uses::{self, PINNED};
 
 /// Rows of at least this many stored bytes are written through blob I/O (see

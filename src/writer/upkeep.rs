@@ -12,8 +12,9 @@ use super::tx;
 use crate::error::sqlite_code;
 use crate::evict::{self, EVICT_ROWS, Marks, Space, VACUUM_PAGES};
 use crate::key::Key;
+use crate::meta;
+use crate::meta::Delta;
 use crate::names;
-use crate::schema::{self, Delta};
 use crate::stats::Evicted;
 use crate::uses;
 
@@ -43,7 +44,7 @@ impl Writer {
     /// Reads the size cap the stash records (another handle may have changed it) and sizes
     /// the write-ahead log to it.
     pub(super) fn read_cap(&mut self) -> Result<(), Stop> {
-        let cap = schema::read_max_size(&self.conn)?;
+        let cap = meta::read_max_size(&self.conn)?;
         if cap != self.cap {
             // The log is checkpointed once it holds this many bytes, and truncated back to
             // them after each checkpoint; SQLite's defaults without a cap.
@@ -231,7 +232,7 @@ impl Writer {
     /// Stored bytes to evict to free about `bytes` of pages: rows cost their stored bytes
     /// plus their share of the indexes and of half-full pages.
     fn stored_for(&self, bytes: u64, space: &Space) -> Result<u64, Stop> {
-        let stored = schema::read_totals(&self.conn)?.stored_bytes.max(1);
+        let stored = meta::read_totals(&self.conn)?.stored_bytes.max(1);
         let per_byte = (space.in_use() as f64 / stored as f64).clamp(1.0, 4.0);
         Ok((bytes as f64 / per_byte).ceil() as u64)
     }
@@ -296,7 +297,7 @@ impl Writer {
             let mut delta = Delta::default();
             evict::delete(&writer.conn, schema, &victims, names, &mut delta)
                 .stop(|| "evicting objects".into())?;
-            schema::add_totals(&writer.conn, &delta)?;
+            meta::add_totals(&writer.conn, &delta)?;
             Ok(Evicted { objects: delta.evicted as u64, stored_bytes: delta.evicted_bytes as u64 })
         })?;
         self.objects = self.objects.saturating_sub(evicted.objects);
