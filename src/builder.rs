@@ -243,10 +243,14 @@ impl StashBuilder {
     }
 
     /// How long after its last save or read an object is safe from eviction, so that a
-    /// caller's `save` then `get` never races one. Across processes a read counts once its
-    /// process's writer has recorded it (within half a second).
+    /// caller's `save` then `get` never races one. What a save call saves is never evicted
+    /// while the call is under way, whatever the grace period. A read within the resolution
+    /// of uses ([`StashBuilder::use_resolution`]) records nothing, so it protects the object
+    /// only as far as its recorded use does. Across processes a read counts once its
+    /// process's writer has recorded it (within half a second). Each second of grace lets a
+    /// burst of saves take a capped stash over its cap by what it saves in a second.
     ///
-    /// Default: 5 seconds.
+    /// Default: 100 milliseconds.
     pub fn eviction_grace(mut self, grace: Duration) -> Self {
         self.options.grace = grace;
         self
@@ -256,9 +260,7 @@ impl StashBuilder {
     /// recorded last use (its save, or an earlier read) is less than this old writes
     /// nothing, so reading back what was just saved, or an object read again within the
     /// period, costs the writer no work. The order in which eviction takes the least
-    /// recently used objects is exact to within this, and with a grace period eviction
-    /// spares objects used within the grace period plus this, so a read still protects an
-    /// object for the whole grace period after it. `Duration::ZERO` records every read
+    /// recently used objects is exact to within this. `Duration::ZERO` records every read
     /// (the writer still writes an object's latest use once per batch, however often it
     /// was read).
     ///

@@ -39,10 +39,10 @@
 //!   [`Stash::set_max_size`]) keeps the database files within it by evicting the least
 //!   recently used objects (used: saved or read); [`Stash::evict_unused_since`] and
 //!   [`Stash::trim_to`] evict on demand; [`Stash::pin`] and [`Stash::save_pinned`] keep
-//!   objects that must never go; freed space is given back to the file system. Objects
-//!   used in the last seconds are never evicted ([`StashBuilder::eviction_grace`]); a
-//!   read within seconds of an object's last use records none
-//!   ([`StashBuilder::use_resolution`]).
+//!   objects that must never go; freed space is given back to the file system. What a
+//!   save call under way has saved, and objects used in the last moment
+//!   ([`StashBuilder::eviction_grace`]), are never evicted; a read within seconds of an
+//!   object's last use records none ([`StashBuilder::use_resolution`]).
 //! - A shared remote tier (feature `remote`): `StashBuilder::remote` with a
 //!   `RemoteConfig` (an S3-compatible bucket and prefix); `Stash::remote` gives its
 //!   calls: `push` uploads what the remote lacks in packs, `pull`, `missing`, `refresh`,

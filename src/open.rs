@@ -29,7 +29,6 @@ use crate::recovery::{self, RecoveryReport, Trigger};
 use crate::salvage;
 use crate::schema::{self, FORMAT_VERSION, Schema};
 use crate::stash::{Parts, Saving, Stash};
-use crate::uses;
 use crate::writer::WriterConfig;
 
 /// The largest object a stash can take: SQLite refuses values over 1,000,000,000 bytes,
@@ -212,10 +211,10 @@ impl Options {
         // A writable open has given the tables their use column (`migrate`).
         let shared =
             Stash::shared(path, self.busy_timeout, schema, &conn, !read_only, self.use_resolution)?;
-        let writer = (!read_only).then(|| WriterConfig {
+        let writer = (!read_only).then_some(WriterConfig {
             batch_size: self.batch_size,
             capacity: self.channel_capacity,
-            spared: uses::spared(self.grace, self.use_resolution),
+            grace: self.grace,
         });
         let saving = Saving {
             level: self.level,

@@ -17,9 +17,13 @@
 //! seconds, then writes nothing: without it the writer rewrote a page of the object table
 //! and two of the use index for nearly every object `get_many` read, which cost reading a
 //! quarter of its rate on two cores (notes/performance.md). The order of last use that
-//! eviction follows is exact to within the resolution, and eviction spares objects used
-//! within the grace period plus the resolution, so a read still protects an object for
-//! the whole grace period after it.
+//! eviction follows is exact to within the resolution.
+//!
+//! Eviction spares what a save call under way on this handle saved, until the call
+//! returns, and anything used within the grace period. A save's use is exact; a read
+//! within the resolution of the object's recorded use protects it only as far as that use
+//! does. Protection is for the length of a call and a moment after, not for seconds: a
+//! capped stash that receives a burst of saves stays near its cap.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
@@ -53,18 +57,13 @@ pub(crate) fn to_time(used: i64) -> Option<SystemTime> {
     (used != PINNED).then(|| UNIX_EPOCH + Duration::from_millis(used.max(0) as u64))
 }
 
-/// How long after its last recorded use eviction spares an object: the grace period, plus
-/// the resolution of uses when there is a grace period to honour. A read within the
-/// resolution of an object's last use records nothing, so that use can be up to the
-/// resolution older than the read the grace period counts from.
-pub(crate) fn spared(grace: Duration, resolution: Duration) -> Duration {
-    if grace.is_zero() { grace } else { grace.saturating_add(resolution) }
-}
-
-/// Uses recorded in memory, not yet written.
+/// Uses recorded in memory, not yet written, and the save calls under way.
 #[derive(Debug)]
 pub(crate) struct Uses {
     shards: Vec<Mutex<HashMap<Key, i64>>>,
+    /// When each save call under way on this handle started: nothing it saved is evicted
+    /// until it returns.
+    saving: Mutex<Vec<i64>>,
     /// Whether this handle records uses (it has a writer, and the tables a use column).
     on: bool,
     /// A read records a use only when the row's is at least this old (milliseconds).
@@ -75,6 +74,7 @@ impl Uses {
     pub(crate) fn new(on: bool, resolution: Duration) -> Self {
         Uses {
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            saving: Mutex::new(Vec::new()),
             on,
             resolution: millis(resolution),
         }
@@ -140,8 +140,35 @@ impl Uses {
         taken
     }
 
+    /// Marks a save call under way until the guard is dropped.
+    pub(crate) fn saving(&self) -> SaveCall<'_> {
+        let started = now();
+        self.saving.lock().unwrap_or_else(|p| p.into_inner()).push(started);
+        SaveCall { uses: self, started }
+    }
+
+    /// When the oldest save call under way started, if one is.
+    pub(crate) fn oldest_save(&self) -> Option<i64> {
+        self.saving.lock().unwrap_or_else(|p| p.into_inner()).iter().min().copied()
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.shards.iter().all(|s| s.lock().unwrap_or_else(|p| p.into_inner()).is_empty())
+    }
+}
+
+/// A save call under way (see [`Uses::saving`]).
+pub(crate) struct SaveCall<'a> {
+    uses: &'a Uses,
+    started: i64,
+}
+
+impl Drop for SaveCall<'_> {
+    fn drop(&mut self) {
+        let mut saving = self.uses.saving.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(at) = saving.iter().position(|&s| s == self.started) {
+            saving.swap_remove(at);
+        }
     }
 }
 
@@ -150,11 +177,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_read_stays_spared_for_the_whole_grace_period() {
-        let (grace, resolution) = (Duration::from_secs(5), Duration::from_secs(2));
-        assert_eq!(spared(grace, resolution), Duration::from_secs(7));
-        assert_eq!(spared(Duration::ZERO, resolution), Duration::ZERO);
-        assert_eq!(spared(Duration::MAX, resolution), Duration::MAX);
+    fn save_calls_under_way_are_tracked_until_they_return() {
+        let uses = Uses::new(true, Duration::ZERO);
+        assert_eq!(uses.oldest_save(), None);
+        let first = uses.saving();
+        let second = uses.saving();
+        assert_eq!(uses.oldest_save(), Some(first.started.min(second.started)));
+        drop(first);
+        assert_eq!(uses.oldest_save(), Some(second.started));
+        drop(second);
+        assert_eq!(uses.oldest_save(), None);
     }
 
     #[test]

@@ -49,7 +49,7 @@ pub(crate) struct WriterConfig {
     /// Messages the channel to the writer holds.
     pub capacity: usize,
     /// How long after its last recorded use an object is spared from eviction.
-    pub spared: Duration,
+    pub grace: Duration,
 }
 
 /// State shared by the handle and the writer thread.

@@ -174,9 +174,9 @@ class Stash(_Stash):
     use what the stash records, or the defaults for a new one (layout "single", durability
     "fast", codec "gzip", no size cap). ``busy_timeout`` (seconds, default 30) bounds a wait
     for another process's lock. ``max_size`` (bytes) is recorded in the stash: least recently
-    used objects are evicted to keep its files within it; objects saved or read in the
-    last ``eviction_grace`` seconds (default 5) and pinned ones (``save_pinned``, ``pin``)
-    never are. A read of an object whose last use is less than ``use_resolution`` seconds
+    used objects are evicted to keep its files within it; what a save call under way has
+    saved, objects saved or read in the last ``eviction_grace`` seconds (default 0.1) and
+    pinned ones (``save_pinned``, ``pin``) never are. A read of an object whose last use is less than ``use_resolution`` seconds
     old (default 5) records no new use: eviction's order is exact to within it. Use it as
     a context manager, or call ``close()``.
     """

@@ -59,8 +59,8 @@ impl Stash {
     }
 
     /// Evicts every unpinned object not saved or read for `unused_for` (and at least the
-    /// eviction grace period plus the resolution of uses, see
-    /// [`StashBuilder::use_resolution`](crate::StashBuilder::use_resolution)); returns what
+    /// eviction grace period, see
+    /// [`StashBuilder::eviction_grace`](crate::StashBuilder::eviction_grace)); returns what
     /// went.
     ///
     /// # Errors

@@ -63,6 +63,7 @@ impl Stash {
         // A read-only handle refuses every save, of a stored object too.
         self.writer()?;
         self.check_size(object)?;
+        let _call = self.shared.uses.saving();
         let key = Key::of(object);
         if !self.known(std::slice::from_ref(&key))?[0] {
             self.send_new(key, object)?;
@@ -96,6 +97,7 @@ impl Stash {
         for item in items {
             self.check_size(object(item))?;
         }
+        let _call = self.shared.uses.saving();
         let chunk = (items.len() / (self.pool.current_num_threads() * 4)).clamp(1, SAVE_CHUNK);
         self.pool.install(|| {
             let chunks: Vec<Vec<Key>> = items

@@ -29,6 +29,9 @@ use crate::uses;
 
 /// Tries of a kept batch after its senders are gone before the writer gives up on it.
 const TRIES_AT_CLOSE: u32 = 3;
+/// Steps of upkeep a closing writer runs at most (each evicts or gives back at most one
+/// batch's worth): a cap's eviction is finished before the handle closes.
+const MAX_UPKEEP_AT_CLOSE: usize = 10_000;
 
 /// What the writer thread owns.
 pub(super) struct Writer {
@@ -92,7 +95,7 @@ impl Writer {
             objects,
             page_size: page_size.max(512) as u64,
             senders_gone: false,
-            grace: uses::millis(config.spared),
+            grace: uses::millis(config.grace),
             cap: None,
             incremental,
             jobs: VecDeque::new(),
@@ -149,7 +152,16 @@ impl Writer {
                 Err(Failure::Fatal(stop)) => return self.fail(stop, batch),
             }
         }
-        // The handle is closing: the reads it recorded last still count.
+        // The handle is closing: what a cap owes is evicted now, so that the files fit the
+        // cap once it is closed (a burst of saves leaves eviction behind it).
+        for _ in 0..MAX_UPKEEP_AT_CLOSE {
+            match self.upkeep() {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(stop) => return self.fail(stop, Batch::default()),
+            }
+        }
+        // The reads it recorded last still count.
         if !self.shared.uses.is_empty()
             && let Err(Failure::Fatal(stop)) = self.transaction(|writer| {
                 tx::write_uses(&writer.conn, &writer.shared);

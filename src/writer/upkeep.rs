@@ -91,7 +91,7 @@ impl Writer {
                 let mut space = space;
                 for _ in 0..EVICT_STEPS {
                     let need = (space.in_use() - marks.low).min(marks.batch_bytes as u64);
-                    match self.evict(now - self.grace, self.stored_for(need, &space)?) {
+                    match self.evict(self.spared_since(now), self.stored_for(need, &space)?) {
                         Ok(evicted) => self.evicting = evicted.objects > 0,
                         Err(Failure::Busy) => self.evicting = false,
                         Err(Failure::Fatal(stop)) => return Err(stop),
@@ -136,6 +136,13 @@ impl Writer {
         Ok(false)
     }
 
+    /// Objects last used at or after this are spared: the grace period, and the oldest save
+    /// call under way on this handle (what it saved is not evicted before it returns).
+    fn spared_since(&self, now: i64) -> i64 {
+        let grace = now.saturating_sub(self.grace);
+        self.shared.uses.oldest_save().map_or(grace, |started| grace.min(started))
+    }
+
     /// One step of the first one-off eviction; answers it once it is done.
     fn job_step(&mut self) -> Result<(), Failure> {
         let now = uses::now();
@@ -144,7 +151,7 @@ impl Writer {
             (job.trim.unused_before, job.trim.max_size, job.aged_out);
         let step = match (unused_before, max_size) {
             (Some(before), _) if !aged_out => {
-                let evicted = self.evict(before.min(now - self.grace), u64::MAX)?;
+                let evicted = self.evict(before.min(self.spared_since(now)), u64::MAX)?;
                 if evicted.objects == 0 {
                     self.jobs[0].aged_out = true;
                 }
@@ -155,7 +162,7 @@ impl Writer {
                 if space.in_use() > size {
                     let need = (space.in_use() - size).min(self.step_pages() * space.page_size);
                     let need = self.stored_for(need, &space)?;
-                    let evicted = self.evict(now - self.grace, need)?;
+                    let evicted = self.evict(self.spared_since(now), need)?;
                     if evicted.objects == 0 {
                         self.finish_job();
                     }

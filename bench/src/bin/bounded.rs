@@ -10,7 +10,13 @@
 //!   keys' size: the hit rate against an exact LRU simulation of the same trace, at the
 //!   number of objects the stash held.
 //!
+//! - `burst`: objects saved as fast as they come, in calls of a few hundred, into a
+//!   stash capped at 16 MiB: the database files sampled every 5 ms against the cap while
+//!   saving, and after closing; with the default grace period and with one of 10 s (what
+//!   eviction spared before: a grace of 5 s plus the resolution of uses).
+//!
 //! `cargo run --release -p objstash-bench --bin bounded -- save [--count 2000000]`
+//! `cargo run --release -p objstash-bench --bin bounded -- burst [--bytes 49000000] [--call 256]`
 //! `cargo run --release -p objstash-bench --bin bounded -- get [--count 1000000] [--reads 200000]`
 //! `cargo run --release -p objstash-bench --bin bounded -- zipf [--count 1000000] [--accesses 3000000]`
 
@@ -45,6 +51,15 @@ enum What {
         #[arg(long, default_value_t = 2_000_000)]
         count: u64,
     },
+    /// Save a burst into a stash capped at 16 MiB; the files against the cap.
+    Burst {
+        /// Raw bytes of objects saved.
+        #[arg(long, default_value_t = 49_000_000)]
+        bytes: u64,
+        /// Objects per `save_all` call.
+        #[arg(long, default_value_t = 256)]
+        call: usize,
+    },
     /// `get` with use recording against a handle that records nothing.
     Get {
         #[arg(long, default_value_t = 1_000_000)]
@@ -69,6 +84,7 @@ enum What {
 fn main() -> Result<()> {
     match Args::parse().what {
         What::Save { count } => save(count),
+        What::Burst { bytes, call } => burst(bytes, call),
         What::Get { count, reads, rounds } => get(count, reads, rounds),
         What::Zipf { count, accesses, s } => zipf(count, accesses, s),
     }
@@ -93,6 +109,77 @@ fn file_bytes(path: &Path) -> u64 {
             std::fs::metadata(std::path::PathBuf::from(name)).map_or(0, |m| m.len())
         })
         .sum()
+}
+
+/// The cap of the burst: what the bug report measured against.
+const BURST_CAP: u64 = 16 << 20;
+
+/// Saves `bytes` of generated objects in calls of `call` into a stash capped at
+/// [`BURST_CAP`] with the given grace period; the largest files sampled while saving, and
+/// the files once closed.
+fn burst_run(
+    dir: &Path,
+    bytes: u64,
+    call: usize,
+    grace: Option<Duration>,
+) -> Result<(u64, u64, f64)> {
+    let path = dir.join(format!("burst-{}.db", grace.map_or(0, |g| g.as_millis())));
+    let mut builder = Stash::builder().max_size(BURST_CAP);
+    if let Some(grace) = grace {
+        builder = builder.eviction_grace(grace);
+    }
+    let stash = builder.open(&path)?;
+    let done = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (done, path) = (Arc::clone(&done), path.clone());
+        std::thread::spawn(move || {
+            let mut largest = 0;
+            while !done.load(Ordering::Relaxed) {
+                largest = largest.max(file_bytes(&path));
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            largest.max(file_bytes(&path))
+        })
+    };
+    let start = Instant::now();
+    let (mut saved, mut at) = (0, 0);
+    while saved < bytes {
+        let objects = speckle_gen::objects(7, at, call);
+        saved += objects.iter().map(|o| o.len() as u64).sum::<u64>();
+        at += call as u64;
+        stash.save_all(&objects)?;
+    }
+    stash.flush()?;
+    let seconds = start.elapsed().as_secs_f64();
+    done.store(true, Ordering::Relaxed);
+    let largest = sampler.join().expect("sampler");
+    stash.close()?;
+    Ok((largest, file_bytes(&path), saved as f64 / seconds / 1e6))
+}
+
+fn burst(bytes: u64, call: usize) -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    println!(
+        "{} MB of objects in calls of {call} into a stash capped at {}",
+        bytes / 1_000_000,
+        mib(BURST_CAP)
+    );
+    println!(
+        "| grace | MB/s saved | largest files while saving | / cap | files once closed | / cap |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for grace in [None, Some(Duration::from_secs(10))] {
+        let (largest, closed, rate) = burst_run(dir.path(), bytes, call, grace)?;
+        println!(
+            "| {} | {rate:.1} | {} | {:.2}x | {} | {:.3}x |",
+            grace.map_or("default".to_string(), |g| format!("{g:?}")),
+            mib(largest),
+            largest as f64 / BURST_CAP as f64,
+            mib(closed),
+            closed as f64 / BURST_CAP as f64
+        );
+    }
+    Ok(())
 }
 
 /// What one save run measured.
