@@ -12,6 +12,7 @@ use std::cell::RefCell;
 use crate::dict::{self, DecodeError, Dictionaries, Dictionary};
 use crate::error::{Error, Result};
 use crate::key::Key;
+use crate::scratch;
 #[cfg(not(feature = "libdeflate"))]
 use flate2::{Compress, Compression, Crc, FlushCompress};
 use flate2::{Decompress, FlushDecompress, Status};
@@ -69,13 +70,10 @@ pub(crate) fn compress(raw: &[u8], level: u32) -> Vec<u8> {
                 &mut slot.insert((level, libdeflater::Compressor::new(lvl))).1
             }
         };
-        let mut out = vec![0u8; compressor.gzip_compress_bound(raw.len())];
-        let written = compressor
-            .gzip_compress(raw, &mut out)
-            .expect("the output buffer holds the compress bound");
-        out.truncate(written);
-        out.shrink_to_fit();
-        out
+        let bound = compressor.gzip_compress_bound(raw.len());
+        scratch::exact_output(bound, |out| {
+            compressor.gzip_compress(raw, out).expect("the output buffer holds the compress bound")
+        })
     })
 }
 
@@ -259,6 +257,15 @@ mod tests {
 
     fn sample(n: usize) -> Vec<u8> {
         (0..n).map(|i| (i * 7 % 251) as u8 ^ (i / 13) as u8).collect()
+    }
+
+    #[test]
+    fn a_row_is_exactly_its_length() {
+        // Rows wait in memory for their commit: no spare room behind them.
+        for n in [0, 1_255, 300_000, 3 << 20] {
+            let row = compress(&sample(n), 2);
+            assert_eq!(row.capacity(), row.len(), "{n} bytes");
+        }
     }
 
     #[test]

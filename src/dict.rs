@@ -32,6 +32,7 @@ use zstd::zstd_safe::{self, CCtx, CDict, DCtx, DDict};
 
 use crate::error::{DbContext, Error, Result};
 use crate::parse::ParseSettingError;
+use crate::scratch;
 
 /// The zstd level rows are written at. Measured on 200,000 Speckle objects with a 64 KiB
 /// dictionary (notes/design.md): level 1 was both the fastest and the smallest
@@ -140,14 +141,14 @@ impl Dictionary {
 
     /// Compresses `raw` into one zstd frame naming this dictionary and its content size.
     pub(crate) fn compress(&self, raw: &[u8]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(zstd_safe::compress_bound(raw.len()));
-        COMPRESSOR.with(|cell| {
-            let mut cctx = cell.borrow_mut();
-            let cctx = cctx.get_or_insert_with(CCtx::create);
-            cctx.compress_using_cdict(&mut out, raw, &self.cdict)
-                .expect("a buffer of compress_bound bytes always holds the frame");
-        });
-        out
+        scratch::exact_output(zstd_safe::compress_bound(raw.len()), |out| {
+            COMPRESSOR.with(|cell| {
+                let mut cctx = cell.borrow_mut();
+                let cctx = cctx.get_or_insert_with(CCtx::create);
+                cctx.compress_using_cdict(out, raw, &self.cdict)
+                    .expect("a buffer of compress_bound bytes always holds the frame")
+            })
+        })
     }
 }
 

@@ -130,6 +130,7 @@ mod readers;
 mod salvage;
 mod scan;
 mod schema;
+mod scratch;
 mod uses;
 mod writer;
 

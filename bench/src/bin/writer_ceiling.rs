@@ -3,7 +3,7 @@
 //! writer thread and SQLite can take. Rows/s of each million, up to `--count`.
 //!
 //! `cargo run --release -p objstash-bench --bin writer_ceiling -- [--count 10000000]
-//!  [--layout single|bucketed] [--durability fast|safe]`
+//!  [--layout single|bucketed] [--durability fast|safe] [--batch-size ROWS]`
 //!
 //! The rows' bytes are gzipped generated objects (a pool of 100,000 reused), their keys
 //! random: realistic sizes and a realistic key index, though no key matches its bytes
@@ -25,6 +25,7 @@ fn main() -> Result<()> {
     let mut count = 10_000_000u64;
     let mut layout = Layout::Single;
     let mut durability = Durability::Fast;
+    let mut batch_size = None;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let value = args.next().unwrap_or_default();
@@ -32,6 +33,7 @@ fn main() -> Result<()> {
             "--count" => count = value.parse()?,
             "--layout" => layout = value.parse()?,
             "--durability" => durability = value.parse()?,
+            "--batch-size" => batch_size = Some(value.parse()?),
             other => bail!("unknown flag {other}"),
         }
     }
@@ -47,8 +49,11 @@ fn main() -> Result<()> {
     let mean = pool.iter().map(|(_, d)| d.len()).sum::<usize>() / pool.len();
     println!("{count} rows of {mean} B on average, {layout} layout, {durability}");
     let dir = tempfile::tempdir()?;
-    let stash =
-        Stash::builder().layout(layout).durability(durability).open(dir.path().join("w.db"))?;
+    let mut builder = Stash::builder().layout(layout).durability(durability);
+    if let Some(rows) = batch_size {
+        builder = builder.batch_size(rows);
+    }
+    let stash = builder.open(dir.path().join("w.db"))?;
     let mut x = 0x9E37_79B9_7F4A_7C15u64;
     let mut key = || {
         let mut bytes = [0u8; 32];
