@@ -1,0 +1,270 @@
+//! What the key index costs as a stash grows, and two designs that could keep the writer
+//! flat: SQLite alone, in objstash's configuration (write-ahead log, `synchronous=OFF`,
+//! 8 KiB pages, a 16 MiB cache, incremental vacuum, secure delete, the `used` column and
+//! its index), one writer thread, rows already compressed (a pool of 100,000 gzipped
+//! generated objects reused under random keys), batches sorted by key.
+//!
+//! `cargo run --release -p objstash-experiments --bin key_index -- [ROWS] [DESIGN]`
+//! (default 10,000,000 rows, every design). Prints rows/s per million and the file's bytes
+//! per row beyond the stored bytes.
+//!
+//! Designs:
+//! - `today`: a unique index on the 32-byte key (objstash's format 1).
+//! - `prefix`: an index on the key's first 8 bytes (an expression index, so the rows do not
+//!   change); the full key is in the row and compared, and the writer looks a key up
+//!   before it inserts (no unique index: two keys may share a prefix).
+//! - `generations`: rows go into the table without a key index; their keys go into a small
+//!   young index (`key -> rowid`, WITHOUT ROWID) that stays in the cache. Once it holds
+//!   `YOUNG` keys, the writer moves them into the old index in slices of the key space, one
+//!   transaction each, so every page of the old index is written once per slice instead of
+//!   once per few batches. A lookup reads the young index, then the old.
+
+use std::time::Instant;
+
+use anyhow::{Result, bail};
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use rayon::prelude::*;
+use rusqlite::{Connection, params};
+
+const POOL: u64 = 100_000;
+/// Rows per transaction (objstash's journal budget allows 20,000 to 100,000 at these sizes).
+const BATCH: usize = 50_000;
+/// Keys the young index holds before they move into the old one.
+const YOUNG: u64 = 1_000_000;
+/// Transactions a move is cut into, each a slice of the key space.
+const SLICES: u32 = 16;
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Design {
+    Today,
+    Prefix,
+    Generations,
+}
+
+impl Design {
+    fn name(self) -> &'static str {
+        match self {
+            Design::Today => "today",
+            Design::Prefix => "prefix",
+            Design::Generations => "generations",
+        }
+    }
+}
+
+fn main() -> Result<()> {
+    let rows: u64 = std::env::args().nth(1).map(|s| s.parse()).transpose()?.unwrap_or(10_000_000);
+    let only = std::env::args().nth(2).unwrap_or_default();
+    let pool: Vec<(i64, Vec<u8>)> = (0..POOL)
+        .into_par_iter()
+        .map(|i| {
+            let raw = speckle_gen::object(1, i);
+            let mut gz = GzEncoder::new(Vec::new(), Compression::new(1));
+            std::io::Write::write_all(&mut gz, &raw).expect("in memory");
+            (raw.len() as i64, gz.finish().expect("in memory"))
+        })
+        .collect();
+    let mean = pool.iter().map(|(_, d)| d.len() as u64).sum::<u64>() / POOL;
+    println!("{rows} rows of {mean} B on average, batches of {BATCH}");
+    for design in [Design::Today, Design::Prefix, Design::Generations] {
+        if !design.name().contains(only.as_str()) {
+            continue;
+        }
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("k.db");
+        let rates = run(&path, design, rows, &pool)?;
+        let file = std::fs::metadata(&path)?.len() as f64;
+        let overhead = file / rows as f64 - mean as f64;
+        let first = rates[0];
+        let line: Vec<String> = rates.iter().map(|r| format!("{r:.0}")).collect();
+        println!(
+            "{:<12} rows/s per million: {}; last/first {:.2}; {overhead:.0} B/row beyond the stored bytes",
+            design.name(),
+            line.join(" "),
+            rates.last().copied().unwrap_or(first) / first
+        );
+    }
+    Ok(())
+}
+
+fn open(path: &std::path::Path, design: Design) -> Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.pragma_update(None, "page_size", 8192)?;
+    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "OFF")?;
+    conn.pragma_update(None, "secure_delete", "ON")?;
+    conn.pragma_update(None, "cache_size", -16 * 1024)?;
+    conn.pragma_update(None, "journal_size_limit", -1)?;
+    let table = "CREATE TABLE objects(rowid INTEGER PRIMARY KEY, key BLOB NOT NULL, \
+                 raw_len INTEGER NOT NULL, data BLOB NOT NULL, used INTEGER NOT NULL);\
+                 CREATE INDEX objects_used ON objects(used);";
+    conn.execute_batch(table)?;
+    match design {
+        Design::Today => {
+            conn.execute_batch("CREATE UNIQUE INDEX objects_key ON objects(key);")?;
+        }
+        Design::Prefix => {
+            conn.execute_batch("CREATE INDEX objects_prefix ON objects(substr(key, 1, 8));")?;
+        }
+        Design::Generations => {
+            conn.execute_batch(
+                "CREATE TABLE young(key BLOB PRIMARY KEY, id INTEGER NOT NULL) WITHOUT ROWID;\
+                 CREATE TABLE old(key BLOB PRIMARY KEY, id INTEGER NOT NULL) WITHOUT ROWID;",
+            )?;
+        }
+    }
+    Ok(conn)
+}
+
+/// Rows/s of each million.
+fn run(
+    path: &std::path::Path,
+    design: Design,
+    rows: u64,
+    pool: &[(i64, Vec<u8>)],
+) -> Result<Vec<f64>> {
+    let conn = open(path, design)?;
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next_key = || {
+        let mut bytes = [0u8; 32];
+        for chunk in bytes.chunks_mut(8) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            chunk.copy_from_slice(&x.to_le_bytes());
+        }
+        bytes
+    };
+    if design == Design::Prefix {
+        let plan: String = conn.query_row(
+            "EXPLAIN QUERY PLAN SELECT data FROM objects \
+             WHERE substr(key, 1, 8) = substr(?1, 1, 8) AND key = ?1",
+            [&[0u8; 32][..]],
+            |r| r.get(3),
+        )?;
+        if !plan.contains("objects_prefix") {
+            bail!("a lookup does not use the prefix index: {plan}");
+        }
+    }
+    let mut rates = Vec::new();
+    let mut million = Instant::now();
+    let mut young = 0u64;
+    let mut done = 0u64;
+    while done < rows {
+        let n = (BATCH as u64).min(rows - done);
+        let mut batch: Vec<([u8; 32], u64)> = (done..done + n).map(|i| (next_key(), i)).collect();
+        batch.sort_unstable_by_key(|row| row.0);
+        let tx = conn.unchecked_transaction()?;
+        for (key, i) in &batch {
+            let (raw_len, data) = &pool[(*i % POOL) as usize];
+            match design {
+                Design::Today => {
+                    tx.prepare_cached(
+                        "INSERT OR IGNORE INTO objects(key, raw_len, data, used) VALUES (?, ?, ?, ?)",
+                    )?
+                    .execute(params![&key[..], raw_len, data, *i as i64])?;
+                }
+                Design::Prefix => {
+                    // One statement (`INSERT .. SELECT .. WHERE NOT EXISTS`) reads its own
+                    // table, so SQLite stages each row in a temporary table: 4x slower.
+                    let known = tx
+                        .prepare_cached(
+                            "SELECT 1 FROM objects \
+                             WHERE substr(key, 1, 8) = substr(?1, 1, 8) AND key = ?1",
+                        )?
+                        .exists(params![&key[..]])?;
+                    if !known {
+                        tx.prepare_cached(
+                            "INSERT INTO objects(key, raw_len, data, used) VALUES (?, ?, ?, ?)",
+                        )?
+                        .execute(params![
+                            &key[..],
+                            raw_len,
+                            data,
+                            *i as i64
+                        ])?;
+                    }
+                }
+                Design::Generations => {
+                    let known = tx
+                        .prepare_cached("SELECT 1 FROM old WHERE key = ?")?
+                        .exists(params![&key[..]])?
+                        || tx
+                            .prepare_cached("SELECT 1 FROM young WHERE key = ?")?
+                            .exists(params![&key[..]])?;
+                    if !known {
+                        tx.prepare_cached(
+                            "INSERT INTO objects(key, raw_len, data, used) VALUES (?, ?, ?, ?)",
+                        )?
+                        .execute(params![
+                            &key[..],
+                            raw_len,
+                            data,
+                            *i as i64
+                        ])?;
+                        let id = tx.last_insert_rowid();
+                        tx.prepare_cached("INSERT INTO young(key, id) VALUES (?, ?)")?
+                            .execute(params![&key[..], id])?;
+                        young += 1;
+                    }
+                }
+            }
+        }
+        tx.commit()?;
+        if design == Design::Generations && young >= YOUNG {
+            move_young(&conn)?;
+            young = 0;
+        }
+        done += n;
+        if done.is_multiple_of(1_000_000) || done == rows {
+            let in_million =
+                if done.is_multiple_of(1_000_000) { 1_000_000 } else { done % 1_000_000 };
+            rates.push(in_million as f64 / million.elapsed().as_secs_f64());
+            eprintln!("{} {done}: {:.0} rows/s", design.name(), rates.last().expect("pushed"));
+            million = Instant::now();
+        }
+    }
+    // What a lookup costs is measured elsewhere; here, that every key is still found once.
+    let indexed: i64 = match design {
+        Design::Generations => conn.query_row(
+            "SELECT (SELECT count(*) FROM old) + (SELECT count(*) FROM young)",
+            [],
+            |r| r.get(0),
+        )?,
+        _ => conn.query_row("SELECT count(*) FROM objects", [], |r| r.get(0))?,
+    };
+    if indexed as u64 != rows {
+        bail!("{} indexes {indexed} keys of {rows}", design.name());
+    }
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+    Ok(rates)
+}
+
+/// Moves the young keys into the old index, one slice of the key space per transaction.
+fn move_young(conn: &Connection) -> Result<()> {
+    for slice in 0..SLICES {
+        let low = [(slice * 256 / SLICES) as u8];
+        let bound = (slice + 1) * 256 / SLICES;
+        let tx = conn.unchecked_transaction()?;
+        if bound < 256 {
+            let high = [bound as u8];
+            tx.execute(
+                "INSERT INTO old(key, id) SELECT key, id FROM young WHERE key >= ?1 AND key < ?2 ORDER BY key",
+                params![&low[..], &high[..]],
+            )?;
+            tx.execute(
+                "DELETE FROM young WHERE key >= ?1 AND key < ?2",
+                params![&low[..], &high[..]],
+            )?;
+        } else {
+            tx.execute(
+                "INSERT INTO old(key, id) SELECT key, id FROM young WHERE key >= ?1 ORDER BY key",
+                params![&low[..]],
+            )?;
+            tx.execute("DELETE FROM young WHERE key >= ?1", params![&low[..]])?;
+        }
+        tx.commit()?;
+    }
+    Ok(())
+}
