@@ -4,8 +4,8 @@
 //! its index), one writer thread, rows already compressed (a pool of 100,000 gzipped
 //! generated objects reused under random keys), batches sorted by key.
 //!
-//! `cargo run --release -p objstash-experiments --bin key_index -- [ROWS] [DESIGN]`
-//! (default 10,000,000 rows, every design). Prints rows/s per million and the file's bytes
+//! `cargo run --release -p objstash-experiments --bin key_index -- [ROWS] [DESIGN] [YOUNG]`
+//! (default 10,000,000 rows, every design, young indexes of 1,000,000 keys). Prints rows/s per million and the file's bytes
 //! per row beyond the stored bytes.
 //!
 //! Designs:
@@ -18,6 +18,8 @@
 //!   `YOUNG` keys, the writer moves them into the old index in slices of the key space, one
 //!   transaction each, so every page of the old index is written once per slice instead of
 //!   once per few batches. A lookup reads the young index, then the old.
+//! - `both`: generations of prefix indexes (`prefix -> rowid`), the full key compared in
+//!   the row.
 
 use std::time::Instant;
 
@@ -30,7 +32,8 @@ use rusqlite::{Connection, params};
 const POOL: u64 = 100_000;
 /// Rows per transaction (objstash's journal budget allows 20,000 to 100,000 at these sizes).
 const BATCH: usize = 50_000;
-/// Keys the young index holds before they move into the old one.
+/// Keys the young index holds before they move into the old one, unless the third
+/// argument says otherwise.
 const YOUNG: u64 = 1_000_000;
 /// Transactions a move is cut into, each a slice of the key space.
 const SLICES: u32 = 16;
@@ -40,6 +43,7 @@ enum Design {
     Today,
     Prefix,
     Generations,
+    Both,
 }
 
 impl Design {
@@ -48,6 +52,7 @@ impl Design {
             Design::Today => "today",
             Design::Prefix => "prefix",
             Design::Generations => "generations",
+            Design::Both => "both",
         }
     }
 }
@@ -55,6 +60,7 @@ impl Design {
 fn main() -> Result<()> {
     let rows: u64 = std::env::args().nth(1).map(|s| s.parse()).transpose()?.unwrap_or(10_000_000);
     let only = std::env::args().nth(2).unwrap_or_default();
+    let young: u64 = std::env::args().nth(3).map(|s| s.parse()).transpose()?.unwrap_or(YOUNG);
     let pool: Vec<(i64, Vec<u8>)> = (0..POOL)
         .into_par_iter()
         .map(|i| {
@@ -65,14 +71,14 @@ fn main() -> Result<()> {
         })
         .collect();
     let mean = pool.iter().map(|(_, d)| d.len() as u64).sum::<u64>() / POOL;
-    println!("{rows} rows of {mean} B on average, batches of {BATCH}");
-    for design in [Design::Today, Design::Prefix, Design::Generations] {
-        if !design.name().contains(only.as_str()) {
+    println!("{rows} rows of {mean} B on average, batches of {BATCH}, young indexes of {young}");
+    for design in [Design::Today, Design::Prefix, Design::Generations, Design::Both] {
+        if !only.is_empty() && design.name() != only {
             continue;
         }
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("k.db");
-        let rates = run(&path, design, rows, &pool)?;
+        let rates = run(&path, design, rows, young, &pool)?;
         let file = std::fs::metadata(&path)?.len() as f64;
         let overhead = file / rows as f64 - mean as f64;
         let first = rates[0];
@@ -113,6 +119,12 @@ fn open(path: &std::path::Path, design: Design) -> Result<Connection> {
                  CREATE TABLE old(key BLOB PRIMARY KEY, id INTEGER NOT NULL) WITHOUT ROWID;",
             )?;
         }
+        Design::Both => {
+            conn.execute_batch(
+                "CREATE TABLE young(key INTEGER, id INTEGER, PRIMARY KEY(key, id)) WITHOUT ROWID;\
+                 CREATE TABLE old(key INTEGER, id INTEGER, PRIMARY KEY(key, id)) WITHOUT ROWID;",
+            )?;
+        }
     }
     Ok(conn)
 }
@@ -122,6 +134,7 @@ fn run(
     path: &std::path::Path,
     design: Design,
     rows: u64,
+    young_keys: u64,
     pool: &[(i64, Vec<u8>)],
 ) -> Result<Vec<f64>> {
     let conn = open(path, design)?;
@@ -209,11 +222,45 @@ fn run(
                         young += 1;
                     }
                 }
+                Design::Both => {
+                    let p = i64::from_be_bytes(key[..8].try_into().expect("8 bytes"));
+                    let mut known = false;
+                    for generation in ["old", "young"] {
+                        let ids: Vec<i64> = tx
+                            .prepare_cached(&format!("SELECT id FROM {generation} WHERE key = ?1"))?
+                            .query_map([p], |r| r.get(0))?
+                            .collect::<rusqlite::Result<_>>()?;
+                        for id in ids {
+                            let stored: Vec<u8> = tx
+                                .prepare_cached("SELECT key FROM objects WHERE rowid = ?1")?
+                                .query_row([id], |r| r.get(0))?;
+                            known |= stored == key[..];
+                        }
+                        if known {
+                            break;
+                        }
+                    }
+                    if !known {
+                        tx.prepare_cached(
+                            "INSERT INTO objects(key, raw_len, data, used) VALUES (?, ?, ?, ?)",
+                        )?
+                        .execute(params![
+                            &key[..],
+                            raw_len,
+                            data,
+                            *i as i64
+                        ])?;
+                        let id = tx.last_insert_rowid();
+                        tx.prepare_cached("INSERT INTO young(key, id) VALUES (?, ?)")?
+                            .execute(params![p, id])?;
+                        young += 1;
+                    }
+                }
             }
         }
         tx.commit()?;
-        if design == Design::Generations && young >= YOUNG {
-            move_young(&conn)?;
+        if matches!(design, Design::Generations | Design::Both) && young >= young_keys {
+            move_young(&conn, design)?;
             young = 0;
         }
         done += n;
@@ -242,28 +289,34 @@ fn run(
 }
 
 /// Moves the young keys into the old index, one slice of the key space per transaction.
-fn move_young(conn: &Connection) -> Result<()> {
-    for slice in 0..SLICES {
-        let low = [(slice * 256 / SLICES) as u8];
-        let bound = (slice + 1) * 256 / SLICES;
-        let tx = conn.unchecked_transaction()?;
-        if bound < 256 {
-            let high = [bound as u8];
-            tx.execute(
-                "INSERT INTO old(key, id) SELECT key, id FROM young WHERE key >= ?1 AND key < ?2 ORDER BY key",
-                params![&low[..], &high[..]],
-            )?;
-            tx.execute(
-                "DELETE FROM young WHERE key >= ?1 AND key < ?2",
-                params![&low[..], &high[..]],
-            )?;
+fn move_young(conn: &Connection, design: Design) -> Result<()> {
+    use rusqlite::types::Value;
+    // The slices' bounds: key bytes for 32-byte keys, integers for prefixes.
+    let bound = |slice: u32| -> Value {
+        if design == Design::Both {
+            let step = (1i128 << 64) / i128::from(SLICES);
+            Value::Integer((i128::from(i64::MIN) + step * i128::from(slice)) as i64)
         } else {
-            tx.execute(
-                "INSERT INTO old(key, id) SELECT key, id FROM young WHERE key >= ?1 ORDER BY key",
-                params![&low[..]],
-            )?;
-            tx.execute("DELETE FROM young WHERE key >= ?1", params![&low[..]])?;
+            Value::Blob(vec![(slice * 256 / SLICES) as u8])
         }
+    };
+    for slice in 0..SLICES {
+        let tx = conn.unchecked_transaction()?;
+        let (range, bounds) = if slice + 1 < SLICES {
+            ("key >= ?1 AND key < ?2", vec![bound(slice), bound(slice + 1)])
+        } else {
+            ("key >= ?1", vec![bound(slice)])
+        };
+        tx.execute(
+            &format!(
+                "INSERT INTO old(key, id) SELECT key, id FROM young WHERE {range} ORDER BY key"
+            ),
+            rusqlite::params_from_iter(&bounds),
+        )?;
+        tx.execute(
+            &format!("DELETE FROM young WHERE {range}"),
+            rusqlite::params_from_iter(&bounds),
+        )?;
         tx.commit()?;
     }
     Ok(())
