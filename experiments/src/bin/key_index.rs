@@ -207,18 +207,8 @@ fn run(
                             .prepare_cached("SELECT 1 FROM young WHERE key = ?")?
                             .exists(params![&key[..]])?;
                     if !known {
-                        tx.prepare_cached(
-                            "INSERT INTO objects(key, raw_len, data, used) VALUES (?, ?, ?, ?)",
-                        )?
-                        .execute(params![
-                            &key[..],
-                            raw_len,
-                            data,
-                            *i as i64
-                        ])?;
-                        let id = tx.last_insert_rowid();
-                        tx.prepare_cached("INSERT INTO young(key, id) VALUES (?, ?)")?
-                            .execute(params![&key[..], id])?;
+                        let id = append(&tx, key, *raw_len, data, *i)?;
+                        index_young(&tx, &key[..], id)?;
                         young += 1;
                     }
                 }
@@ -241,18 +231,8 @@ fn run(
                         }
                     }
                     if !known {
-                        tx.prepare_cached(
-                            "INSERT INTO objects(key, raw_len, data, used) VALUES (?, ?, ?, ?)",
-                        )?
-                        .execute(params![
-                            &key[..],
-                            raw_len,
-                            data,
-                            *i as i64
-                        ])?;
-                        let id = tx.last_insert_rowid();
-                        tx.prepare_cached("INSERT INTO young(key, id) VALUES (?, ?)")?
-                            .execute(params![p, id])?;
+                        let id = append(&tx, key, *raw_len, data, *i)?;
+                        index_young(&tx, p, id)?;
                         young += 1;
                     }
                 }
@@ -286,6 +266,19 @@ fn run(
     }
     conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
     Ok(rates)
+}
+
+/// Appends a row to the objects table; its rowid.
+fn append(tx: &Connection, key: &[u8; 32], raw_len: i64, data: &[u8], used: u64) -> Result<i64> {
+    tx.prepare_cached("INSERT INTO objects(key, raw_len, data, used) VALUES (?, ?, ?, ?)")?
+        .execute(params![&key[..], raw_len, data, used as i64])?;
+    Ok(tx.last_insert_rowid())
+}
+
+/// Indexes row `id` under `key` (a key or a prefix) in the young index.
+fn index_young(tx: &Connection, key: impl rusqlite::ToSql, id: i64) -> Result<()> {
+    tx.prepare_cached("INSERT INTO young(key, id) VALUES (?, ?)")?.execute(params![key, id])?;
+    Ok(())
 }
 
 /// Moves the young keys into the old index, one slice of the key space per transaction.
