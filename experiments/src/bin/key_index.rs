@@ -4,8 +4,10 @@
 //! its index), one writer thread, rows already compressed (a pool of 100,000 gzipped
 //! generated objects reused under random keys), batches sorted by key.
 //!
-//! `cargo run --release -p objstash-experiments --bin key_index -- [ROWS] [DESIGN] [YOUNG]`
-//! (default 10,000,000 rows, every design, young indexes of 1,000,000 keys). Prints rows/s per million and the file's bytes
+//! `cargo run --release -p objstash-experiments --bin key_index -- [ROWS] [DESIGN] [YOUNG]
+//!  [wal|memory]` (default 10,000,000 rows, every design, young indexes of 1,000,000 keys,
+//! the write-ahead log; `memory` is the project design's tuning for a stash one process
+//! owns: an in-memory rollback journal and exclusive locking). Prints rows/s per million and the file's bytes
 //! per row beyond the stored bytes.
 //!
 //! Designs:
@@ -61,6 +63,10 @@ fn main() -> Result<()> {
     let rows: u64 = std::env::args().nth(1).map(|s| s.parse()).transpose()?.unwrap_or(10_000_000);
     let only = std::env::args().nth(2).unwrap_or_default();
     let young: u64 = std::env::args().nth(3).map(|s| s.parse()).transpose()?.unwrap_or(YOUNG);
+    let journal = std::env::args().nth(4).unwrap_or_else(|| "wal".to_string());
+    if journal != "wal" && journal != "memory" {
+        bail!("the journal is wal or memory, not {journal}");
+    }
     let pool: Vec<(i64, Vec<u8>)> = (0..POOL)
         .into_par_iter()
         .map(|i| {
@@ -71,14 +77,17 @@ fn main() -> Result<()> {
         })
         .collect();
     let mean = pool.iter().map(|(_, d)| d.len() as u64).sum::<u64>() / POOL;
-    println!("{rows} rows of {mean} B on average, batches of {BATCH}, young indexes of {young}");
+    println!(
+        "{rows} rows of {mean} B on average, batches of {BATCH}, young indexes of {young}, \
+         journal {journal}"
+    );
     for design in [Design::Today, Design::Prefix, Design::Generations, Design::Both] {
         if !only.is_empty() && design.name() != only {
             continue;
         }
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("k.db");
-        let rates = run(&path, design, rows, young, &pool)?;
+        let rates = run(&path, design, rows, young, &journal, &pool)?;
         let file = std::fs::metadata(&path)?.len() as f64;
         let overhead = file / rows as f64 - mean as f64;
         let first = rates[0];
@@ -93,11 +102,14 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-fn open(path: &std::path::Path, design: Design) -> Result<Connection> {
+fn open(path: &std::path::Path, design: Design, journal: &str) -> Result<Connection> {
     let conn = Connection::open(path)?;
     conn.pragma_update(None, "page_size", 8192)?;
     conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
-    conn.pragma_update(None, "journal_mode", "WAL")?;
+    if journal == "memory" {
+        conn.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
+    }
+    conn.pragma_update(None, "journal_mode", journal)?;
     conn.pragma_update(None, "synchronous", "OFF")?;
     conn.pragma_update(None, "secure_delete", "ON")?;
     conn.pragma_update(None, "cache_size", -16 * 1024)?;
@@ -135,9 +147,10 @@ fn run(
     design: Design,
     rows: u64,
     young_keys: u64,
+    journal: &str,
     pool: &[(i64, Vec<u8>)],
 ) -> Result<Vec<f64>> {
-    let conn = open(path, design)?;
+    let conn = open(path, design, journal)?;
     let mut x = 0x9E37_79B9_7F4A_7C15u64;
     let mut next_key = || {
         let mut bytes = [0u8; 32];
@@ -264,7 +277,9 @@ fn run(
     if indexed as u64 != rows {
         bail!("{} indexes {indexed} keys of {rows}", design.name());
     }
-    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+    if journal == "wal" {
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+    }
     Ok(rates)
 }
 
