@@ -23,8 +23,8 @@ const DEFAULT_BATCH: usize = 100_000;
 const DEFAULT_CAPACITY: usize = 4_096;
 /// Default longest wait for another handle's lock; see `busy_timeout`.
 const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
-/// Default largest object: beyond it a save is refused (see `max_object_size`).
-const DEFAULT_MAX_OBJECT: u64 = 512 << 20;
+/// Default largest object: none (see `max_object_size`).
+const DEFAULT_MAX_OBJECT: u64 = u64::MAX;
 
 /// Settings for opening a stash. Made by [`Stash::builder`], ended by [`StashBuilder::open`].
 #[derive(Clone, Debug)]
@@ -129,11 +129,12 @@ impl StashBuilder {
     }
 
     /// The largest object `save` accepts, in bytes; a larger one is refused with
-    /// [`Error::TooLarge`](crate::Error) before anything of its call is stored. At most
-    /// 960,000,000 (SQLite stores no value over 10^9 bytes). Saving or reading an object
-    /// takes about three times its size in memory at the peak (notes/performance.md).
+    /// [`Error::TooLarge`](crate::Error) before anything of its call is stored (a
+    /// streamed save, [`Stash::save_reader`](crate::Stash::save_reader), once it has read
+    /// that much, keeping nothing of it). Objects of more than 8 MiB are stored in chunks,
+    /// so no size is too large for the stash; this is a limit of the caller's choosing.
     ///
-    /// Default: 512 MiB.
+    /// Default: none.
     pub fn max_object_size(mut self, bytes: u64) -> Self {
         self.options.max_object = bytes;
         self

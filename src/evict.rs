@@ -29,7 +29,9 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::Duration;
 
-use rusqlite::{Connection, Rows, params};
+use rusqlite::{Connection, OptionalExtension, Rows, params};
+
+use crate::chunks;
 
 use crate::key::Key;
 use crate::meta::Delta;
@@ -128,6 +130,17 @@ pub(crate) struct Victim {
     pub key: Key,
     pub raw: i64,
     pub stored: i64,
+    /// Whether the row is a chunked object's manifest (its chunks go with it).
+    pub chunked: bool,
+}
+
+impl Victim {
+    /// The bytes evicting it is expected to free: a chunked object's are its chunks',
+    /// taken at its length (chunks it shares with other objects stay, so this is an upper
+    /// bound, and eviction goes on in its next round if it freed less).
+    fn weight(&self) -> u64 {
+        if self.chunked { self.raw.max(0) as u64 } else { self.stored.max(0) as u64 }
+    }
 }
 
 /// The unpinned rows used before `before`, least recently used first across every table,
@@ -165,7 +178,7 @@ pub(crate) fn oldest(
         if skip(&victim.key) {
             continue;
         }
-        bytes += victim.stored.max(0) as u64;
+        bytes += victim.weight();
         chosen.push(victim);
         if chosen.len() >= rows || bytes >= stored_bytes {
             break;
@@ -185,6 +198,7 @@ fn next(cursor: &mut Rows<'_>, table: usize) -> rusqlite::Result<Option<Victim>>
         raw: row.get(2)?,
         stored: row.get(3)?,
         used: row.get(4)?,
+        chunked: row.get::<_, Option<bool>>(5)?.unwrap_or(false),
         table,
     }))
 }
@@ -200,15 +214,20 @@ pub(crate) fn delete(
 ) -> rusqlite::Result<()> {
     for victim in victims {
         let table = &schema.tables[victim.table];
-        let gone = conn.prepare_cached(&table.evict)?.execute([victim.rowid])?;
-        if gone == 0 {
-            continue;
-        }
+        let gone: Option<Option<Vec<u8>>> = conn
+            .prepare_cached(&table.evict)?
+            .query_row([victim.rowid], |r| r.get(0))
+            .optional()?;
+        let Some(manifest) = gone else { continue };
         delta.objects -= 1;
         delta.raw_bytes -= victim.raw;
         delta.stored_bytes -= victim.stored;
         delta.evicted += 1;
         delta.evicted_bytes += victim.stored;
+        if let Some(manifest) = manifest {
+            delta.evicted_bytes +=
+                chunks::release_stored(conn, &victim.key, victim.raw, &manifest, delta)? as i64;
+        }
         if names {
             let unnamed = conn
                 .prepare_cached(NameSql::DELETE_BY_KEY)?

@@ -116,11 +116,14 @@ mod remote;
 
 // Storage internals.
 mod check;
+mod chunks;
 mod codec;
 mod evict;
 mod files;
 mod header;
+mod inflight;
 mod lock;
+mod manifest;
 mod meta;
 mod names;
 mod pagescan;
@@ -151,5 +154,5 @@ pub use crate::remote::{
 pub use crate::repair::repair;
 #[cfg(feature = "remote")]
 pub use crate::stash::RemoteTier;
-pub use crate::stash::Stash;
+pub use crate::stash::{ObjectReader, Stash};
 pub use crate::stats::{Evicted, Stats, VerifyReport};

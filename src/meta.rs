@@ -84,6 +84,11 @@ running_totals! {
     /// history, which a recount keeps as recorded.
     evicted,
     evicted_bytes,
+    /// Chunks of large objects and their stored bytes (`chunks.rs`); the chunks' bytes are
+    /// not in `stored_bytes`, which counts the object rows (a chunked object's row is its
+    /// manifest).
+    chunks,
+    chunk_bytes,
 }
 
 /// Reads the layout recorded in a stash; `None` when the value is missing or unknown.

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
+use crate::chunks;
 use crate::codec;
 use crate::dict::Codec;
 use crate::durability::Durability;
@@ -30,11 +31,6 @@ use crate::salvage;
 use crate::schema::{self, FORMAT_VERSION, Schema};
 use crate::stash::{Parts, Saving, Stash};
 use crate::writer::WriterConfig;
-
-/// The largest object a stash can take: SQLite refuses values over 1,000,000,000 bytes,
-/// and a stored value can be a little larger than its object (gzip adds at most 5 bytes
-/// per 64 KiB of incompressible data, zstd 0.4%).
-pub(crate) const MAX_OBJECT_LIMIT: u64 = 960_000_000;
 
 /// Every setting of an open, as the builder gathered them.
 #[derive(Clone, Debug)]
@@ -264,11 +260,11 @@ impl Options {
                 "a size cap of 0 bytes cannot hold anything: give at least 1 byte".to_string(),
             ));
         }
-        if !(1..=MAX_OBJECT_LIMIT).contains(&self.max_object) {
-            return Err(Error::config(format!(
-                "a maximum object size of {} bytes is out of range: use 1 to {MAX_OBJECT_LIMIT}",
-                self.max_object
-            )));
+        if self.max_object == 0 {
+            return Err(Error::config(
+                "a maximum object size of 0 bytes refuses every object: give at least 1 byte"
+                    .to_string(),
+            ));
         }
         Ok(())
     }
@@ -298,6 +294,9 @@ impl Options {
         let (conn, recovery) = self.recover(conn, path, found)?;
         let schema = Schema::new(meta::read_layout(&conn)?.unwrap_or_default());
         migrate(&conn, path, &schema)?;
+        if alone {
+            reclaim(&conn, path)?;
+        }
         let conn = configure(conn, path, settings, alone, self.max_size)?;
         Ok(Prepared { conn, schema, settings, recovery })
     }
@@ -450,6 +449,26 @@ fn migrate(conn: &Connection, path: &Path, schema: &Schema) -> Result<()> {
     if !schema::has_uses(conn, schema)? {
         log::info!("objstash: {} now records when objects are used", path.display());
         schema.add_uses(conn)?;
+    }
+    Ok(())
+}
+
+/// Gives back the chunks of large saves killed before their manifest (`chunks.rs`): only
+/// a handle alone with the stash knows that no save is under way.
+fn reclaim(conn: &Connection, path: &Path) -> Result<()> {
+    conn.execute_batch("BEGIN IMMEDIATE")
+        .context(|| format!("reclaiming the chunks of unfinished saves in {}", path.display()))?;
+    let reclaimed = chunks::reclaim(conn);
+    let end = conn.execute_batch(if reclaimed.is_ok() { "COMMIT" } else { "ROLLBACK" });
+    let reclaimed = reclaimed?;
+    end.context(|| format!("reclaiming the chunks of unfinished saves in {}", path.display()))?;
+    if reclaimed.chunks > 0 {
+        log::info!(
+            "objstash: {}: gave back {} chunks ({} bytes) of large saves that did not finish",
+            path.display(),
+            reclaimed.chunks,
+            reclaimed.bytes
+        );
     }
     Ok(())
 }

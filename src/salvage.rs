@@ -13,12 +13,14 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, params};
 
+use crate::chunks;
 use crate::codec;
 use crate::dict::Dictionaries;
 use crate::error::{DbContext, Error, Result};
 use crate::files::{self, JOURNALS, sibling};
 use crate::key::Key;
 use crate::layout::Layout;
+use crate::manifest::{self, ChunkRef, Manifest};
 use crate::meta;
 use crate::names;
 use crate::pagescan;
@@ -67,7 +69,10 @@ pub(crate) fn salvage(
     });
     dicts.store_all(&fresh)?;
 
+    // Chunks first: a chunked object's row is kept only if all its chunks are.
+    let chunks = salvage_chunks(&damaged, &fresh)?;
     let mut salvager = Salvager {
+        chunks: &chunks,
         dicts: &dicts,
         fresh: &fresh,
         target: &target,
@@ -112,6 +117,9 @@ pub(crate) fn salvage(
     } else {
         Some(0)
     };
+    if !chunks.is_empty() {
+        chunks::recount_refs(&fresh, &target)?;
+    }
     schema::recount_totals(&fresh, &target)?;
     drop(damaged);
     fresh.close().map_err(|(_, e)| Error::db(format!("closing {}", fresh_path.display()), e))?;
@@ -212,7 +220,46 @@ fn salvage_names(damaged: &Connection, fresh: &Connection, target: &Schema) -> R
     Ok(copied)
 }
 
+/// Copies every chunk of the damaged file that SQLite can still read and that checks into
+/// the fresh file; their keys. Their references are recounted once the objects are in.
+fn salvage_chunks(damaged: &Connection, fresh: &Connection) -> Result<HashSet<Key>> {
+    let mut kept = HashSet::new();
+    if !chunks::table_exists(damaged).unwrap_or(false) {
+        return Ok(kept);
+    }
+    chunks::create(fresh)?;
+    let tx = fresh.unchecked_transaction().context(|| "starting to copy chunks".to_string())?;
+    let read = (|| -> rusqlite::Result<()> {
+        let mut stmt =
+            damaged.prepare(&format!("SELECT key, raw_len, form, data FROM {}", chunks::TABLE))?;
+        let mut rows = stmt.query([])?;
+        while let Some(row) = rows.next()? {
+            let (key, raw_len, form, data): (Vec<u8>, i64, i64, Vec<u8>) =
+                (row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?);
+            let Some(key) = Key::from_slice(&key) else { continue };
+            let entry = ChunkRef { key, len: raw_len.clamp(0, i64::from(u32::MAX)) as u32 };
+            if chunks::check(&entry, raw_len, form, &data).is_err() {
+                continue;
+            }
+            tx.prepare_cached(&format!(
+                "INSERT OR IGNORE INTO {}(key, raw_len, form, data) VALUES (?1, ?2, ?3, ?4)",
+                chunks::TABLE
+            ))?
+            .execute(params![&key.as_bytes()[..], raw_len, form, data])?;
+            kept.insert(key);
+        }
+        Ok(())
+    })();
+    if let Err(e) = read {
+        log::warn!("objstash salvage: reading the chunks stopped: {e}");
+    }
+    tx.commit().context(|| "committing the copied chunks".to_string())?;
+    Ok(kept)
+}
+
 struct Salvager<'a> {
+    /// Chunks carried over.
+    chunks: &'a HashSet<Key>,
     dicts: &'a Dictionaries,
     fresh: &'a Connection,
     target: &'a Schema,
@@ -346,7 +393,13 @@ impl Salvager<'_> {
 
     /// Keeps a row that verifies; counts one that does not, once per key.
     fn take(&mut self, key: Key, raw_len: i64, data: &[u8]) {
-        if codec::decode_checked(&key, raw_len, data, self.dicts).is_ok() {
+        let intact = if manifest::is_manifest(data) {
+            Manifest::decode(data, raw_len)
+                .is_ok_and(|m| m.chunks.iter().all(|c| self.chunks.contains(&c.key)))
+        } else {
+            codec::decode_checked(&key, raw_len, data, self.dicts).is_ok()
+        };
+        if intact {
             self.rows.push((key, raw_len, data.to_vec()));
         } else if self.dropped_keys.insert(key) {
             self.dropped += 1;

@@ -4,7 +4,8 @@
 //! `user_version` is its format version, with the meta table (`meta.rs`) and the object
 //! tables of its layout. A stash that uses the zstd codec also has an `objstash_dicts` table
 //! (see `dict.rs`) and format version 2 or more; one with names has an `objstash_names`
-//! table (`names.rs`) and format version 3. Each feature raises the version only when
+//! table (`names.rs`) and format version 3 or more; one with chunked objects an
+//! `objstash_chunks` table (`chunks.rs`) and format version 4. Each feature raises the version only when
 //! first used, so a stash that does not use it stays readable by versions that do not
 //! know it.
 //!
@@ -17,6 +18,7 @@
 
 use rusqlite::{Connection, params};
 
+use crate::chunks::{self, MANIFEST_MAGIC_SQL, MANIFEST_SQL};
 use crate::error::{DbContext, Error, Result};
 use crate::layout::Layout;
 use crate::meta::{self, META, Totals};
@@ -26,8 +28,8 @@ use crate::uses::PINNED;
 
 /// `PRAGMA application_id` of every stash: "obst" in ASCII.
 pub(crate) const APPLICATION_ID: i32 = 0x6f62_7374;
-/// The newest format this version reads: a stash with names (`names.rs`).
-pub(crate) const FORMAT_VERSION: i64 = names::FORMAT_VERSION;
+/// The newest format this version reads: a stash with chunked objects (`chunks.rs`).
+pub(crate) const FORMAT_VERSION: i64 = chunks::FORMAT_VERSION;
 /// The format of a stash that stores a zstd dictionary (rows older versions cannot decode).
 pub(crate) const DICT_FORMAT_VERSION: i64 = 2;
 /// The format of a stash without dictionaries, which every version reads.
@@ -141,7 +143,8 @@ impl TableSql {
             select_used: format!("SELECT raw_len, data, used FROM {name} WHERE key = ?1"),
             exists: format!("SELECT 1 FROM {name} WHERE key = ?1"),
             delete: format!(
-                "DELETE FROM {name} WHERE key = ?1 RETURNING raw_len, length(data), used"
+                "DELETE FROM {name} WHERE key = ?1 \
+                 RETURNING raw_len, length(data), used, {MANIFEST_SQL}"
             ),
             scan: scan::chunk_sql(&name, Columns::Values),
             list: scan::chunk_sql(&name, Columns::Sizes),
@@ -162,10 +165,11 @@ impl TableSql {
             ),
             pinned: format!("SELECT used = {PINNED} FROM {name} WHERE key = ?1"),
             oldest: format!(
-                "SELECT rowid, key, raw_len, length(data), used FROM {name} \
+                "SELECT rowid, key, raw_len, length(data), used, \
+                 substr(data, 1, 4) = {MANIFEST_MAGIC_SQL} FROM {name} \
                  WHERE used < ?1 ORDER BY used LIMIT ?2"
             ),
-            evict: format!("DELETE FROM {name} WHERE rowid = ?1"),
+            evict: format!("DELETE FROM {name} WHERE rowid = ?1 RETURNING {MANIFEST_SQL}"),
             first_use: format!(
                 "SELECT used FROM {name} WHERE used < {PINNED} ORDER BY used LIMIT 1"
             ),
@@ -311,6 +315,9 @@ pub(crate) fn count_totals(conn: &Connection, schema: &Schema) -> Result<Totals>
             totals.pinned_bytes += bytes as u64;
         }
     }
+    let chunks = chunks::counts(conn)?;
+    totals.chunks = chunks.chunks;
+    totals.chunk_bytes = chunks.stored_bytes;
     let recorded = meta::read_totals(conn)?;
     totals.evicted = recorded.evicted;
     totals.evicted_bytes = recorded.evicted_bytes;

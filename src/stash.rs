@@ -11,7 +11,9 @@
 #[cfg(feature = "remote")]
 mod behind;
 mod bound;
+mod large;
 mod named;
+mod object_reader;
 mod read;
 #[cfg(feature = "remote")]
 mod remote;
@@ -44,6 +46,7 @@ use crate::stats::Stats;
 use crate::uses::Uses;
 use crate::writer::{Answer, Flush, Message, Op, Shared, WriterConfig, WriterHandle};
 
+pub use object_reader::ObjectReader;
 pub(crate) use save::Saving;
 use train::Trainer;
 
@@ -215,7 +218,9 @@ impl Stash {
             oldest_use,
             objects: totals.objects,
             raw_bytes: totals.raw_bytes,
-            stored_bytes: totals.stored_bytes,
+            stored_bytes: totals.stored_bytes + totals.chunk_bytes,
+            chunks: totals.chunks,
+            chunk_bytes: totals.chunk_bytes,
             file_bytes,
             layout: self.layout(),
             durability: self.durability,

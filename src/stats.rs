@@ -19,8 +19,14 @@ pub struct Stats {
     pub objects: u64,
     /// Their bytes before compression.
     pub raw_bytes: u64,
-    /// Their compressed bytes, as stored (gzip, or zstd with a dictionary).
+    /// Their compressed bytes, as stored (gzip, or zstd with a dictionary), chunks of large
+    /// objects included.
     pub stored_bytes: u64,
+    /// Chunks of large objects (`Stash::save_reader`): each stored once however many
+    /// objects hold it.
+    pub chunks: u64,
+    /// Their stored bytes (part of [`Stats::stored_bytes`]).
+    pub chunk_bytes: u64,
     /// Bytes of the database files on disk: the main file plus `-wal` and `-journal`.
     pub file_bytes: u64,
     /// How objects are spread over tables.
@@ -102,6 +108,14 @@ impl fmt::Display for Stats {
             human(self.file_bytes),
             per_object(self.file_bytes)
         )?;
+        if self.chunks > 0 {
+            writeln!(
+                f,
+                "chunks             {:>16}  {:>10}  of large objects",
+                self.chunks,
+                human(self.chunk_bytes)
+            )?;
+        }
         if self.names > 0 {
             writeln!(f, "names              {:>16}", self.names)?;
         }
@@ -194,6 +208,11 @@ pub struct VerifyReport {
     /// Damaged rows found on the file's pages whose key bytes cannot be trusted, so they
     /// are counted here instead of named. Only looked for once other damage is found.
     pub unnamed: u64,
+    /// Chunks of large objects read and checked.
+    pub chunks: u64,
+    /// Chunks no object lists yet: of large saves under way, or of saves killed before
+    /// they finished, which the next open alone with the stash gives back. Not damage.
+    pub pending_chunks: u64,
     /// Damage found beyond single rows: objects missing against the recorded count, or
     /// what SQLite's integrity check reports (an index that lost keys, a truncated file).
     /// The stash's file needs rebuilding: see [`repair`](crate::repair).
@@ -220,6 +239,12 @@ impl fmt::Display for VerifyReport {
             self.corrupt.len(),
             self.unreachable.len()
         )?;
+        if self.chunks > 0 {
+            write!(f, ", {} chunks checked", self.chunks)?;
+        }
+        if self.pending_chunks > 0 {
+            write!(f, " ({} of unfinished saves)", self.pending_chunks)?;
+        }
         if self.unnamed > 0 {
             write!(f, ", {} damaged rows with untrustworthy keys", self.unnamed)?;
         }
@@ -270,6 +295,8 @@ mod tests {
             objects: 2,
             raw_bytes: 3000,
             stored_bytes: 1000,
+            chunks: 0,
+            chunk_bytes: 0,
             file_bytes: 8192,
             layout: Layout::Bucketed,
             durability: Durability::Safe,

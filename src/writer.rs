@@ -16,6 +16,7 @@
 //! and why it stopped (`writer/stop.rs`).
 
 mod batch;
+mod chunked;
 mod op;
 mod ops;
 mod run;
@@ -37,6 +38,7 @@ use crate::pending::Pending;
 use crate::schema::Schema;
 use crate::uses::Uses;
 
+pub(crate) use chunked::{CommitChunked, Outgoing, PutChunks, Unhold};
 pub(crate) use op::{Answer, Message, Op};
 pub(crate) use ops::{Dictionary, Flush, Name, Pin, Remove, SetMaxSize, Trim, Unname};
 pub(crate) use stop::Stop;

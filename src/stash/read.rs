@@ -18,6 +18,7 @@ use rusqlite::{Connection, OptionalExtension};
 use crate::codec;
 use crate::error::{DbContext, Result};
 use crate::key::Key;
+use crate::manifest;
 use crate::parts;
 use crate::pending::Row;
 use crate::schema::TableSql;
@@ -217,7 +218,11 @@ impl Stash {
         data: &[u8],
         used: Option<i64>,
     ) -> Result<Vec<u8>> {
-        let object = codec::decode_checked(key, raw_len, data, &self.dicts)?;
+        let object = if manifest::is_manifest(data) {
+            self.assemble(key, raw_len, data)?
+        } else {
+            codec::decode_checked(key, raw_len, data, &self.dicts)?
+        };
         self.shared.uses.record_read(key, used);
         Ok(object)
     }

@@ -16,6 +16,7 @@ use crate::codec;
 use crate::dict::{self, Codec};
 use crate::error::{Error, Result};
 use crate::key::Key;
+use crate::manifest;
 use crate::pending::Row;
 use crate::remote::{
     self, Builder, DamagedPack, Location, PullReport, PushReport, Remote, RemoteStatus, Sealed,
@@ -292,9 +293,12 @@ impl Stash {
     }
 
     /// Stores an object fetched and checked: as the gzip member it came in when the stash
-    /// stores gzip (no second compression), else saved as any new object.
+    /// stores gzip and it fits one row (no second compression), else saved as any new
+    /// object (a large one in chunks).
     fn store_checked(&self, location: &Location, raw: &[u8], member: &[u8]) -> Result<()> {
-        if self.saving.codec == Codec::Gzip && raw.len() as u64 <= self.saving.max_object {
+        let one_row = raw.len() <= crate::chunks::CHUNKED_ABOVE;
+        if self.saving.codec == Codec::Gzip && one_row && raw.len() as u64 <= self.saving.max_object
+        {
             let row = Row {
                 key: location.entry.key,
                 raw_len: location.entry.raw_len,
@@ -355,11 +359,22 @@ impl<'a, I: Iterator<Item = &'a [Key]>> Packer<'a, I> {
                 .map(|(key, row)| {
                     // Removed or evicted since it was listed: nothing to push.
                     let (raw_len, data) = row?;
-                    match codec::decode_checked(key, raw_len, &data, &stash.dicts) {
-                        Ok(raw) if data.starts_with(&dict::MAGIC) => {
-                            Some((*key, raw_len as u64, codec::compress(&raw, stash.saving.level)))
-                        }
-                        Ok(_) => Some((*key, raw_len as u64, data.to_vec())),
+                    // A chunked object goes whole, as one member (chunk packs: notes/).
+                    let decoded = if manifest::is_manifest(&data) {
+                        stash.assemble(key, raw_len, &data).map(|raw| {
+                            (*key, raw_len as u64, codec::compress(&raw, stash.saving.level))
+                        })
+                    } else {
+                        codec::decode_checked(key, raw_len, &data, &stash.dicts).map(|raw| {
+                            if data.starts_with(&dict::MAGIC) {
+                                (*key, raw_len as u64, codec::compress(&raw, stash.saving.level))
+                            } else {
+                                (*key, raw_len as u64, data.to_vec())
+                            }
+                        })
+                    };
+                    match decoded {
+                        Ok(member) => Some(member),
                         Err(e) => {
                             log::error!("not pushed: {e}");
                             self.corrupt.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

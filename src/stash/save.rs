@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use crate::chunks::CHUNKED_ABOVE;
 use crate::codec;
 use crate::dict::Codec;
 use crate::error::{Error, Result};
@@ -182,6 +183,11 @@ impl Stash {
     /// call queued it (not if another save had queued it meanwhile).
     fn send_new(&self, key: Key, object: &[u8]) -> Result<bool> {
         self.writer()?;
+        if object.len() > CHUNKED_ABOVE {
+            // Committed, not queued (`stash/large.rs`).
+            self.save_chunked(object)?;
+            return Ok(false);
+        }
         // A duplicate earlier in the same batch call may have been queued meanwhile.
         if self.shared.pending.contains(&key) {
             return Ok(false);

@@ -5,8 +5,7 @@
 
 use std::collections::HashSet;
 
-use crate::check::Check;
-use crate::codec;
+use crate::check::{self, Check};
 use crate::error::Result;
 use crate::key::Key;
 use crate::pagescan;
@@ -57,7 +56,7 @@ impl Stash {
             if listed.contains(&key) {
                 return;
             }
-            let intact = codec::decode_checked(&key, raw_len, &data, &self.dicts).is_ok();
+            let intact = check::intact(&key, raw_len, &data, &self.dicts);
             match self.get(&key) {
                 Ok(Some(_)) => {}
                 Ok(None) if intact => {

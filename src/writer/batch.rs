@@ -76,6 +76,7 @@ impl Batch {
             }
             Message::Op(op) => {
                 self.rows += op.rows();
+                self.bytes += op.bytes();
                 self.urgent |= op.urgent();
                 self.entries.push(Entry::Op(op));
             }

@@ -32,6 +32,11 @@ pub(crate) trait Op: Send {
         0
     }
 
+    /// Bytes it holds until its transaction commits, toward the batch's limit.
+    fn bytes(&self) -> usize {
+        0
+    }
+
     /// Whether a caller waits for it, so that the batch commits without lingering for more.
     fn urgent(&self) -> bool {
         true

@@ -16,6 +16,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::Shared;
 use super::stop::{Stop, StopContext};
+use crate::chunks;
 use crate::key::Key;
 use crate::meta::Delta;
 use crate::names::{self, NameRow, NameSql};
@@ -201,9 +202,11 @@ impl Tx<'_> {
             self.conn.prepare_cached(&table.delete).stop(|| "preparing a delete".into())?;
         let mut rows = stmt.query([&key.as_bytes()[..]]).stop(what)?;
         let mut removed = false;
+        let mut manifest = None;
         while let Some(row) = rows.next().stop(what)? {
             let (raw, stored, used): (i64, i64, i64) =
                 (row.get(0).stop(what)?, row.get(1).stop(what)?, row.get(2).stop(what)?);
+            manifest = row.get::<_, Option<Vec<u8>>>(3).stop(what)?.map(|m| (raw, m));
             let totals = &mut self.written.totals;
             totals.objects -= 1;
             totals.raw_bytes -= raw;
@@ -215,6 +218,10 @@ impl Tx<'_> {
             removed = true;
         }
         drop(rows);
+        if let Some((raw, manifest)) = manifest {
+            chunks::release_stored(self.conn, key, raw, &manifest, &mut self.written.totals)
+                .stop(|| format!("releasing the chunks of {key}"))?;
+        }
         if removed && names {
             let mut stmt = self
                 .conn
