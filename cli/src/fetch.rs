@@ -26,22 +26,33 @@ pub fn get(
     output: Option<&Path>,
     out: &mut Out,
 ) -> Result<ExitCode, Failure> {
-    let found = match object {
-        Object::Key(key) => {
-            let key = parse_key(key)?;
-            stash.get(&key)?.ok_or_else(|| format!("no object {key} in the stash"))
-        }
-        Object::Name(name) => stash
-            .get_named(&[name])?
-            .pop()
-            .flatten()
-            .ok_or_else(|| format!("no object named {name:?} in the stash")),
-    };
-    let bytes = found.map_err(Failure::NotFound)?;
+    let key =
+        match object {
+            Object::Key(key) => parse_key(key)?,
+            Object::Name(name) => stash.resolve(&[name])?.pop().flatten().ok_or_else(|| {
+                Failure::NotFound(format!("no object named {name:?} in the stash"))
+            })?,
+        };
+    let mut reader = stash
+        .open_reader(&key)?
+        .ok_or_else(|| Failure::NotFound(format!("no object {key} in the stash")))?;
+    // Streamed, one chunk in memory at a time; every chunk is checked before it is written.
     match output {
-        Some(path) => std::fs::write(path, &bytes)
-            .map_err(|e| Failure::io(format!("writing {}", path.display()), e))?,
-        None => out.bytes(&bytes)?,
+        Some(path) => {
+            let writing = |e| Failure::io(format!("writing {}", path.display()), e);
+            let mut file = std::fs::File::create(path).map_err(writing)?;
+            let copied = copy(&mut reader, &mut file);
+            if copied.is_err() && path.metadata().is_ok_and(|m| m.is_file()) {
+                // No partial object is left where the caller asked for the whole one.
+                let _ = std::fs::remove_file(path);
+            }
+            match copied {
+                Ok(()) => {}
+                Err(Copy::Read(e)) => return Err(read_failure(&key, path, e)),
+                Err(Copy::Write(e)) => return Err(writing(e)),
+            }
+        }
+        None => out.copy(&mut reader, |e| read_failure(&key, Path::new("standard output"), e))?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -219,4 +230,34 @@ pub fn resolve(stash: &Stash, names: &[String], out: &mut Out) -> Result<ExitCod
         }
     }
     Ok(if all { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// A streamed `get` that failed: the object's own error (corrupt, removed meanwhile) when
+/// the read failed, else the write's.
+fn read_failure(key: &Key, target: &Path, e: std::io::Error) -> Failure {
+    if e.get_ref().is_some_and(|inner| inner.is::<objstash::Error>()) {
+        let inner =
+            e.into_inner().expect("checked").downcast::<objstash::Error>().expect("checked");
+        return Failure::from(*inner);
+    }
+    Failure::io(format!("reading {key} into {}", target.display()), e)
+}
+
+/// Which side of a copy failed.
+enum Copy {
+    Read(io::Error),
+    Write(io::Error),
+}
+
+fn copy(reader: &mut impl io::Read, writer: &mut impl io::Write) -> Result<(), Copy> {
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => return writer.flush().map_err(Copy::Write),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Copy::Read(e)),
+        };
+        writer.write_all(&buf[..n]).map_err(Copy::Write)?;
+    }
 }

@@ -110,6 +110,25 @@ impl Out {
         self.inner.write_all(bytes).map_err(pipe)
     }
 
+    /// Copies everything `reader` yields to stdout; a failed read is `on_read`'s failure,
+    /// a failed write the pipe's.
+    pub fn copy(
+        &mut self,
+        reader: &mut impl io::Read,
+        on_read: impl FnOnce(io::Error) -> Failure,
+    ) -> Result<(), Failure> {
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = match reader.read(&mut buf) {
+                Ok(0) => return Ok(()),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(on_read(e)),
+            };
+            self.inner.write_all(&buf[..n]).map_err(pipe)?;
+        }
+    }
+
     pub fn flush(&mut self) -> Result<(), Failure> {
         self.inner.flush().map_err(pipe)
     }

@@ -3,7 +3,6 @@
 //! One item that cannot be read or stored is reported on stderr and costs only itself:
 //! the others are stored and the command exits 1 at the end.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -15,6 +14,9 @@ use crate::output::{Failure, Out, mib};
 /// Files read per `save_all` call during import, and the bytes that end a chunk early.
 const IMPORT_FILES: usize = 2_048;
 const IMPORT_BYTES: usize = 64 << 20;
+/// Files larger than this are streamed on their own (`Stash::save_file`): objects that
+/// large are stored in chunks, whichever call saves them.
+const STREAM_ABOVE: u64 = 8 << 20;
 
 /// A file that could not be stored, for JSON output.
 #[derive(Serialize)]
@@ -40,24 +42,31 @@ fn lossy(path: &Path) -> String {
     path.to_string_lossy().into_owned()
 }
 
-/// Reads a file (or stdin for `-`), refusing one over the stash's object size limit.
-fn read_object(stash: &Stash, file: &Path) -> Result<Vec<u8>, String> {
-    let limit = stash.max_object_size();
-    let mut bytes = Vec::new();
-    let read = if file == Path::new("-") {
-        std::io::stdin().lock().take(limit + 1).read_to_end(&mut bytes)
+/// Saves a file (or stdin for `-`) as one object, streamed: any size, in bounded memory.
+fn save_file(stash: &Stash, file: &Path, name: Option<&str>) -> Result<objstash::Key, String> {
+    let saved = if file == Path::new("-") {
+        let stdin = std::io::stdin().lock();
+        match name {
+            Some(name) => stash.save_reader_named(name, stdin),
+            None => stash.save_reader(stdin),
+        }
     } else {
-        std::fs::File::open(file).and_then(|f| f.take(limit + 1).read_to_end(&mut bytes))
+        let opened =
+            std::fs::File::open(file).map_err(|e| format!("reading {}: {e}", file.display()))?;
+        let reader = std::io::BufReader::with_capacity(1 << 20, opened);
+        match name {
+            Some(name) => stash.save_reader_named(name, reader),
+            None => stash.save_reader(reader),
+        }
     };
-    read.map_err(|e| format!("reading {}: {e}", file.display()))?;
-    if bytes.len() as u64 > limit {
-        return Err(format!(
+    saved.map_err(|e| match e {
+        objstash::Error::TooLarge { limit, .. } => format!(
             "{} is larger than the stash's object size limit of {limit} bytes; nothing of it \
              was stored",
             file.display()
-        ));
-    }
-    Ok(bytes)
+        ),
+        e => format!("{}: {e}", file.display()),
+    })
 }
 
 pub fn put(
@@ -74,12 +83,7 @@ pub fn put(
     }
     let (mut stored, mut failed) = (Vec::new(), Vec::new());
     for file in files {
-        let save = |bytes: Vec<u8>| match name {
-            Some(name) => stash.save_named(&[(name, bytes)]).map(|keys| keys[0]),
-            None => stash.save(&bytes),
-        };
-        let key = read_object(stash, file)
-            .and_then(|bytes| save(bytes).map_err(|e| format!("{}: {e}", file.display())));
+        let key = save_file(stash, file, name);
         match key {
             Ok(key) => {
                 if !out.json {
@@ -129,13 +133,32 @@ pub fn import(stash: &Stash, dir: &Path, out: &mut Out) -> Result<ExitCode, Fail
     let mut chunk: Vec<Vec<u8>> = Vec::new();
     let mut chunk_bytes = 0;
     for (i, file) in files.iter().enumerate() {
-        match read_object(stash, file) {
-            Ok(bytes) => {
+        let len = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
+        let limit = stash.max_object_size();
+        let read = if len > limit {
+            Err(format!(
+                "{} is larger than the stash's object size limit of {limit} bytes; nothing of \
+                 it was stored",
+                file.display()
+            ))
+        } else if len > STREAM_ABOVE {
+            // A large file is streamed on its own, in bounded memory.
+            save_file(stash, file, None).map(|_| {
                 imported += 1;
-                raw += bytes.len() as u64;
-                chunk_bytes += bytes.len();
-                chunk.push(bytes);
-            }
+                raw += len;
+            })
+        } else {
+            std::fs::read(file).map_err(|e| format!("reading {}: {e}", file.display())).map(
+                |bytes| {
+                    imported += 1;
+                    raw += bytes.len() as u64;
+                    chunk_bytes += bytes.len();
+                    chunk.push(bytes);
+                },
+            )
+        };
+        match read {
+            Ok(()) => {}
             Err(error) => {
                 bar.suspend(|| out.warn(&error));
                 failed.push(Failed { path: lossy(file), error });

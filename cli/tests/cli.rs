@@ -672,3 +672,54 @@ fn a_cap_trims_and_pins_from_the_command_line() -> TestResult {
     assert!(verify.status.success(), "{}", stdout(&verify));
     Ok(())
 }
+
+/// Deterministic incompressible bytes.
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+#[test]
+fn large_objects_stream_through_put_and_get() -> TestResult {
+    let env = Env::new();
+    let object = noise(7, 48 << 20);
+    // From stdin, named, fed by a thread while `put` reads.
+    let mut child = env
+        .cmd(&["put", "--name", "model.parquet"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let mut stdin = child.stdin.take().expect("stdin");
+    let feed = {
+        let object = object.clone();
+        std::thread::spawn(move || stdin.write_all(&object))
+    };
+    let out = child.wait_with_output()?;
+    feed.join().expect("feeder")?;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), key_of(&object));
+    // From a file: the same key, stored once.
+    let file = env.file("model.parquet", &object);
+    let out = env.run(&["put", s(&file)]);
+    assert_eq!(stdout(&out).trim(), key_of(&object), "{}", stderr(&out));
+    let out = env.run(&["get", &key_of(&object)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(out.stdout == object, "get to stdout gave {} bytes", out.stdout.len());
+    let target = env.root.join("back.parquet");
+    let out = env.run(&["get", "--name", "model.parquet", "-o", s(&target)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(std::fs::read(&target)? == object);
+    let out = env.run(&["stats"]);
+    assert!(stdout(&out).contains("chunks"), "{}", stdout(&out));
+    let out = env.run(&["verify"]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    Ok(())
+}

@@ -10,6 +10,7 @@
 //! then the names table in one read transaction (see `read.rs` for why that order).
 
 use std::collections::HashMap;
+use std::io::Read;
 use std::sync::Arc;
 
 use rayon::prelude::*;
@@ -79,6 +80,26 @@ impl Stash {
                 sent
             },
         )
+    }
+
+    /// Stores everything `source` yields as one object, as [`Stash::save_reader`] does,
+    /// and records it under `name`, as [`Stash::save_named`] does.
+    ///
+    /// # Errors
+    /// [`Error::BadName`](crate::Error::BadName) before anything is read; otherwise as
+    /// [`Stash::save_reader`].
+    pub fn save_reader_named(&self, name: impl AsRef<[u8]>, source: impl Read) -> Result<Key> {
+        let name = name.as_ref();
+        names::check(name)?;
+        let key = self.save_reader(source)?;
+        // A large object is committed; a small one may have been queued by another save,
+        // so the name carries its pending row along (as `save_named` does).
+        let row = self.shared.names.insert(name, key, self.shared.pending.get(&key));
+        let sent = self.send(Message::Op(Box::new(Name(vec![row.clone()]))));
+        if sent.is_err() {
+            self.shared.names.settle(&row);
+        }
+        sent.map(|()| key)
     }
 
     /// The keys `names` map to, in input order; `None` for a name not saved.

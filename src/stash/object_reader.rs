@@ -169,7 +169,20 @@ impl Stash {
                 self.select_row(&reader, key)?.map(|row| (row.raw_len, row.data.to_vec(), row.used))
             }
         };
-        let Some((raw_len, data, used)) = row else { return Ok(None) };
+        let Some((raw_len, data, used)) = row else {
+            // Not here: read it through the remote, if the stash has one.
+            #[cfg(feature = "remote")]
+            if self.remote.is_some() {
+                return Ok(self.get(key)?.map(|bytes| ObjectReader {
+                    key: *key,
+                    len: bytes.len() as u64,
+                    source: Source::Row(bytes),
+                    pos: 0,
+                    whole: Some(blake3::Hasher::new()),
+                }));
+            }
+            return Ok(None);
+        };
         let source = if crate::manifest::is_manifest(&data) {
             let manifest = Manifest::decode(&data, raw_len).map_err(|r| Error::corrupt(*key, r))?;
             self.shared.uses.record_read(key, used);
