@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING
 
 from objstash._objstash import MAX_NAME_LEN as MAX_NAME_LEN
 from objstash._objstash import __version__ as __version__
+from objstash._objstash import ObjectReader as ObjectReader
 from objstash._objstash import Stash as _Stash
 from objstash._objstash import _close_all, _flush_all, _suspend_all
 from objstash import errors as errors
@@ -89,6 +90,9 @@ class Stats:
     pinned_bytes: int = 0
     evicted_objects: int = 0
     evicted_bytes: int = 0
+    chunks: int = 0
+    """Chunks of large objects (part of ``stored_bytes``: ``chunk_bytes``)."""
+    chunk_bytes: int = 0
     oldest_use: float | None = None
     """Seconds since the epoch of the earliest last use of an unpinned object."""
 

@@ -16,6 +16,7 @@
 //! of SIGKILL or `os._exit`.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 
 /// What a call on a handle can fail with.
@@ -51,6 +52,9 @@ pub struct Handle {
     reopen: objstash::StashBuilder,
     /// What the first open found after an unclean shutdown; a reopen finds a clean stash.
     pub recovery: Option<String>,
+    /// How many times the stash was reopened (after forks): what was opened on an earlier
+    /// stash (an object reader) is opened again.
+    generation: AtomicU64,
 }
 
 static LIVE: Mutex<Vec<Weak<Handle>>> = Mutex::new(Vec::new());
@@ -69,6 +73,7 @@ impl Handle {
             path,
             reopen,
             recovery,
+            generation: AtomicU64::new(0),
         });
         let mut live = LIVE.lock().unwrap_or_else(PoisonError::into_inner);
         live.retain(|weak| weak.strong_count() > 0);
@@ -100,8 +105,14 @@ impl Handle {
                     return Err(e.into());
                 }
                 *state = State::Open(Box::new(self.reopen.clone().open(&self.path)?));
+                self.generation.fetch_add(1, Ordering::SeqCst);
             }
         }
+    }
+
+    /// Which opening of the stash calls run on now (see `generation`).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
     }
 
     /// Closes the stash for good; later calls fail with [`CallError::Closed`].

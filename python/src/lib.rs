@@ -10,14 +10,18 @@ mod convert;
 mod errors;
 mod handle;
 mod stash;
+mod stream;
 
 use pyo3::prelude::*;
 
 /// Before `os.fork`: closes every open stash, committing what was saved; the next call in
 /// either process reopens it (registered by the package with `os.register_at_fork`).
+///
+/// The GIL is released while it waits for calls under way: a streaming save takes it to
+/// read a Python file object (`stream.rs`).
 #[pyfunction]
-fn _suspend_all() {
-    handle::suspend_all();
+fn _suspend_all(py: Python<'_>) {
+    py.detach(handle::suspend_all);
 }
 
 /// Commits what every open stash saved (the package's SIGTERM handler and the end of a
@@ -37,6 +41,7 @@ fn _close_all(py: Python<'_>) {
 fn _objstash(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<stash::Stash>()?;
     m.add_class::<stash::KeyIterator>()?;
+    m.add_class::<stream::ObjectReader>()?;
     m.add_function(wrap_pyfunction!(_suspend_all, m)?)?;
     m.add_function(wrap_pyfunction!(_flush_all, m)?)?;
     m.add_function(wrap_pyfunction!(_close_all, m)?)?;

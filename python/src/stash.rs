@@ -19,6 +19,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use crate::convert;
 use crate::errors;
 use crate::handle::{CallError, Handle};
+use crate::stream;
 
 /// Objects (or keys, or names) a batch call hands the library at once, at most.
 const CHUNK_ITEMS: usize = 8_192;
@@ -288,6 +289,41 @@ impl Stash {
         Ok((done.objects, done.stored_bytes))
     }
 
+    /// Stores the content of a file as one object, streamed in bounded memory: `source` is
+    /// a path (str or os.PathLike) or a binary file object (anything with `read(n)`
+    /// returning bytes, e.g. `open(p, "rb")`, a socket's makefile, `io.BytesIO`). Objects
+    /// of more than 8 MiB are stored in chunks shared with other objects. With `name`, the
+    /// object is also recorded under that name. Committed when it returns; Ctrl-C stops it
+    /// with nothing of the object stored.
+    #[pyo3(signature = (source, name=None))]
+    fn save_file(
+        &self,
+        py: Python<'_>,
+        source: &Bound<'_, PyAny>,
+        name: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<String> {
+        let name = name.map(|n| convert::name(n).map(|n| n.into_owned())).transpose()?;
+        let source = if source.hasattr("read")? {
+            stream::Source::File(source.clone().unbind())
+        } else {
+            stream::Source::Path(convert::path(source)?)
+        };
+        Ok(stream::save(py, &self.handle, source, name)?.to_string())
+    }
+
+    /// The object under `key` opened as a binary file object (`read`, `readinto`, `seek`,
+    /// `tell`; works with `shutil.copyfileobj`), or None when it is not stored. Memory holds
+    /// one chunk at a time whatever the object's size; each chunk is checked before its
+    /// bytes are returned (a damaged one raises CorruptError).
+    fn open(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<stream::ObjectReader>> {
+        let key = convert::key(key)?;
+        stream::ObjectReader::open(py, &self.handle, key)
+    }
+
     /// The object under `key` (str or bytes), or `default` (None) when it is not stored.
     /// Checked against its key.
     #[pyo3(signature = (key, default=None))]
@@ -529,6 +565,8 @@ impl Stash {
         d.set_item("pinned_bytes", s.pinned_bytes)?;
         d.set_item("evicted_objects", s.evicted_objects)?;
         d.set_item("evicted_bytes", s.evicted_bytes)?;
+        d.set_item("chunks", s.chunks)?;
+        d.set_item("chunk_bytes", s.chunk_bytes)?;
         let oldest = s.oldest_use.and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
         d.set_item("oldest_use", oldest.map(|d| d.as_secs_f64()))?;
         Ok(d)

@@ -28,9 +28,9 @@ use crate::writer::{CommitChunked, Message, Outgoing, PutChunks, Unhold};
 use super::Stash;
 
 /// Raw bytes of chunks cut, hashed and compressed together.
-const GROUP_BYTES: usize = 4 << 20;
+const GROUP_BYTES: usize = 2 << 20;
 /// Bytes of one save on their way to the writer or waiting for its commit.
-const IN_FLIGHT: usize = 24 << 20;
+const IN_FLIGHT: usize = 8 << 20;
 
 impl Stash {
     /// Stores everything `source` yields as one object and returns its key, the blake3 of
