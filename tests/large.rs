@@ -238,7 +238,12 @@ fn large_child() -> TestResult {
     let db = PathBuf::from(parts.next().unwrap_or_default());
     let start: u64 = parts.next().unwrap_or("0").parse()?;
     let end: u64 = parts.next().unwrap_or("18446744073709551615").parse()?;
-    let stash = Stash::open(&db)?;
+    let cap: Option<u64> = parts.next().map(str::parse).transpose()?;
+    let mut builder = Stash::builder();
+    if let Some(cap) = cap {
+        builder = builder.max_size(cap).eviction_grace(Duration::ZERO);
+    }
+    let stash = builder.open(&db)?;
     let mut acked = OpenOptions::new().create(true).append(true).open(sibling(&db, ".acked"))?;
     writeln!(acked, "open")?;
     for i in start..end {
@@ -341,5 +346,45 @@ fn two_processes_saving_the_same_large_objects_store_each_once() -> TestResult {
     assert_eq!(stats.objects, 4, "{stats}");
     let report = stash.verify()?;
     assert!(report.is_ok() && report.pending_chunks == 0, "{report}");
+    Ok(())
+}
+
+#[test]
+fn a_capped_stash_killed_while_it_evicts_large_objects_keeps_every_count_right() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = dir.path().join("stash.db");
+    let cap = 48u64 << 20;
+    let mut evicted = 0;
+    for round in 0..4u64 {
+        let start = 1_000 * round;
+        let spec = format!("{}|{start}|{}|{cap}", db.display(), u64::MAX);
+        let mut child = common::spawn_child("large_child", CHILD_ENV, spec)?;
+        common::wait_until_open(&db, &mut child)?;
+        // Killed once it has saved past its cap (so it evicts), at a random moment after.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while acked(&db).iter().filter(|&&i| i >= start).count() < 3 {
+            anyhow::ensure!(child.try_wait()?.is_none(), "the child exited");
+            anyhow::ensure!(Instant::now() < deadline, "the child saved too little");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(rand_ms(round + 7, 500)));
+        child.kill()?;
+        child.wait()?;
+        drop(child);
+        let stash = Stash::open(&db)?;
+        for i in acked(&db) {
+            let object = noise(i, LARGE + i as usize);
+            // Evicted or whole: never a part of it.
+            if let Some(read) = stash.get(&Key::of(&object))? {
+                assert!(read == object, "round {round}: object {i} reads other bytes");
+            }
+        }
+        let report = stash.verify()?;
+        assert!(report.is_ok() && report.pending_chunks == 0, "round {round}: {report}");
+        let stats = stash.stats()?;
+        evicted = stats.evicted_objects;
+        stash.close()?;
+    }
+    assert!(evicted > 0, "the cap evicted nothing");
     Ok(())
 }
