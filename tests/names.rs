@@ -202,3 +202,20 @@ fn a_salvage_keeps_the_names_of_the_objects_it_keeps() -> TestResult {
     }
     Ok(())
 }
+
+#[test]
+fn stored_objects_can_be_named_afterwards_and_absent_ones_are_not() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("stash.db");
+    let stash = Stash::open(&path)?;
+    let key = stash.save(b"a stored object")?;
+    let absent = Key::of(b"never saved");
+    assert_eq!(stash.name(&[("first", key), ("second", absent)])?, vec![true, false]);
+    assert_eq!(stash.resolve(&["first"])?, vec![Some(key)]);
+    stash.close()?;
+    let stash = Stash::open(&path)?;
+    assert_eq!(stash.resolve(&["first", "second"])?, vec![Some(key), None]);
+    assert_eq!(stash.get_named(&["first"])?[0].as_deref(), Some(&b"a stored object"[..]));
+    assert!(matches!(stash.name(&[("", key)]), Err(Error::BadName { .. })));
+    Ok(())
+}

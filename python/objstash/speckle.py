@@ -30,7 +30,7 @@ import json
 import os
 import queue
 import threading
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from specklepy.logging.exceptions import SpeckleException
 from specklepy.transports.abstract_transport import AbstractTransport
@@ -45,6 +45,15 @@ BATCH_BYTES = 16 * 1000 * 1000
 COPY_CHUNK = 10_000
 #: The most objects read ahead and not yet asked for that a transport keeps.
 READ_AHEAD_MAX = 100_000
+
+
+def receive_bundle(*args: Any, **kwargs: Any) -> Any:
+    """``specklepy.bundle.receive`` through a cache of the version's files in a stash: a
+    second receive of a version downloads nothing (see ``objstash.bundle_cache``). Needs
+    specklepy's bundle support (``pip install 'specklepy[bundle]'``, pyarrow)."""
+    from objstash.bundle_cache import receive_bundle as receive
+
+    return receive(*args, **kwargs)
 
 
 def default_base_path(app_name: str) -> str:

@@ -311,6 +311,19 @@ impl Stash {
         Ok(stream::save(py, &self.handle, source, name)?.to_string())
     }
 
+    /// Records `name` for the object under `key`, which must be stored already (a name
+    /// saved again is pointed at it); whether it was stored, and so named.
+    fn name(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+        key: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        let name = convert::name(name)?;
+        let key = convert::key(key)?;
+        Ok(self.with(py, |s| s.name(&[(&name[..], key)]))?[0])
+    }
+
     /// The object under `key` opened as a binary file object (`read`, `readinto`, `seek`,
     /// `tell`; works with `shutil.copyfileobj`), or None when it is not stored. Memory holds
     /// one chunk at a time whatever the object's size; each chunk is checked before its

@@ -92,14 +92,40 @@ impl Stash {
         let name = name.as_ref();
         names::check(name)?;
         let key = self.save_reader(source)?;
-        // A large object is committed; a small one may have been queued by another save,
-        // so the name carries its pending row along (as `save_named` does).
-        let row = self.shared.names.insert(name, key, self.shared.pending.get(&key));
-        let sent = self.send(Message::Op(Box::new(Name(vec![row.clone()]))));
-        if sent.is_err() {
-            self.shared.names.settle(&row);
+        self.name(&[(name, key)])?;
+        Ok(key)
+    }
+
+    /// Records names for objects already stored (a name saved again is pointed at its new
+    /// object); whether each object was stored, and so named. Once it returns, every read
+    /// sees the names; each is committed with or after its object.
+    ///
+    /// # Errors
+    /// [`Error::BadName`](crate::Error::BadName) for a name no save accepts, before
+    /// anything is recorded; [`Error::Database`](crate::Error::Database) if a lookup fails.
+    pub fn name<N: AsRef<[u8]>>(&self, names: &[(N, Key)]) -> Result<Vec<bool>> {
+        self.writer()?;
+        for (name, _) in names {
+            names::check(name.as_ref())?;
         }
-        sent.map(|()| key)
+        let keys: Vec<Key> = names.iter().map(|(_, key)| *key).collect();
+        let absent: std::collections::HashSet<Key> = self.missing(&keys)?.into_iter().collect();
+        let rows: Vec<_> = names
+            .iter()
+            .filter(|(_, key)| !absent.contains(key))
+            .map(|(name, key)| {
+                // A pending object travels with its name, which may reach the writer first.
+                self.shared.names.insert(name.as_ref(), *key, self.shared.pending.get(key))
+            })
+            .collect();
+        if !rows.is_empty() {
+            let sent = self.send(Message::Op(Box::new(Name(rows.clone()))));
+            if sent.is_err() {
+                rows.iter().for_each(|row| self.shared.names.settle(row));
+            }
+            sent?;
+        }
+        Ok(keys.iter().map(|key| !absent.contains(key)).collect())
     }
 
     /// The keys `names` map to, in input order; `None` for a name not saved.
