@@ -388,3 +388,63 @@ fn a_capped_stash_killed_while_it_evicts_large_objects_keeps_every_count_right()
     assert!(evicted > 0, "the cap evicted nothing");
     Ok(())
 }
+
+#[test]
+fn a_pinned_large_object_stays_under_a_cap_and_its_chunks_with_it() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let stash = Stash::builder()
+        .max_size(40 << 20)
+        .eviction_grace(Duration::ZERO)
+        .use_resolution(Duration::ZERO)
+        .open(dir.path().join("stash.db"))?;
+    let pinned = noise(30, LARGE);
+    let key = stash.save(&pinned)?;
+    assert_eq!(stash.pin(&[key])?, vec![true]);
+    for i in 0..4 {
+        stash.save(&noise(31 + i, LARGE))?;
+        stash.flush()?;
+    }
+    stash.trim_to(40 << 20)?;
+    assert_eq!(stash.get(&key)?.as_deref(), Some(&pinned[..]), "the pinned object stays whole");
+    let stats = stash.stats()?;
+    assert!(stats.evicted_objects >= 2, "{stats}");
+    assert!(stash.verify()?.is_ok());
+    Ok(())
+}
+
+#[test]
+fn a_missing_chunk_is_named_by_verify_and_repair_drops_only_its_object() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = dir.path().join("stash.db");
+    let (broken, whole, small) = (noise(40, LARGE), noise(41, LARGE), b"a small one".to_vec());
+    let (broken_key, whole_key, small_key) = {
+        let stash = Stash::open(&db)?;
+        let keys = (stash.save(&broken)?, stash.save(&whole)?, stash.save(&small)?);
+        stash.close()?;
+        keys
+    };
+    {
+        let conn = rusqlite::Connection::open(&db)?;
+        let at = LARGE / 3;
+        let gone = conn.execute(
+            "DELETE FROM objstash_chunks WHERE instr(data, ?1) > 0",
+            [&broken[at..at + 64]],
+        )?;
+        assert_eq!(gone, 1);
+    }
+    let stash = Stash::open(&db)?;
+    let report = stash.verify()?;
+    assert_eq!(report.corrupt, vec![broken_key], "{report}");
+    assert!(report.problems.iter().any(|p| p.contains("chunks")), "{report}");
+    assert!(matches!(stash.get(&broken_key), Err(Error::Corrupt { .. })));
+    stash.close()?;
+    let repaired = objstash::repair(&db)?;
+    assert_eq!(repaired.recovered, 2, "{repaired}");
+    let stash = Stash::open(&db)?;
+    assert!(stash.get(&broken_key)?.is_none());
+    assert_eq!(stash.get(&whole_key)?.as_deref(), Some(&whole[..]));
+    assert_eq!(stash.get(&small_key)?.as_deref(), Some(&small[..]));
+    let report = stash.verify()?;
+    assert!(report.is_ok() && report.pending_chunks == 0, "{report}");
+    Ok(())
+}

@@ -547,3 +547,24 @@ fn two_stashes_pushing_the_same_objects_at_once_write_the_same_packs() -> TestRe
     assert!(c.missing(&keys)?.is_empty());
     Ok(())
 }
+
+#[test]
+fn a_chunked_object_goes_through_the_remote_whole() -> TestResult {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir()?;
+    let remote = server.remote("large");
+    let a = open(dir.path(), "a.db", remote.clone())?;
+    let object = common::noise(5, 20 << 20);
+    let key = a.save_reader(&object[..])?;
+    assert!(a.stats()?.chunks > 1);
+    let pushed = a.remote().expect("a remote").push()?;
+    assert_eq!((pushed.objects, pushed.too_large, pushed.corrupt), (1, 0, 0), "{pushed}");
+    let b = open(dir.path(), "b.db", remote)?;
+    // Read through as a stream: stored in b (in chunks) and read back whole.
+    let mut read = Vec::new();
+    std::io::Read::read_to_end(&mut b.open_reader(&key)?.expect("read through"), &mut read)?;
+    assert!(read == object, "the object read through differs");
+    assert!(b.stats()?.chunks > 1, "stored in chunks");
+    assert!(b.verify()?.is_ok());
+    Ok(())
+}

@@ -37,6 +37,8 @@ enum Source {
     Chunked {
         readers: Arc<Readers>,
         manifest: Manifest,
+        /// The statement that says whether the object's row is still stored.
+        exists: String,
         offsets: Vec<u64>,
         /// The chunk read last: its index and bytes.
         current: Option<(usize, Vec<u8>)>,
@@ -88,10 +90,10 @@ impl Read for ObjectReader {
         let pos = self.pos;
         let bytes: &[u8] = match &mut self.source {
             Source::Row(bytes) => &bytes[pos as usize..],
-            Source::Chunked { readers, manifest, offsets, current } => {
+            Source::Chunked { readers, manifest, exists, offsets, current } => {
                 let index = offsets.partition_point(|&start| start <= pos) - 1;
                 if current.as_ref().is_none_or(|(i, _)| *i != index) {
-                    let chunk = read_chunk(readers, &key, manifest, index)?;
+                    let chunk = read_chunk(readers, &key, manifest, exists, index)?;
                     *current = Some((index, chunk));
                 }
                 let (_, chunk) = current.as_ref().expect("read above");
@@ -131,25 +133,39 @@ impl Seek for ObjectReader {
 }
 
 /// Reads chunk `index` of the object `key`, checked. A missing chunk of an object that is
-/// still stored is damage; of one removed meanwhile, the object is gone.
+/// still stored (`exists`, its table's statement) is damage; of one removed meanwhile, the
+/// object is gone.
 fn read_chunk(
     readers: &Readers,
     key: &Key,
     manifest: &Manifest,
+    exists: &str,
     index: usize,
 ) -> io::Result<Vec<u8>> {
     let entry = &manifest.chunks[index];
     let conn = readers.checkout().map_err(io::Error::other)?;
+    let damaged =
+        |reason: String| io::Error::new(io::ErrorKind::InvalidData, Error::corrupt(*key, reason));
     match chunks::read(&conn, entry) {
         Ok(bytes) => Ok(bytes),
         Err(ChunkError::Read(e)) => Err(io::Error::other(e)),
-        Err(ChunkError::Damaged(reason)) => {
-            Err(io::Error::new(io::ErrorKind::InvalidData, Error::corrupt(*key, reason)))
+        Err(ChunkError::Damaged(reason)) => Err(damaged(reason)),
+        Err(ChunkError::Missing) => {
+            let stored = conn
+                .prepare_cached(exists)
+                .and_then(|mut stmt| stmt.exists([&key.as_bytes()[..]]))
+                .map_err(io::Error::other)?;
+            if stored {
+                return Err(damaged(format!("its chunk {} is missing", entry.key)));
+            }
+            Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "object {key} was removed while it was read (its chunk {} is gone)",
+                    entry.key
+                ),
+            ))
         }
-        Err(ChunkError::Missing) => Err(io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("object {key} was removed while it was read (its chunk {} is gone)", entry.key),
-        )),
     }
 }
 
@@ -188,6 +204,7 @@ impl Stash {
             self.shared.uses.record_read(key, used);
             Source::Chunked {
                 readers: Arc::clone(&self.readers),
+                exists: self.table(key).exists.clone(),
                 offsets: manifest.offsets(),
                 manifest,
                 current: None,
@@ -216,7 +233,8 @@ impl Stash {
             .map_err(|_| Error::corrupt(*key, "its length does not fit in memory"))?;
         let mut object = Vec::with_capacity(len);
         for index in 0..manifest.chunks.len() {
-            let chunk = read_chunk(&self.readers, key, &manifest, index).map_err(|e| {
+            let exists = &self.table(key).exists;
+            let chunk = read_chunk(&self.readers, key, &manifest, exists, index).map_err(|e| {
                 if e.get_ref().is_some_and(|inner| inner.is::<Error>()) {
                     *e.into_inner().expect("checked").downcast::<Error>().expect("checked")
                 } else {

@@ -29,6 +29,8 @@ use super::Stash;
 const PUSH_CHUNK: usize = 4_096;
 /// Bytes of members a pull fetches before checking and storing them.
 const PULL_BATCH: u64 = 32 << 20;
+/// The largest chunked object a push sends (whole, assembled in memory: see `PushReport`).
+const MAX_WHOLE_PUSH: u64 = 256 << 20;
 
 /// The remote tier of a stash opened with one ([`Stash::remote`]): push, pull, what the
 /// remote lacks, refreshing its indexes, and waiting for background uploads.
@@ -168,6 +170,7 @@ impl Stash {
             }
         }
         let corrupt = std::sync::atomic::AtomicU64::new(0);
+        let too_large = std::sync::atomic::AtomicU64::new(0);
         let packs = Packer {
             stash: self,
             keys: unpushed.chunks(PUSH_CHUNK),
@@ -175,12 +178,14 @@ impl Stash {
             builder: Builder::default(),
             pack_size: remote.config.pack_size as usize,
             corrupt: &corrupt,
+            too_large: &too_large,
         };
         let uploaded = remote.upload(packs)?;
         report.packs = uploaded.packs;
         report.objects = uploaded.objects;
         report.bytes = uploaded.bytes;
         report.corrupt = corrupt.into_inner();
+        report.too_large = too_large.into_inner();
         report.requests = remote.requests() - before;
         Ok(report)
     }
@@ -342,6 +347,7 @@ struct Packer<'a, I> {
     builder: Builder,
     pack_size: usize,
     corrupt: &'a std::sync::atomic::AtomicU64,
+    too_large: &'a std::sync::atomic::AtomicU64,
 }
 
 impl<'a, I: Iterator<Item = &'a [Key]>> Packer<'a, I> {
@@ -359,7 +365,13 @@ impl<'a, I: Iterator<Item = &'a [Key]>> Packer<'a, I> {
                 .map(|(key, row)| {
                     // Removed or evicted since it was listed: nothing to push.
                     let (raw_len, data) = row?;
-                    // A chunked object goes whole, as one member (chunk packs: notes/).
+                    // A chunked object goes whole, as one member (chunk packs: notes/),
+                    // up to a size that bounds the memory this takes.
+                    if manifest::is_manifest(&data) && raw_len as u64 > MAX_WHOLE_PUSH {
+                        log::warn!("not pushed: {key} is {raw_len} bytes, chunked");
+                        self.too_large.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        return None;
+                    }
                     let decoded = if manifest::is_manifest(&data) {
                         stash.assemble(key, raw_len, &data).map(|raw| {
                             (*key, raw_len as u64, codec::compress(&raw, stash.saving.level))
