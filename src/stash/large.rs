@@ -73,6 +73,10 @@ impl Stash {
         let _call = self.shared.uses.saving();
         let mut sent = Vec::new();
         let saved = self.send_chunked(source, &mut sent);
+        #[cfg(feature = "remote")]
+        if let (Ok(key), Some(behind)) = (&saved, &self.behind) {
+            behind.queue(*key);
+        }
         if saved.is_err() && !sent.is_empty() {
             // The writer may be gone; then the next open alone reclaims them.
             let _ = self.send(Message::Op(Box::new(Unhold(sent))));
