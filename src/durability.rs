@@ -1,9 +1,10 @@
 //! What a stash promises about acknowledged writes, and the SQLite settings that keep it.
 //!
 //! The writer connection applies [`Durability::pragmas`] when it opens; the promise of
-//! each mode is stated on its variant and measured in notes/performance.md. Both modes
+//! each mode is stated on its variant and measured in notes/performance.md. Fast and Safe
 //! use a write-ahead log, which is what lets processes share a stash and survive each
-//! other's kills; they differ in whether commits wait for the disk.
+//! other's kills; they differ in whether commits wait for the disk. Owned is the tuning of
+//! a stash one process owns: an in-memory rollback journal, no sharing.
 
 use std::fmt;
 use std::str::FromStr;
@@ -25,6 +26,17 @@ pub enum Durability {
     /// `journal_mode=WAL`, `synchronous=FULL`: every write acknowledged by `flush` survives
     /// a process kill or a power loss.
     Safe,
+    /// `journal_mode=MEMORY`, `synchronous=OFF`, and the stash owned by one handle: no
+    /// other handle, in this process or another, opens it meanwhile
+    /// ([`Error::Owned`](crate::Error::Owned)). No write-ahead log: each commit writes the
+    /// database pages in place, with its rollback journal in memory. A killed process can
+    /// leave a commit half-written and the file damaged; the next open checks it and
+    /// rebuilds it from every object that verifies, and its [`RecoveryReport`] counts
+    /// what was lost (acknowledged objects included). For a cache one process fills and
+    /// that can be fetched again.
+    ///
+    /// [`RecoveryReport`]: crate::RecoveryReport
+    Owned,
 }
 
 impl Durability {
@@ -33,7 +45,13 @@ impl Durability {
         match self {
             Durability::Fast => ("WAL", "OFF"),
             Durability::Safe => ("WAL", "FULL"),
+            Durability::Owned => ("MEMORY", "OFF"),
         }
+    }
+
+    /// Whether one handle owns the stash (no other may open it meanwhile).
+    pub(crate) fn owned(self) -> bool {
+        self == Durability::Owned
     }
 
     /// The word accepted by [`Durability::from_str`].
@@ -42,6 +60,7 @@ impl Durability {
         match self {
             Durability::Fast => "fast",
             Durability::Safe => "safe",
+            Durability::Owned => "owned",
         }
     }
 }
@@ -55,12 +74,13 @@ impl fmt::Display for Durability {
 impl FromStr for Durability {
     type Err = ParseSettingError;
 
-    /// Parses `fast` or `safe`.
+    /// Parses `fast`, `safe` or `owned`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "fast" => Ok(Durability::Fast),
             "safe" => Ok(Durability::Safe),
-            other => Err(ParseSettingError::new("durability", other, "fast or safe")),
+            "owned" => Ok(Durability::Owned),
+            other => Err(ParseSettingError::new("durability", other, "fast, safe or owned")),
         }
     }
 }
@@ -71,7 +91,7 @@ mod tests {
 
     #[test]
     fn words_round_trip() {
-        for d in [Durability::Fast, Durability::Safe] {
+        for d in [Durability::Fast, Durability::Safe, Durability::Owned] {
             assert_eq!(d.to_string().parse::<Durability>().unwrap(), d);
         }
         assert!("unsafe".parse::<Durability>().is_err());

@@ -203,6 +203,17 @@ pub enum Error {
         path: PathBuf,
     },
 
+    /// The stash is owned by another handle ([`Durability::Owned`](crate::Durability)),
+    /// in this process or another: no other handle opens it until that one closes.
+    #[error(
+        "{} is owned by another handle (durability owned), in this process or another; it          opens once that handle closes",
+        path.display()
+    )]
+    Owned {
+        /// The file.
+        path: PathBuf,
+    },
+
     /// A stored object failed its check: it does not decompress, or its bytes do not hash to
     /// its key. The bytes are never returned.
     #[error(

@@ -49,10 +49,15 @@ impl Hold {
         let alone = match life.try_lock() {
             Ok(()) => true,
             Err(TryLockError::WouldBlock) => {
-                // Handles that hold it shared are running; none holds it exclusively
-                // outside an open or a close, and those need the gate we hold.
-                life.lock_shared().map_err(|e| lock_error(db, e))?;
-                false
+                // Handles that hold it shared are running, or one owns it (holding it
+                // exclusively outside an open or a close, which need the gate we hold).
+                match life.try_lock_shared() {
+                    Ok(()) => false,
+                    Err(TryLockError::WouldBlock) => {
+                        return Err(Error::Owned { path: db.to_path_buf() });
+                    }
+                    Err(TryLockError::Error(e)) => return Err(lock_error(db, e)),
+                }
             }
             Err(TryLockError::Error(e)) => return Err(lock_error(db, e)),
         };
@@ -69,7 +74,7 @@ impl Hold {
         let (Ok(gate), Ok(life)) = (open(&sibling(db, GATE)), open(&sibling(db, LOCK))) else {
             return match Hold::acquire(db, wait) {
                 Ok(mut hold) => {
-                    hold.opened()?;
+                    hold.opened(false)?;
                     Ok(Some(hold))
                 }
                 Err(_) => Ok(None),
@@ -78,9 +83,13 @@ impl Hold {
         if !take_gate(&gate, Kind::Shared, wait).map_err(|e| lock_error(db, e))? {
             return Err(gate_busy(db, wait));
         }
-        life.lock_shared().map_err(|e| lock_error(db, e))?;
+        let shared = life.try_lock_shared();
         let _ = gate.unlock();
-        Ok(Some(Hold { life, gate: None, created: Vec::new(), alone: false }))
+        match shared {
+            Ok(()) => Ok(Some(Hold { life, gate: None, created: Vec::new(), alone: false })),
+            Err(TryLockError::WouldBlock) => Err(Error::Owned { path: db.to_path_buf() }),
+            Err(TryLockError::Error(e)) => Err(lock_error(db, e)),
+        }
     }
 
     /// Whether a handle ever opened the stash at `db` (its lock files are there).
@@ -93,10 +102,10 @@ impl Hold {
         self.alone
     }
 
-    /// Ends the open: the life lock becomes shared (others may open now) and the gate is
-    /// released.
-    pub(crate) fn opened(&mut self) -> Result<()> {
-        if self.alone {
+    /// Ends the open: the life lock becomes shared (others may open now), unless this
+    /// handle `owns` the stash, and the gate is released.
+    pub(crate) fn opened(&mut self, owns: bool) -> Result<()> {
+        if self.alone && !owns {
             // Nobody can take the life lock in between: opening or closing needs the gate.
             self.life.unlock().map_err(|e| lock_error(Path::new("the stash"), e))?;
             self.life.lock_shared().map_err(|e| lock_error(Path::new("the stash"), e))?;

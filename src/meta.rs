@@ -22,6 +22,8 @@ pub(crate) enum State {
     OpenFast,
     /// A writer in safe mode did not close: SQLite's WAL recovery makes that harmless.
     OpenSafe,
+    /// The owner of an owned stash did not close: a commit may be half-written.
+    OpenOwned,
 }
 
 impl State {
@@ -30,6 +32,7 @@ impl State {
             State::Clean => "clean",
             State::OpenFast => "open-fast",
             State::OpenSafe => "open-safe",
+            State::OpenOwned => "open-owned",
         }
     }
 }
@@ -128,6 +131,7 @@ pub(crate) fn read_state(conn: &Connection) -> Result<State> {
     Ok(match word.as_deref() {
         Some("open-fast") => State::OpenFast,
         Some("open-safe") => State::OpenSafe,
+        Some("open-owned") => State::OpenOwned,
         _ => State::Clean,
     })
 }

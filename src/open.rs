@@ -121,7 +121,7 @@ fn open_local(options: &Options, path: &Path) -> Result<Stash> {
             return Err(e);
         }
     };
-    hold.opened()?;
+    hold.opened(prepared.settings.durability.owned())?;
     options.start(path, prepared, Some(hold), false)
 }
 
@@ -291,6 +291,10 @@ impl Options {
             meta::read_setting(&conn, "durability").ok().flatten(),
             meta::read_setting(&conn, "codec").ok().flatten(),
         )?;
+        if settings.durability.owned() && !alone {
+            // Owning a stash needs every other handle gone.
+            return Err(Error::Owned { path: path.to_path_buf() });
+        }
         let (conn, recovery) = self.recover(conn, path, found)?;
         let schema = Schema::new(meta::read_layout(&conn)?.unwrap_or_default());
         migrate(&conn, path, &schema)?;
@@ -425,9 +429,15 @@ fn assess(conn: &Connection, path: &Path, alone: bool) -> Result<Assessment> {
     // After a fast-mode session that did not close, the file can only be damaged if the
     // machine stopped (WAL survives a killed process whatever `synchronous` says): the
     // check is needed when the boot it recorded is not this one.
+    // An owned stash has no log to recover from: a kill can leave a commit half-written.
     let unclean = alone
-        && matches!(recorded, Some((State::OpenFast, _)))
-        && meta::read_boot(conn).ok().flatten().is_none_or(|boot| Some(boot) != boot_id());
+        && match recorded {
+            Some((State::OpenFast, _)) => {
+                meta::read_boot(conn).ok().flatten().is_none_or(|boot| Some(boot) != boot_id())
+            }
+            Some((State::OpenOwned, _)) => true,
+            _ => false,
+        };
     let problem = match recorded {
         None => Some(damage.unwrap_or_else(|| "its meta table cannot be read".to_string())),
         Some(_) if unclean => recovery::check(conn),
@@ -515,6 +525,7 @@ fn configure(
         let state = match durability {
             Durability::Fast => State::OpenFast,
             Durability::Safe => State::OpenSafe,
+            Durability::Owned => State::OpenOwned,
         };
         meta::write_state(&conn, state)?;
         meta::write_setting(&conn, "boot", boot_id().as_deref().unwrap_or(""))?;

@@ -14,7 +14,7 @@ fn class_of(e: &objstash::Error) -> &'static str {
     match e {
         E::Corrupt { .. } | E::Damaged { .. } => "CorruptError",
         E::NotFound { .. } => "NotFoundError",
-        E::Locked { .. } => "LockedError",
+        E::Locked { .. } | E::Owned { .. } => "LockedError",
         E::Busy { .. } => "BusyError",
         E::ReadOnly { .. } => "ReadOnlyError",
         E::TooLarge { .. } => "TooLargeError",
