@@ -206,7 +206,6 @@ fn kill_loop(
                 missing.len()
             );
         }
-        let missing: std::collections::HashSet<Key> = missing.into_iter().collect();
         // Every acknowledged name resolves to its object.
         let named: Vec<u64> = ranges
             .iter()
