@@ -42,7 +42,8 @@ struct Cli {
     /// keeps its own; naming another is an error.
     #[arg(long, global = true)]
     layout: Option<Layout>,
-    /// Durability of a new stash: fast or safe. An existing stash keeps the one it
+    /// Durability of a new stash: fast, safe or owned (one process at a time, no
+    /// write-ahead log; see the README). An existing stash keeps the one it
     /// records; naming another is an error (change it with `objstash config`).
     #[arg(long, global = true)]
     durability: Option<Durability>,
@@ -242,7 +243,7 @@ enum Command {
 /// A setting `config` changes.
 #[derive(Subcommand, Debug)]
 enum Setting {
-    /// What acknowledged writes survive: fast or safe.
+    /// What acknowledged writes survive: fast, safe or owned.
     Durability { value: Durability },
     /// How new objects are compressed: gzip or zstd-dict (stored objects stay readable).
     Codec { value: Codec },
