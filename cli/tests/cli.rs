@@ -5,6 +5,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use speckle_gen::noise;
+
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
 struct Env {
@@ -600,17 +602,7 @@ fn names_put_get_resolve_unname_and_rm() -> TestResult {
 #[test]
 fn a_cap_trims_and_pins_from_the_command_line() -> TestResult {
     let env = Env::new();
-    let noise = |seed: u8| -> Vec<u8> {
-        let mut x = u64::from(seed).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..64 * 1024)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
-    };
+    let noise = |seed: u8| noise(u64::from(seed), 64 * 1024);
     let kept = env.file("kept.bin", &noise(1));
     let put = env.run(&["put", "--pin", kept.to_str().unwrap()]);
     assert!(put.status.success(), "{}", stderr(&put));
@@ -671,19 +663,6 @@ fn a_cap_trims_and_pins_from_the_command_line() -> TestResult {
     let verify = env.run(&["verify"]);
     assert!(verify.status.success(), "{}", stdout(&verify));
     Ok(())
-}
-
-/// Deterministic incompressible bytes.
-fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 #[test]

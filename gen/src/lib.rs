@@ -229,6 +229,20 @@ fn element(out: &mut String, rng: &mut Rng, seed: u64, index: u64) {
     footer(out, rng, children);
 }
 
+/// `len` deterministic pseudo-random bytes of `seed` (xorshift): incompressible, so that
+/// stored sizes are what they look like.
+pub fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -109,15 +109,7 @@ pub fn wait_until_open(db: &Path, child: &mut Child) -> TestResult {
 
 /// Deterministic pseudo-random bytes (incompressible).
 pub fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    speckle_gen::noise(seed, len)
 }
 
 /// A tmpfs mounted for the life of the value; `None` where this process may not mount.
