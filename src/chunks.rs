@@ -147,6 +147,23 @@ pub(crate) fn read(conn: &Connection, chunk: &ChunkRef) -> Result<Vec<u8>, Chunk
     }
 }
 
+/// A chunk as a gzip member, for a remote pack: its stored member when it is gzipped,
+/// else its bytes in stored deflate blocks; checked first. `Err` says why it cannot be.
+#[cfg(feature = "remote")]
+pub(crate) fn read_member(conn: &Connection, chunk: &ChunkRef) -> Result<Vec<u8>, String> {
+    let found: Option<(i64, i64, Vec<u8>)> = conn
+        .prepare_cached(&format!("SELECT raw_len, form, data FROM {TABLE} WHERE key = ?1"))
+        .and_then(|mut stmt| {
+            stmt.query_row([&chunk.key.as_bytes()[..]], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .optional()
+        })
+        .map_err(|e| format!("reading chunk {}: {e}", chunk.key))?;
+    let (raw_len, form, data) =
+        found.ok_or_else(|| format!("its chunk {} is missing", chunk.key))?;
+    let raw = check(chunk, raw_len, form, &data)?;
+    Ok(if form == Form::Gzip as i64 { data } else { codec::compress(&raw, 0) })
+}
+
 /// Decodes a stored chunk and checks its bytes against the manifest's entry.
 pub(crate) fn check(
     chunk: &ChunkRef,

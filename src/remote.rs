@@ -35,7 +35,7 @@ pub use config::{DEFAULT_PACK_SIZE, RemoteConfig};
 pub use report::{DamagedPack, PullReport, PushReport, RemoteStatus};
 
 pub(crate) use catalog::Location;
-pub(crate) use pack::{Builder, Sealed};
+pub(crate) use pack::{Builder, Kind, Sealed};
 
 use crate::codec;
 use crate::error::{Error, Result};
@@ -286,7 +286,9 @@ impl Remote {
                 .expect("a pack this process sealed parses");
             self.catalog.add(&sealed.name, &index)?;
             done.packs += 1;
-            done.objects += sealed.entries.len() as u64;
+            // Chunks are parts of the objects counted, not objects of their own.
+            done.objects +=
+                sealed.entries.iter().filter(|e| e.kind != pack::Kind::Chunk).count() as u64;
             done.bytes += sealed.body.len() as u64;
             Ok(())
         };

@@ -18,6 +18,8 @@ mod read;
 #[cfg(feature = "remote")]
 mod remote;
 #[cfg(feature = "remote")]
+mod remote_large;
+#[cfg(feature = "remote")]
 pub use remote::RemoteTier;
 mod remove;
 mod save;

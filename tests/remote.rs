@@ -549,22 +549,89 @@ fn two_stashes_pushing_the_same_objects_at_once_write_the_same_packs() -> TestRe
 }
 
 #[test]
-fn a_chunked_object_goes_through_the_remote_whole() -> TestResult {
+fn a_chunked_object_goes_through_the_remote_as_its_chunks() -> TestResult {
     let server = S3Server::start();
     let dir = tempfile::tempdir()?;
-    let remote = server.remote("large");
+    let remote = server.remote("large").pack_size(4 << 20);
     let a = open(dir.path(), "a.db", remote.clone())?;
-    let object = common::noise(5, 20 << 20);
-    let key = a.save_reader(&object[..])?;
-    assert!(a.stats()?.chunks > 1);
+    let first = common::noise(5, 20 << 20);
+    let mut second = first.clone();
+    second.splice(10 << 20..10 << 20, b"an edit".iter().copied());
+    let (k1, k2) = (a.save_reader(&first[..])?, a.save_reader(&second[..])?);
+    let small = a.save(b"a small object")?;
     let pushed = a.remote().expect("a remote").push()?;
-    assert_eq!((pushed.objects, pushed.too_large, pushed.corrupt), (1, 0, 0), "{pushed}");
-    let b = open(dir.path(), "b.db", remote)?;
-    // Read through as a stream: stored in b (in chunks) and read back whole.
+    assert_eq!((pushed.objects, pushed.corrupt), (3, 0), "{pushed}");
+    // The second version's shared chunks went once: the bodies hold about one copy.
+    assert!(pushed.bytes < 24 << 20, "{pushed}");
+    assert!(pushed.packs > 4, "chunks are spread over packs of 4 MiB: {pushed}");
+
+    // Read through as a stream: stored in b in chunks, read back whole.
+    let b = open(dir.path(), "b.db", remote.clone())?;
     let mut read = Vec::new();
-    std::io::Read::read_to_end(&mut b.open_reader(&key)?.expect("read through"), &mut read)?;
-    assert!(read == object, "the object read through differs");
+    std::io::Read::read_to_end(&mut b.open_reader(&k1)?.expect("read through"), &mut read)?;
+    assert!(read == first, "the object read through differs");
     assert!(b.stats()?.chunks > 1, "stored in chunks");
+    assert_eq!(b.get(&small)?.as_deref(), Some(&b"a small object"[..]));
     assert!(b.verify()?.is_ok());
+
+    // A pull takes the objects, not the chunks as objects of their own.
+    let c = open(dir.path(), "c.db", remote)?;
+    let pulled = c.remote().expect("a remote").pull()?;
+    assert!(pulled.is_complete(), "{pulled}");
+    assert_eq!(c.len()?, 3, "{pulled}");
+    assert_eq!(c.get(&k2)?.as_deref(), Some(&second[..]));
+    let report = c.verify()?;
+    assert!(report.is_ok() && report.pending_chunks == 0, "{report}");
     Ok(())
+}
+
+#[test]
+fn a_damaged_chunk_on_the_remote_is_never_served_and_a_later_push_heals_it() -> TestResult {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir()?;
+    let remote = server.remote("chunkdamage").pack_size(4 << 20);
+    let a = open(dir.path(), "a.db", remote.clone())?;
+    let object = common::noise(6, 20 << 20);
+    let key = a.save_reader(&object[..])?;
+    a.remote().expect("a remote").push()?;
+    // Flip a byte in the middle of the first pack body (chunks: the manifest goes last).
+    let store = server.store();
+    let rt = tokio::runtime::Runtime::new()?;
+    let mut bodies = rt.block_on(list(&store, "chunkdamage/packs"))?;
+    bodies.sort();
+    assert!(bodies.len() >= 4, "{bodies:?}");
+    let b = open(dir.path(), "b.db", remote.clone())?;
+    b.remote().expect("a remote").refresh()?;
+    for victim in &bodies {
+        rt.block_on(async {
+            use object_store::ObjectStore;
+            let path = object_store::path::Path::from(victim.as_str());
+            let mut bytes = store.get(&path).await?.bytes().await?.to_vec();
+            let middle = bytes.len() / 2;
+            bytes[middle] ^= 0x40;
+            store.put(&path, bytes.into()).await?;
+            anyhow::Ok(())
+        })?;
+    }
+    // Every pack damaged: the read-through fails with the remote's damage, stores nothing.
+    let err = b.get(&key).expect_err("damaged chunks are never served");
+    assert!(matches!(err, Error::RemoteCorrupt { .. }), "{err}");
+    assert!(b.is_empty()?);
+    let report = b.verify()?;
+    assert!(report.is_ok() && report.pending_chunks == 0, "{report}");
+    // Each damaged pack B meets leaves the listing with the manifest's; A pushes what the
+    // remote no longer lists, and B, once it has met them all, reads the object whole.
+    for _ in 0..bodies.len() {
+        a.remote().expect("a remote").push()?;
+        b.remote().expect("a remote").refresh()?;
+        match b.get(&key) {
+            Ok(Some(read)) => {
+                assert!(read == object);
+                return Ok(());
+            }
+            Ok(None) | Err(Error::RemoteCorrupt { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    anyhow::bail!("the remote never healed")
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::pack::{Entry, Index};
+use super::pack::{Entry, Index, Kind};
 use crate::error::{DbContext, Result};
 use crate::files;
 use crate::key::Key;
@@ -25,7 +25,8 @@ const SCHEMA: &str = "
     CREATE TABLE IF NOT EXISTS packs(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,
         objects INTEGER NOT NULL, body_len INTEGER NOT NULL);
     CREATE TABLE IF NOT EXISTS keys(key BLOB PRIMARY KEY, pack INTEGER NOT NULL,
-        offset INTEGER NOT NULL, len INTEGER NOT NULL, raw_len INTEGER NOT NULL) WITHOUT ROWID;
+        offset INTEGER NOT NULL, len INTEGER NOT NULL, raw_len INTEGER NOT NULL,
+        kind INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
     CREATE INDEX IF NOT EXISTS keys_pack ON keys(pack, offset);
 ";
 
@@ -57,6 +58,11 @@ impl Catalog {
         // keeps its inner pages while a refresh inserts.
         conn.pragma_update(None, "cache_size", -65_536)
             .context(|| format!("opening {}", path.display()))?;
+        // A catalog made before members had kinds is rebuilt by the next refresh.
+        if conn.prepare("SELECT kind FROM keys LIMIT 0").is_err() {
+            conn.execute_batch("DROP TABLE IF EXISTS keys; DROP TABLE IF EXISTS packs;")
+                .context(|| format!("rebuilding {}", path.display()))?;
+        }
         conn.execute_batch(SCHEMA).context(|| format!("creating {}", path.display()))?;
         let catalog = Catalog { path, conn: std::sync::Mutex::new(conn) };
         catalog.write(|tx| {
@@ -111,7 +117,8 @@ impl Catalog {
                 return Ok(());
             }
             let id = tx.last_insert_rowid();
-            let mut stmt = tx.prepare("INSERT OR IGNORE INTO keys VALUES (?1, ?2, ?3, ?4, ?5)")?;
+            let mut stmt =
+                tx.prepare("INSERT OR IGNORE INTO keys VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?;
             // In key order: each B-tree page of the key table is visited once per run of
             // its keys, not once per key.
             let mut entries: Vec<&Entry> = index.entries.iter().collect();
@@ -122,7 +129,8 @@ impl Catalog {
                     id,
                     e.offset as i64,
                     i64::from(e.len),
-                    e.raw_len as i64
+                    e.raw_len as i64,
+                    e.kind as i64
                 ])?;
             }
             Ok(())
@@ -149,7 +157,7 @@ impl Catalog {
     pub(crate) fn locate(&self, keys: &[Key]) -> Result<Vec<Option<Location>>> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(
-                "SELECT p.name, k.offset, k.len, k.raw_len FROM keys k JOIN packs p \
+                "SELECT p.name, k.offset, k.len, k.raw_len, k.kind FROM keys k JOIN packs p \
                  ON p.id = k.pack WHERE k.key = ?1",
             )?;
             keys.iter()
@@ -162,6 +170,7 @@ impl Catalog {
                                 offset: r.get::<_, i64>(1)? as u64,
                                 len: r.get::<_, i64>(2)? as u32,
                                 raw_len: r.get::<_, i64>(3)? as u64,
+                                kind: kind(r.get(4)?),
                             },
                         })
                     })
@@ -183,7 +192,7 @@ impl Catalog {
     pub(crate) fn entries(&self, name: &str) -> Result<Vec<Entry>> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(
-                "SELECT k.key, k.offset, k.len, k.raw_len FROM keys k JOIN packs p \
+                "SELECT k.key, k.offset, k.len, k.raw_len, k.kind FROM keys k JOIN packs p \
                  ON p.id = k.pack WHERE p.name = ?1 ORDER BY k.offset",
             )?;
             stmt.query_map([name], |r| {
@@ -193,18 +202,29 @@ impl Catalog {
                     offset: r.get::<_, i64>(1)? as u64,
                     len: r.get::<_, i64>(2)? as u32,
                     raw_len: r.get::<_, i64>(3)? as u64,
+                    kind: kind(r.get(4)?),
                 })
             })?
             .collect()
         })
     }
 
-    /// Packs and objects known.
+    /// Packs and objects known (chunks are parts of objects, not counted).
     pub(crate) fn counts(&self) -> Result<(u64, u64)> {
         self.read(|conn| {
-            conn.query_row("SELECT count(*), coalesce(sum(objects), 0) FROM packs", [], |r| {
-                Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64))
-            })
+            let packs: i64 = conn.query_row("SELECT count(*) FROM packs", [], |r| r.get(0))?;
+            let objects: i64 = conn.query_row(
+                &format!("SELECT count(*) FROM keys WHERE kind <> {}", Kind::Chunk as i64),
+                [],
+                |r| r.get(0),
+            )?;
+            Ok((packs as u64, objects as u64))
         })
     }
+}
+
+/// A kind as the catalog stores it; an unknown one (a newer version's) reads as a chunk,
+/// which nothing pulls or reads as an object.
+fn kind(value: i64) -> Kind {
+    u8::try_from(value).ok().and_then(Kind::from_byte).unwrap_or(Kind::Chunk)
 }

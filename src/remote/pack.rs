@@ -10,7 +10,13 @@
 //! entry: key [32] | offset u64 | length u32 | raw length u64        (52 bytes)
 //! ```
 //!
-//! (integers little-endian). The pack's name is the blake3 hash of its index, which holds
+//! (integers little-endian). A pack that holds chunked objects (`chunks.rs`) is
+//! "OSTPACK2", whose entries end with a kind byte (53 bytes): 0 an object, 1 a chunk of a
+//! large object (its member inflates to bytes that hash to its key), 2 a large object's
+//! manifest (its member inflates to the manifest, whose chunks hash to the object's key
+//! once read in order). A pack of objects only stays "OSTPACK1", byte for byte what
+//! versions before chunks write; those versions list an "OSTPACK2" index as one they
+//! cannot read and leave it alone. The pack's name is the blake3 hash of its index, which holds
 //! the body's hash: two machines that push the same objects in the same order write the
 //! same bytes under the same name, and any other grouping gets another name, so no upload
 //! can damage another's pack. A body read back is checked object by object (each entry's
@@ -18,12 +24,37 @@
 
 use crate::key::Key;
 
-/// First bytes of every index.
+/// First bytes of every index of objects only.
 const MAGIC: &[u8; 8] = b"OSTPACK1";
+/// First bytes of every index with chunks or manifests.
+const MAGIC_KINDS: &[u8; 8] = b"OSTPACK2";
 /// Bytes of the index before its entries.
 const HEADER: usize = 8 + 8 + 32 + 4;
-/// Bytes of one index entry.
+/// Bytes of one index entry of objects only.
 pub(crate) const ENTRY: usize = 32 + 8 + 4 + 8;
+
+/// What a member of a pack is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// An object: it inflates to bytes that hash to its key.
+    #[default]
+    Object = 0,
+    /// A chunk of a large object, under its own hash.
+    Chunk = 1,
+    /// A large object's manifest, under the object's key.
+    Manifest = 2,
+}
+
+impl Kind {
+    pub(crate) fn from_byte(byte: u8) -> Option<Kind> {
+        match byte {
+            0 => Some(Kind::Object),
+            1 => Some(Kind::Chunk),
+            2 => Some(Kind::Manifest),
+            _ => None,
+        }
+    }
+}
 
 /// Where one object of a pack lies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,6 +63,7 @@ pub(crate) struct Entry {
     pub offset: u64,
     pub len: u32,
     pub raw_len: u64,
+    pub kind: Kind,
 }
 
 impl Entry {
@@ -57,10 +89,11 @@ pub(crate) struct Sealed {
 }
 
 impl Builder {
-    /// Appends one object's gzip member (`member`, inflating to `raw_len` bytes).
-    pub(crate) fn push(&mut self, key: Key, raw_len: u64, member: &[u8]) {
-        let len = u32::try_from(member.len()).expect("objects are far below 4 GiB");
-        self.entries.push(Entry { key, offset: self.body.len() as u64, len, raw_len });
+    /// Appends one member (`member`, a gzip member inflating to `raw_len` bytes) of
+    /// `kind`.
+    pub(crate) fn push(&mut self, key: Key, raw_len: u64, member: &[u8], kind: Kind) {
+        let len = u32::try_from(member.len()).expect("members are far below 4 GiB");
+        self.entries.push(Entry { key, offset: self.body.len() as u64, len, raw_len, kind });
         self.body.extend_from_slice(member);
     }
 
@@ -77,8 +110,9 @@ impl Builder {
     pub(crate) fn seal(&mut self) -> Sealed {
         let body = std::mem::take(&mut self.body);
         let entries = std::mem::take(&mut self.entries);
-        let mut index = Vec::with_capacity(HEADER + entries.len() * ENTRY);
-        index.extend_from_slice(MAGIC);
+        let kinds = entries.iter().any(|e| e.kind != Kind::Object);
+        let mut index = Vec::with_capacity(HEADER + entries.len() * (ENTRY + 1));
+        index.extend_from_slice(if kinds { MAGIC_KINDS } else { MAGIC });
         index.extend_from_slice(&(body.len() as u64).to_le_bytes());
         index.extend_from_slice(blake3::hash(&body).as_bytes());
         index.extend_from_slice(&(entries.len() as u32).to_le_bytes());
@@ -87,6 +121,9 @@ impl Builder {
             index.extend_from_slice(&entry.offset.to_le_bytes());
             index.extend_from_slice(&entry.len.to_le_bytes());
             index.extend_from_slice(&entry.raw_len.to_le_bytes());
+            if kinds {
+                index.push(entry.kind as u8);
+            }
         }
         let name = blake3::hash(&index).to_hex().to_string();
         Sealed { name, body: body.into(), index: index.into(), entries }
@@ -112,22 +149,34 @@ pub(crate) fn parse_index(name: &str, bytes: &[u8]) -> Result<Index, String> {
     if actual.as_str() != name {
         return Err(format!("its bytes hash to {actual}, not to its name"));
     }
-    if bytes.len() < HEADER || &bytes[..8] != MAGIC {
+    if bytes.len() < HEADER || (&bytes[..8] != MAGIC && &bytes[..8] != MAGIC_KINDS) {
         return Err("it is not a pack index".to_string());
     }
+    let size = if &bytes[..8] == MAGIC_KINDS { ENTRY + 1 } else { ENTRY };
     let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
     let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
     let body_len = u64_at(8);
     let count = u32_at(48) as usize;
-    if bytes.len() != HEADER + count * ENTRY {
+    if bytes.len() != HEADER + count * size {
         return Err(format!("it lists {count} objects in {} bytes", bytes.len()));
     }
     let mut entries = Vec::with_capacity(count);
     for i in 0..count {
-        let at = HEADER + i * ENTRY;
+        let at = HEADER + i * size;
         let key = Key::from_bytes(bytes[at..at + 32].try_into().expect("32 bytes"));
-        let entry =
-            Entry { key, offset: u64_at(at + 32), len: u32_at(at + 40), raw_len: u64_at(at + 44) };
+        let kind = if size == ENTRY {
+            Kind::Object
+        } else {
+            Kind::from_byte(bytes[at + ENTRY])
+                .ok_or_else(|| format!("object {key} has unknown kind {}", bytes[at + ENTRY]))?
+        };
+        let entry = Entry {
+            key,
+            offset: u64_at(at + 32),
+            len: u32_at(at + 40),
+            raw_len: u64_at(at + 44),
+            kind,
+        };
         if entry.range().end > body_len {
             return Err(format!("object {key} lies past the end of the body"));
         }
@@ -144,7 +193,7 @@ mod tests {
     fn an_index_round_trips_and_names_its_content() {
         let mut builder = Builder::default();
         for i in 0..3u8 {
-            builder.push(Key::of(&[i]), 1, &[i; 20]);
+            builder.push(Key::of(&[i]), 1, &[i; 20], Kind::Object);
         }
         let sealed = builder.seal();
         assert!(builder.is_empty() && is_name(&sealed.name));
@@ -156,15 +205,31 @@ mod tests {
 
         let mut again = Builder::default();
         for i in 0..3u8 {
-            again.push(Key::of(&[i]), 1, &[i; 20]);
+            again.push(Key::of(&[i]), 1, &[i; 20], Kind::Object);
         }
         assert_eq!(again.seal().name, sealed.name, "same objects, same order: same name");
     }
 
     #[test]
+    fn a_pack_with_chunks_says_each_members_kind_and_one_without_stays_version_1() {
+        let mut builder = Builder::default();
+        builder.push(Key::of(b"c"), 1, b"chunk", Kind::Chunk);
+        builder.push(Key::of(b"o"), 1, b"manifest", Kind::Manifest);
+        builder.push(Key::of(b"p"), 1, b"object", Kind::Object);
+        let sealed = builder.seal();
+        assert_eq!(&sealed.index[..8], MAGIC_KINDS);
+        let index = parse_index(&sealed.name, &sealed.index).unwrap();
+        let kinds: Vec<Kind> = index.entries.iter().map(|e| e.kind).collect();
+        assert_eq!(kinds, [Kind::Chunk, Kind::Manifest, Kind::Object]);
+        let mut plain = Builder::default();
+        plain.push(Key::of(b"p"), 1, b"object", Kind::Object);
+        assert_eq!(&plain.seal().index[..8], MAGIC);
+    }
+
+    #[test]
     fn a_damaged_index_is_refused() {
         let mut builder = Builder::default();
-        builder.push(Key::of(b"a"), 1, b"member");
+        builder.push(Key::of(b"a"), 1, b"member", Kind::Object);
         let sealed = builder.seal();
         for i in 0..sealed.index.len() {
             let mut bad = sealed.index.to_vec();

@@ -16,9 +16,6 @@ pub struct PushReport {
     pub already_remote: u64,
     /// Local objects that failed their hash check and were not uploaded (run verify).
     pub corrupt: u64,
-    /// Chunked objects over 256 MiB, which are not pushed yet (the remote moves a chunked
-    /// object whole, in memory; chunks in packs are a next step).
-    pub too_large: u64,
     /// Requests sent to the remote, the listing included.
     pub requests: u64,
 }
@@ -85,9 +82,6 @@ impl fmt::Display for PushReport {
         )?;
         if self.corrupt > 0 {
             write!(f, "; {} corrupt local objects NOT pushed (run verify)", self.corrupt)?;
-        }
-        if self.too_large > 0 {
-            write!(f, "; {} chunked objects over 256 MiB NOT pushed", self.too_large)?;
         }
         Ok(())
     }

@@ -12,25 +12,26 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use crate::chunks;
 use crate::codec;
 use crate::dict::{self, Codec};
 use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::manifest;
+use crate::manifest::{self, ChunkRef, Manifest};
 use crate::pending::Row;
 use crate::remote::{
-    self, Builder, DamagedPack, Location, PullReport, PushReport, Remote, RemoteStatus, Sealed,
+    self, Builder, DamagedPack, Kind, Location, PullReport, PushReport, Remote, RemoteStatus,
+    Sealed,
 };
 use crate::writer::Message;
 
 use super::Stash;
+use super::remote_large::Fetched;
 
 /// Keys looked up in the catalog, and rows read from the stash, at once by a push.
 const PUSH_CHUNK: usize = 4_096;
 /// Bytes of members a pull fetches before checking and storing them.
 const PULL_BATCH: u64 = 32 << 20;
-/// The largest chunked object a push sends (whole, assembled in memory: see `PushReport`).
-const MAX_WHOLE_PUSH: u64 = 256 << 20;
 
 /// The remote tier of a stash opened with one ([`Stash::remote`]): push, pull, what the
 /// remote lacks, refreshing its indexes, and waiting for background uploads.
@@ -170,22 +171,22 @@ impl Stash {
             }
         }
         let corrupt = std::sync::atomic::AtomicU64::new(0);
-        let too_large = std::sync::atomic::AtomicU64::new(0);
         let packs = Packer {
             stash: self,
+            remote,
+            large: VecDeque::new(),
+            packed: HashSet::new(),
             keys: unpushed.chunks(PUSH_CHUNK),
             ready: VecDeque::new(),
             builder: Builder::default(),
             pack_size: remote.config.pack_size as usize,
             corrupt: &corrupt,
-            too_large: &too_large,
         };
         let uploaded = remote.upload(packs)?;
         report.packs = uploaded.packs;
         report.objects = uploaded.objects;
         report.bytes = uploaded.bytes;
         report.corrupt = corrupt.into_inner();
-        report.too_large = too_large.into_inner();
         report.requests = remote.requests() - before;
         Ok(report)
     }
@@ -200,7 +201,9 @@ impl Stash {
         let mut wanted: Vec<Location> = Vec::new();
         let mut wanted_bytes = 0;
         for pack in remote.packs()? {
-            let entries = remote.entries(&pack)?;
+            // Chunks come with the manifests that list them, not as objects.
+            let entries: Vec<_> =
+                remote.entries(&pack)?.into_iter().filter(|e| e.kind != Kind::Chunk).collect();
             let keys: Vec<Key> = entries.iter().map(|e| e.key).collect();
             let missing: HashSet<Key> = self.missing(&keys)?.into_iter().collect();
             report.already_local += (keys.len() - missing.len()) as u64;
@@ -238,12 +241,16 @@ impl Stash {
             return Ok(());
         }
         let members = remote.fetch(wanted);
-        let checked = self.check_and_store(remote, wanted, members)?;
+        let checked = self.check_and_store(remote, wanted, members, false)?;
         for (location, result) in wanted.iter().zip(checked) {
             match result {
-                Ok(_) => {
+                Ok(Some(_)) => {
                     report.objects += 1;
                     report.bytes += u64::from(location.entry.len);
+                }
+                // A large object whose chunks are not all on the remote yet.
+                Ok(None) => {
+                    unreachable.insert(location.pack.clone());
                 }
                 Err(Error::RemoteCorrupt { pack, reason, .. }) => {
                     match report.damaged.iter_mut().find(|d| d.pack == pack) {
@@ -261,26 +268,31 @@ impl Stash {
     }
 
     /// Checks fetched members in parallel and stores those that pass (unless the handle is
-    /// read-only); each result is the object or why it was refused. Packs with a member
-    /// that failed are quarantined (`Remote::quarantine`).
+    /// read-only); each result is the object (empty unless `bytes`, for a large one), `None`
+    /// for a large one whose chunks are not all on the remote yet, or why it was refused.
+    /// Packs with a member that failed are quarantined (`Remote::quarantine`).
     fn check_and_store(
         &self,
         remote: &Remote,
         wanted: &[Location],
         members: Vec<Result<bytes::Bytes>>,
-    ) -> Result<Vec<Result<Vec<u8>>>> {
-        let results: Vec<Result<Vec<u8>>> = self.pool.install(|| {
+        bytes: bool,
+    ) -> Result<Vec<Result<Option<Vec<u8>>>>> {
+        let results: Vec<Result<Option<Vec<u8>>>> = self.pool.install(|| {
             wanted
                 .par_iter()
                 .zip(members)
                 .map(|(location, member)| {
                     let member = member?;
+                    if location.entry.kind == Kind::Manifest {
+                        return self.large_from(remote, location, &member, bytes);
+                    }
                     let raw =
                         remote::check(location, &member).inspect_err(|e| log::error!("{e}"))?;
                     if !self.is_read_only() {
                         self.store_checked(location, &raw, &member)?;
                     }
-                    Ok(raw)
+                    Ok(Some(raw))
                 })
                 .collect()
         });
@@ -295,6 +307,44 @@ impl Stash {
             remote.quarantine(pack)?;
         }
         Ok(results)
+    }
+
+    /// A large object from its manifest member: stored, then read back whole if `bytes`
+    /// (for a read-only handle, which cannot store it, a miss); `None` while its chunks
+    /// are not all on the remote.
+    fn large_from(
+        &self,
+        remote: &Remote,
+        location: &Location,
+        member: &[u8],
+        bytes: bool,
+    ) -> Result<Option<Vec<u8>>> {
+        if self.is_read_only() {
+            return Ok(None);
+        }
+        let fetched = self.store_large(remote, location, member).inspect_err(|e| {
+            log::error!("{e}");
+            if matches!(e, Error::RemoteCorrupt { pack, .. } if *pack != location.pack) {
+                // A damaged chunk: its pack is quarantined by the caller, and the
+                // manifest's goes with it, so that a push sends the object again (its
+                // manifest still listed would keep the push from seeing it is needed).
+                if let Err(e) = remote.quarantine(&location.pack) {
+                    log::warn!("{e}");
+                }
+            }
+        })?;
+        match fetched {
+            Fetched::Incomplete => Ok(None),
+            Fetched::Stored if bytes => {
+                let key = location.entry.key;
+                let readers = self.readers.checkout()?;
+                let row = self.select_row(&readers, &key)?;
+                let row =
+                    row.ok_or_else(|| Error::corrupt(key, "it went at once after its save"))?;
+                Ok(Some(self.assemble(&key, row.raw_len, &row.data)?))
+            }
+            Fetched::Stored => Ok(Some(Vec::new())),
+        }
     }
 
     /// Stores an object fetched and checked: as the gzip member it came in when the stash
@@ -330,28 +380,35 @@ impl Stash {
             return Ok(found);
         }
         let members = remote.fetch(&wanted);
-        for (i, result) in at.into_iter().zip(self.check_and_store(remote, &wanted, members)?) {
-            found[i] = Some(result?);
+        let checked = self.check_and_store(remote, &wanted, members, true)?;
+        for (i, result) in at.into_iter().zip(checked) {
+            found[i] = result?;
         }
         Ok(found)
     }
 }
 
 /// Builds packs of the objects of `keys` as they are asked for, so that one uploads while
-/// the next is built.
+/// the next is built. A chunked object goes as its chunks (those the remote lacks, each a
+/// member under its own hash), read a pack's worth at a time, then its manifest.
 struct Packer<'a, I> {
     stash: &'a Stash,
+    remote: &'a Remote,
     keys: I,
-    /// Checked members not yet in a pack: (key, raw length, member).
-    ready: VecDeque<(Key, u64, Vec<u8>)>,
+    /// Checked members not yet in a pack: (key, raw length, member, kind).
+    ready: VecDeque<(Key, u64, Vec<u8>, Kind)>,
+    /// Chunked objects whose chunks are being packed: (key, manifest, next chunk).
+    large: VecDeque<(Key, Manifest, usize)>,
+    /// Chunks packed by this push (several objects may share one).
+    packed: HashSet<Key>,
     builder: Builder,
     pack_size: usize,
     corrupt: &'a std::sync::atomic::AtomicU64,
-    too_large: &'a std::sync::atomic::AtomicU64,
 }
 
 impl<'a, I: Iterator<Item = &'a [Key]>> Packer<'a, I> {
-    /// Reads the rows of `keys`, checks each and turns it into a gzip member.
+    /// Reads the rows of `keys`, checks each and turns it into a gzip member; a chunked
+    /// object's manifest is checked and queued for its chunks.
     fn read(&mut self, keys: &[Key]) -> Result<()> {
         let stash = self.stash;
         let rows = stash.lookup(
@@ -359,46 +416,93 @@ impl<'a, I: Iterator<Item = &'a [Key]>> Packer<'a, I> {
             |row: Row| (row.raw_len as i64, row.data),
             |conn, key| Ok(stash.select_row(conn, key)?.map(|row| (row.raw_len, row.data))),
         )?;
-        let members: Vec<Option<(Key, u64, Vec<u8>)>> = stash.pool.install(|| {
+        let corrupt = |e: Error| {
+            log::error!("not pushed: {e}");
+            self.corrupt.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        };
+        let members: Vec<Option<Pushed>> = stash.pool.install(|| {
             keys.par_iter()
                 .zip(rows)
                 .map(|(key, row)| {
                     // Removed or evicted since it was listed: nothing to push.
                     let (raw_len, data) = row?;
-                    // A chunked object goes whole, as one member (chunk packs: notes/),
-                    // up to a size that bounds the memory this takes.
-                    if manifest::is_manifest(&data) && raw_len as u64 > MAX_WHOLE_PUSH {
-                        log::warn!("not pushed: {key} is {raw_len} bytes, chunked");
-                        self.too_large.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        return None;
+                    if manifest::is_manifest(&data) {
+                        return Manifest::decode(&data, raw_len)
+                            .map(|m| Pushed::Large(*key, m))
+                            .map_err(|reason| corrupt(Error::corrupt(*key, reason)))
+                            .ok();
                     }
-                    let decoded = if manifest::is_manifest(&data) {
-                        stash.assemble(key, raw_len, &data).map(|raw| {
-                            (*key, raw_len as u64, codec::compress(&raw, stash.saving.level))
-                        })
+                    let raw = codec::decode_checked(key, raw_len, &data, &stash.dicts)
+                        .map_err(corrupt)
+                        .ok()?;
+                    let member = if data.starts_with(&dict::MAGIC) {
+                        codec::compress(&raw, stash.saving.level)
                     } else {
-                        codec::decode_checked(key, raw_len, &data, &stash.dicts).map(|raw| {
-                            if data.starts_with(&dict::MAGIC) {
-                                (*key, raw_len as u64, codec::compress(&raw, stash.saving.level))
-                            } else {
-                                (*key, raw_len as u64, data.to_vec())
-                            }
-                        })
+                        data.to_vec()
                     };
-                    match decoded {
-                        Ok(member) => Some(member),
-                        Err(e) => {
-                            log::error!("not pushed: {e}");
-                            self.corrupt.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            None
-                        }
-                    }
+                    Some(Pushed::Member(*key, raw_len as u64, member))
                 })
                 .collect()
         });
-        self.ready.extend(members.into_iter().flatten());
+        for pushed in members.into_iter().flatten() {
+            match pushed {
+                Pushed::Member(key, raw_len, member) => {
+                    self.ready.push_back((key, raw_len, member, Kind::Object));
+                }
+                Pushed::Large(key, manifest) => self.large.push_back((key, manifest, 0)),
+            }
+        }
         Ok(())
     }
+
+    /// Queues the next chunks of the first chunked object, about a pack's worth, and its
+    /// manifest once they are all queued. A chunk that is missing or damaged here makes
+    /// the object corrupt: its manifest is not pushed (the chunks pushed are harmless).
+    fn read_chunks(&mut self) -> Result<()> {
+        let Some((key, manifest, next)) = self.large.front_mut() else { return Ok(()) };
+        let (key, start) = (*key, *next);
+        let mut bytes = 0;
+        let mut end = start;
+        while end < manifest.chunks.len() && bytes < self.pack_size {
+            bytes += manifest.chunks[end].len as usize;
+            end += 1;
+        }
+        let wanted: Vec<ChunkRef> = manifest.chunks[start..end].to_vec();
+        *next = end;
+        let done = end == manifest.chunks.len();
+        let keys: Vec<Key> = wanted.iter().map(|c| c.key).collect();
+        let held = self.remote.known(&keys)?;
+        let reader = self.stash.readers.checkout()?;
+        for (chunk, held) in wanted.iter().zip(held) {
+            if held || !self.packed.insert(chunk.key) {
+                continue;
+            }
+            match chunks::read_member(&reader, chunk) {
+                Ok(member) => {
+                    self.ready.push_back((chunk.key, chunk.len.into(), member, Kind::Chunk))
+                }
+                Err(reason) => {
+                    self.large.pop_front();
+                    log::error!("not pushed: object {key}: {reason}");
+                    self.corrupt.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    return Ok(());
+                }
+            }
+        }
+        if done {
+            let (key, manifest, _) = self.large.pop_front().expect("the front was read");
+            let stored = manifest.encode();
+            let member = codec::compress(&stored, self.stash.saving.level);
+            self.ready.push_back((key, stored.len() as u64, member, Kind::Manifest));
+        }
+        Ok(())
+    }
+}
+
+/// What a push makes of one row.
+enum Pushed {
+    Member(Key, u64, Vec<u8>),
+    Large(Key, Manifest),
 }
 
 impl<'a, I: Iterator<Item = &'a [Key]>> Iterator for Packer<'a, I> {
@@ -406,11 +510,17 @@ impl<'a, I: Iterator<Item = &'a [Key]>> Iterator for Packer<'a, I> {
 
     fn next(&mut self) -> Option<Result<Sealed>> {
         loop {
-            while let Some((key, raw_len, member)) = self.ready.pop_front() {
-                self.builder.push(key, raw_len, &member);
+            while let Some((key, raw_len, member, kind)) = self.ready.pop_front() {
+                self.builder.push(key, raw_len, &member, kind);
                 if self.builder.body_len() >= self.pack_size {
                     return Some(Ok(self.builder.seal()));
                 }
+            }
+            if !self.large.is_empty() {
+                if let Err(e) = self.read_chunks() {
+                    return Some(Err(e));
+                }
+                continue;
             }
             match self.keys.next() {
                 Some(keys) => {
