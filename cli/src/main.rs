@@ -52,7 +52,7 @@ struct Cli {
     /// durability.
     #[arg(long, global = true)]
     codec: Option<Codec>,
-    /// The largest object put and import store, in bytes (default 512 MiB); a larger
+    /// The largest object put and import store, in bytes (default: no limit); a larger
     /// file is reported and skipped.
     #[arg(long, global = true, value_name = "BYTES")]
     max_object_size: Option<u64>,
