@@ -32,7 +32,10 @@ SIGTERM (a pool's ``terminate``, which ``with Pool(...)`` calls) unless the prog
 its own SIGTERM handler, in which case that handler decides (ending with ``sys.exit``
 commits). ``os._exit`` and SIGKILL lose what was not yet committed: call ``flush()``
 first. With ``durability="fast"`` committed means the objects survive the process; with
-``"safe"`` they also survive a power loss.
+``"safe"`` they also survive a power loss. ``"owned"`` is for one process that owns the
+stash (no other handle opens it meanwhile, ``LockedError``; a fork's child cannot use it
+while the parent does): no write-ahead log, and a kill can tear a commit, which the next
+open rebuilds, reporting what was lost.
 
 Ctrl-C: long calls check for signals between chunks of work (about every 50 ms) and raise
 ``KeyboardInterrupt``; what earlier chunks saved is kept, and the stash stays sound.
