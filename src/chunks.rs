@@ -29,6 +29,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::codec;
 use crate::error::{DbContext, Error, Result};
+use crate::format;
 use crate::key::Key;
 use crate::manifest::{ChunkRef, Manifest};
 use crate::meta::Delta;
@@ -88,30 +89,19 @@ pub(crate) fn encode(key: Key, raw: Vec<u8>, level: u32) -> Encoded {
 /// Creates the chunk table if it is missing and raises the format; inside the caller's
 /// transaction.
 pub(crate) fn create(conn: &Connection) -> Result<()> {
-    let version: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .context(|| "reading the format version".to_string())?;
     conn.execute_batch(&format!(
         "CREATE TABLE IF NOT EXISTS {TABLE}(rowid INTEGER PRIMARY KEY, key BLOB NOT NULL, \
          raw_len INTEGER NOT NULL, form INTEGER NOT NULL, data BLOB NOT NULL, \
          refs INTEGER NOT NULL DEFAULT 0, pending INTEGER NOT NULL DEFAULT 0);\n\
-         CREATE UNIQUE INDEX IF NOT EXISTS {TABLE}_key ON {TABLE}(key);\n\
-         PRAGMA user_version = {};",
-        version.max(FORMAT_VERSION)
+         CREATE UNIQUE INDEX IF NOT EXISTS {TABLE}_key ON {TABLE}(key);"
     ))
-    .context(|| "creating the chunk table".to_string())
+    .context(|| "creating the chunk table".to_string())?;
+    format::raise(conn, FORMAT_VERSION)
 }
 
 /// Whether the stash has a chunk table.
 pub(crate) fn table_exists(conn: &Connection) -> Result<bool> {
-    conn.query_row(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1",
-        [TABLE],
-        |_| Ok(()),
-    )
-    .optional()
-    .context(|| "looking for the chunk table".to_string())
-    .map(|found| found.is_some())
+    format::has_table(conn, TABLE)
 }
 
 /// Why a chunk could not be read.

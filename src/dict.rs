@@ -27,7 +27,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 use zstd::zstd_safe::{self, CCtx, CDict, DCtx, DDict};
 
 use crate::error::{DbContext, Error, Result};
@@ -338,15 +338,7 @@ impl Source {
 
 /// Whether `conn`'s database has the dictionary table (every stash using zstd does).
 fn table_exists(conn: &Connection) -> Result<bool> {
-    Ok(conn
-        .query_row(
-            "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1",
-            [TABLE],
-            |_| Ok(()),
-        )
-        .optional()
-        .context(|| "looking for the dictionary table".to_string())?
-        .is_some())
+    crate::format::has_table(conn, TABLE)
 }
 
 /// The dictionaries stored in `conn`'s database, oldest first (only the one of `id` if
@@ -392,16 +384,12 @@ pub(crate) fn count(conn: &Connection) -> Result<usize> {
 /// another process on another sample): rows compressed with `dict` could never be read,
 /// so the transaction that would commit them must fail.
 pub(crate) fn store(conn: &Connection, dict: &Dictionary, samples: usize) -> Result<()> {
-    let version: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .context(|| "reading the format version".to_string())?;
     conn.execute_batch(&format!(
         "CREATE TABLE IF NOT EXISTS {TABLE}(seq INTEGER PRIMARY KEY, id INTEGER NOT NULL UNIQUE, \
-         bytes BLOB NOT NULL, samples INTEGER NOT NULL, created INTEGER NOT NULL);\n\
-         PRAGMA user_version = {};",
-        version.max(crate::schema::DICT_FORMAT_VERSION)
+         bytes BLOB NOT NULL, samples INTEGER NOT NULL, created INTEGER NOT NULL);"
     ))
     .context(|| "creating the dictionary table".to_string())?;
+    crate::format::raise(conn, crate::schema::DICT_FORMAT_VERSION)?;
     let created = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);

@@ -120,6 +120,7 @@ mod chunks;
 mod codec;
 mod evict;
 mod files;
+mod format;
 mod header;
 mod inflight;
 mod lock;

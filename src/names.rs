@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rusqlite::{Connection, OptionalExtension};
 
 use crate::error::{DbContext, Error, Result};
+use crate::format;
 use crate::key::Key;
 use crate::pending::Row;
 
@@ -42,36 +43,22 @@ pub(crate) fn check(name: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// SQL that creates the names table, its index and its total, and marks the format.
-pub(crate) fn create_sql(user_version: i64) -> String {
-    format!(
-        "CREATE TABLE IF NOT EXISTS {TABLE}(name BLOB PRIMARY KEY, key BLOB NOT NULL) WITHOUT ROWID;\n\
-         CREATE INDEX IF NOT EXISTS {TABLE}_key ON {TABLE}(key);\n\
-         INSERT OR IGNORE INTO {META}(name, value) VALUES ('names', 0);\n\
-         PRAGMA user_version = {};",
-        user_version.max(FORMAT_VERSION),
-        META = crate::meta::META
-    )
-}
-
 /// Whether the stash on `conn` has a names table.
 pub(crate) fn table_exists(conn: &Connection) -> Result<bool> {
-    conn.query_row(
-        "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1",
-        [TABLE],
-        |_| Ok(()),
-    )
-    .optional()
-    .map(|found| found.is_some())
-    .context(|| "looking for the names table".to_string())
+    format::has_table(conn, TABLE)
 }
 
-/// Makes the names table inside the writer's open transaction, if it is not there.
+/// Makes the names table, its index and its total inside the writer's open transaction,
+/// if it is not there, and raises the format.
 pub(crate) fn create(conn: &Connection) -> Result<()> {
-    let version: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .context(|| "reading the format version".to_string())?;
-    conn.execute_batch(&create_sql(version)).context(|| "making the names table".to_string())
+    conn.execute_batch(&format!(
+        "CREATE TABLE IF NOT EXISTS {TABLE}(name BLOB PRIMARY KEY, key BLOB NOT NULL) WITHOUT ROWID;\n\
+         CREATE INDEX IF NOT EXISTS {TABLE}_key ON {TABLE}(key);\n\
+         INSERT OR IGNORE INTO {META}(name, value) VALUES ('names', 0);",
+        META = crate::meta::META
+    ))
+    .context(|| "making the names table".to_string())?;
+    format::raise(conn, FORMAT_VERSION)
 }
 
 /// The key `name` maps to in the database.
