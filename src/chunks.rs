@@ -25,6 +25,8 @@
 //! (`pagescan.rs`), which reads `(key, raw_len, data)` records, never takes a chunk for
 //! an object.
 
+use std::borrow::Cow;
+
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::codec;
@@ -117,21 +119,12 @@ pub(crate) enum ChunkError {
 
 /// Reads a chunk and checks it against its key and recorded length.
 pub(crate) fn read(conn: &Connection, chunk: &ChunkRef) -> Result<Vec<u8>, ChunkError> {
-    let mut stmt = conn
-        .prepare_cached(&format!("SELECT raw_len, form, data FROM {TABLE} WHERE key = ?1"))
-        .context(|| "reading a chunk".to_string())
-        .map_err(ChunkError::Read)?;
-    let found = stmt
-        .query_row([&chunk.key.as_bytes()[..]], |r| {
-            let raw_len: i64 = r.get(0)?;
-            let form: i64 = r.get(1)?;
-            let data = r.get_ref(2)?.as_blob()?;
-            Ok(check(chunk, raw_len, form, data))
-        })
-        .optional()
-        .context(|| format!("reading chunk {}", chunk.key))
-        .map_err(ChunkError::Read)?;
-    match found {
+    let checked = with_row(conn, chunk, |raw_len, form, data| {
+        check(chunk, raw_len, form, data).map(Cow::into_owned)
+    })
+    .context(|| format!("reading chunk {}", chunk.key))
+    .map_err(ChunkError::Read)?;
+    match checked {
         None => Err(ChunkError::Missing),
         Some(checked) => checked.map_err(ChunkError::Damaged),
     }
@@ -141,32 +134,43 @@ pub(crate) fn read(conn: &Connection, chunk: &ChunkRef) -> Result<Vec<u8>, Chunk
 /// else its bytes in stored deflate blocks; checked first. `Err` says why it cannot be.
 #[cfg(feature = "remote")]
 pub(crate) fn read_member(conn: &Connection, chunk: &ChunkRef) -> Result<Vec<u8>, String> {
-    let found: Option<(i64, i64, Vec<u8>)> = conn
-        .prepare_cached(&format!("SELECT raw_len, form, data FROM {TABLE} WHERE key = ?1"))
-        .and_then(|mut stmt| {
-            stmt.query_row([&chunk.key.as_bytes()[..]], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                .optional()
-        })
-        .map_err(|e| format!("reading chunk {}: {e}", chunk.key))?;
-    let (raw_len, form, data) =
-        found.ok_or_else(|| format!("its chunk {} is missing", chunk.key))?;
-    let raw = check(chunk, raw_len, form, &data)?;
-    Ok(if form == Form::Gzip as i64 { data } else { codec::compress(&raw, 0) })
+    let member = with_row(conn, chunk, |raw_len, form, data| {
+        let raw = check(chunk, raw_len, form, data)?;
+        Ok(if form == Form::Gzip as i64 { data.to_vec() } else { codec::compress(&raw, 0) })
+    })
+    .map_err(|e| format!("reading chunk {}: {e}", chunk.key))?;
+    member.ok_or_else(|| format!("its chunk {} is missing", chunk.key))?
 }
 
-/// Decodes a stored chunk and checks its bytes against the manifest's entry.
-pub(crate) fn check(
+/// Runs `f` on the stored row of `chunk` (its recorded length, form and bytes, borrowed
+/// from SQLite); `None` if it is not stored.
+fn with_row<T>(
+    conn: &Connection,
+    chunk: &ChunkRef,
+    f: impl FnOnce(i64, i64, &[u8]) -> T,
+) -> rusqlite::Result<Option<T>> {
+    let mut stmt =
+        conn.prepare_cached(&format!("SELECT raw_len, form, data FROM {TABLE} WHERE key = ?1"))?;
+    stmt.query_row([&chunk.key.as_bytes()[..]], |r| {
+        Ok(f(r.get(0)?, r.get(1)?, r.get_ref(2)?.as_blob()?))
+    })
+    .optional()
+}
+
+/// Decodes a stored chunk and checks its bytes against the manifest's entry: the stored
+/// bytes themselves for a raw chunk, else the inflated ones.
+pub(crate) fn check<'a>(
     chunk: &ChunkRef,
     raw_len: i64,
     form: i64,
-    data: &[u8],
-) -> Result<Vec<u8>, String> {
+    data: &'a [u8],
+) -> Result<Cow<'a, [u8]>, String> {
     if raw_len != i64::from(chunk.len) {
         return Err(format!("chunk {} records {raw_len} bytes, not {}", chunk.key, chunk.len));
     }
     let raw = match form {
-        0 => data.to_vec(),
-        1 => codec::decompress(data, u64::from(chunk.len))?,
+        0 => Cow::Borrowed(data),
+        1 => Cow::Owned(codec::decompress(data, u64::from(chunk.len))?),
         other => return Err(format!("chunk {} has unknown form {other}", chunk.key)),
     };
     if raw.len() != chunk.len as usize || Key::of(&raw) != chunk.key {
@@ -413,7 +417,7 @@ mod tests {
         assert_eq!(encoded.form, Form::Gzip);
         assert!(encoded.data.len() < text.len() / 4);
         let chunk = ChunkRef { key: Key::of(&text), len: text.len() as u32 };
-        assert_eq!(check(&chunk, chunk.len.into(), 1, &encoded.data).unwrap(), text);
+        assert_eq!(*check(&chunk, chunk.len.into(), 1, &encoded.data).unwrap(), text[..]);
 
         let mut random = vec![0u8; 300_000];
         let mut state = 0x9e37_79b9_7f4a_7c15u64;

@@ -301,6 +301,20 @@ pub enum Error {
 }
 
 impl Error {
+    /// The library's error inside an `io::Error` of an
+    /// [`ObjectReader`](crate::ObjectReader) (a damaged chunk: [`Error::Corrupt`]), or the
+    /// `io::Error` itself when it carries none.
+    ///
+    /// # Errors
+    /// The `io::Error` given, when it carries no library error.
+    pub fn from_io(e: std::io::Error) -> std::result::Result<Error, std::io::Error> {
+        if e.get_ref().is_some_and(|inner| inner.is::<Error>()) {
+            let inner = e.into_inner().expect("checked above");
+            return Ok(*inner.downcast::<Error>().expect("checked above"));
+        }
+        Err(e)
+    }
+
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         Error::Io { context: context.into(), source }
     }

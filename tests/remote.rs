@@ -92,21 +92,13 @@ fn a_damaged_pack_is_never_served_and_a_later_push_heals_it() -> TestResult {
     let keys = a.save_all(&objects)?;
     a.remote().expect("a remote").push()?;
 
-    // Flip one byte in the middle of every pack body.
+    // Flip one byte in the middle of one pack body.
     let store = server.store();
     let rt = tokio::runtime::Runtime::new()?;
     let bodies = rt.block_on(list(&store, "damage/packs"))?;
     assert!(bodies.len() >= 4);
     let victim = &bodies[0];
-    rt.block_on(async {
-        use object_store::ObjectStore;
-        let path = object_store::path::Path::from(victim.as_str());
-        let mut bytes = store.get(&path).await?.bytes().await?.to_vec();
-        let middle = bytes.len() / 2;
-        bytes[middle] ^= 0x40;
-        store.put(&path, bytes.into()).await?;
-        anyhow::Ok(())
-    })?;
+    rt.block_on(flip_middle_byte(&store, victim))?;
     let pack = victim.rsplit('/').next().unwrap().to_string();
 
     let b = open(dir.path(), "b.db", remote.clone())?;
@@ -271,6 +263,17 @@ async fn list(store: &object_store::aws::AmazonS3, prefix: &str) -> anyhow::Resu
     let mut names: Vec<String> = metas.into_iter().map(|m| m.location.to_string()).collect();
     names.sort();
     Ok(names)
+}
+
+/// Flips one bit of the byte in the middle of the remote file `name`.
+async fn flip_middle_byte(store: &object_store::aws::AmazonS3, name: &str) -> anyhow::Result<()> {
+    use object_store::ObjectStore;
+    let path = object_store::path::Path::from(name);
+    let mut bytes = store.get(&path).await?.bytes().await?.to_vec();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    store.put(&path, bytes.into()).await?;
+    Ok(())
 }
 
 /// Waits until `prefix/indexes/` on the server lists at least `count` pack indexes (a push
@@ -594,7 +597,7 @@ fn a_damaged_chunk_on_the_remote_is_never_served_and_a_later_push_heals_it() -> 
     let object = common::noise(6, 20 << 20);
     let key = a.save_reader(&object[..])?;
     a.remote().expect("a remote").push()?;
-    // Flip a byte in the middle of the first pack body (chunks: the manifest goes last).
+    // Flip a byte in the middle of every pack body: the chunks' and the manifest's.
     let store = server.store();
     let rt = tokio::runtime::Runtime::new()?;
     let mut bodies = rt.block_on(list(&store, "chunkdamage/packs"))?;
@@ -603,15 +606,7 @@ fn a_damaged_chunk_on_the_remote_is_never_served_and_a_later_push_heals_it() -> 
     let b = open(dir.path(), "b.db", remote.clone())?;
     b.remote().expect("a remote").refresh()?;
     for victim in &bodies {
-        rt.block_on(async {
-            use object_store::ObjectStore;
-            let path = object_store::path::Path::from(victim.as_str());
-            let mut bytes = store.get(&path).await?.bytes().await?.to_vec();
-            let middle = bytes.len() / 2;
-            bytes[middle] ^= 0x40;
-            store.put(&path, bytes.into()).await?;
-            anyhow::Ok(())
-        })?;
+        rt.block_on(flip_middle_byte(&store, victim))?;
     }
     // Every pack damaged: the read-through fails with the remote's damage, stores nothing.
     let err = b.get(&key).expect_err("damaged chunks are never served");

@@ -235,12 +235,10 @@ pub fn resolve(stash: &Stash, names: &[String], out: &mut Out) -> Result<ExitCod
 /// A streamed `get` that failed: the object's own error (corrupt, removed meanwhile) when
 /// the read failed, else the write's.
 fn read_failure(key: &Key, target: &Path, e: std::io::Error) -> Failure {
-    if e.get_ref().is_some_and(|inner| inner.is::<objstash::Error>()) {
-        let inner =
-            e.into_inner().expect("checked").downcast::<objstash::Error>().expect("checked");
-        return Failure::from(*inner);
+    match objstash::Error::from_io(e) {
+        Ok(error) => Failure::from(error),
+        Err(e) => Failure::io(format!("reading {key} into {}", target.display()), e),
     }
-    Failure::io(format!("reading {key} into {}", target.display()), e)
 }
 
 /// Which side of a copy failed.

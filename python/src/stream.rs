@@ -36,11 +36,16 @@ pub enum Source {
 
 /// A source as the library reads it: the GIL taken for each Python read, signals checked.
 struct Guarded {
-    file: Option<std::fs::File>,
-    py_file: Option<Py<PyAny>>,
+    source: Opened,
     since_check: usize,
     /// A Python exception raised while reading (Ctrl-C, the file object's own error).
     raised: Arc<Mutex<Option<PyErr>>>,
+}
+
+/// A source opened for reading.
+enum Opened {
+    File(std::fs::File),
+    Python(Py<PyAny>),
 }
 
 impl Guarded {
@@ -58,9 +63,9 @@ impl Read for Guarded {
                 return Err(self.fail(err));
             }
         }
-        let n = match (&mut self.file, &self.py_file) {
-            (Some(file), _) => file.read(buf)?,
-            (None, Some(py_file)) => {
+        let n = match &mut self.source {
+            Opened::File(file) => file.read(buf)?,
+            Opened::Python(py_file) => {
                 let read = Python::attach(|py| -> PyResult<usize> {
                     let got = py_file.bind(py).call_method1("read", (buf.len(),))?;
                     let bytes = got.cast::<PyBytes>().map_err(|_| {
@@ -78,7 +83,6 @@ impl Read for Guarded {
                 });
                 read.map_err(|err| self.fail(err))?
             }
-            (None, None) => 0,
         };
         self.since_check += n;
         Ok(n)
@@ -94,17 +98,13 @@ pub fn save(
     name: Option<Vec<u8>>,
 ) -> PyResult<Key> {
     let raised = Arc::new(Mutex::new(None));
-    let guarded = match source {
-        Source::Path(path) => {
-            let file = std::fs::File::open(&path).map_err(|e| {
-                PyOSError::new_err(format!("cannot open {} to save it: {e}", path.display()))
-            })?;
-            Guarded { file: Some(file), py_file: None, since_check: 0, raised: Arc::clone(&raised) }
-        }
-        Source::File(file) => {
-            Guarded { file: None, py_file: Some(file), since_check: 0, raised: Arc::clone(&raised) }
-        }
+    let source = match source {
+        Source::Path(path) => Opened::File(std::fs::File::open(&path).map_err(|e| {
+            PyOSError::new_err(format!("cannot open {} to save it: {e}", path.display()))
+        })?),
+        Source::File(file) => Opened::Python(file),
     };
+    let guarded = Guarded { source, since_check: 0, raised: Arc::clone(&raised) };
     let reader = io::BufReader::with_capacity(1 << 20, guarded);
     let saved = py.detach(|| {
         handle.run(|stash| match &name {
@@ -195,12 +195,10 @@ impl ObjectReader {
 
 /// A failed read: the library's error inside it (a corrupt chunk) as its Python class.
 fn io_to_py(e: io::Error) -> PyErr {
-    if e.get_ref().is_some_and(|inner| inner.is::<objstash::Error>()) {
-        let inner =
-            e.into_inner().expect("checked").downcast::<objstash::Error>().expect("checked");
-        return errors::call_to_py(CallError::Stash(*inner));
+    match objstash::Error::from_io(e) {
+        Ok(error) => errors::call_to_py(CallError::Stash(error)),
+        Err(e) => PyOSError::new_err(e.to_string()),
     }
-    PyOSError::new_err(e.to_string())
 }
 
 #[pymethods]

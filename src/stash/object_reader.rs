@@ -235,11 +235,7 @@ impl Stash {
         for index in 0..manifest.chunks.len() {
             let exists = &self.table(key).exists;
             let chunk = read_chunk(&self.readers, key, &manifest, exists, index).map_err(|e| {
-                if e.get_ref().is_some_and(|inner| inner.is::<Error>()) {
-                    *e.into_inner().expect("checked").downcast::<Error>().expect("checked")
-                } else {
-                    Error::io(format!("reading {key}"), e)
-                }
+                Error::from_io(e).unwrap_or_else(|e| Error::io(format!("reading {key}"), e))
             })?;
             object.extend_from_slice(&chunk);
         }
