@@ -8,7 +8,7 @@
 //! is when its snapshot is taken): a row committed and forgotten during the transaction
 //! was either seen pending or is in the snapshot. Looking keys up in the pending map one
 //! by one inside the transaction lost ~1% of fresh keys in Safe mode, where WAL lets the
-//! writer commit during a read transaction (tests/read_your_writes.rs).
+//! writer commit during a read transaction (tests/suite/read_your_writes.rs).
 
 use std::sync::Arc;
 

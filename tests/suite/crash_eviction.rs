@@ -19,16 +19,14 @@
 //!   and no more than `E` acknowledged objects are missing.
 //!
 //! The ignored `eviction_long` variant runs a hundred kills per mode and layout:
-//! `cargo test --release --test crash_eviction -- --ignored`.
-
-mod common;
+//! `cargo test --release --test suite -- --ignored crash_eviction::eviction_long`.
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::{TestResult, sibling, wait_until_open};
+use crate::common::{TestResult, sibling, wait_until_open};
 use objstash::{Durability, Key, Layout, Stash};
 
 const CHILD_ENV: &str = "OBJSTASH_EVICTION_CHILD";
@@ -103,9 +101,9 @@ fn spawn_child(
     durability: Durability,
     layout: Layout,
     start: u64,
-) -> std::io::Result<common::Reaped> {
+) -> std::io::Result<crate::common::Reaped> {
     let spec = format!("{}|{durability}|{layout}|{start}", db.display());
-    common::spawn_child("eviction_child", CHILD_ENV, spec)
+    crate::common::spawn_child("crash_eviction::eviction_child", CHILD_ENV, spec)
 }
 
 /// Waits until the child has acknowledged `batches` batches.

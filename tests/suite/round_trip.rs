@@ -1,8 +1,6 @@
 //! Saving and reading back, in both layouts and both durability modes.
 
-mod common;
-
-use common::{LAYOUTS, MODES, TestResult, noise, objects, open};
+use crate::common::{LAYOUTS, MODES, TestResult, noise, objects, open};
 use objstash::Key;
 
 #[test]
@@ -222,9 +220,9 @@ fn new_and_stored_objects_mixed_in_one_call() -> TestResult {
 /// objects are gone from it and pending ones are listed (it flushes first).
 #[test]
 fn entries_list_every_object_with_its_sizes() -> TestResult {
-    for layout in common::LAYOUTS {
+    for layout in crate::common::LAYOUTS {
         let dir = tempfile::tempdir()?;
-        let stash = common::open(dir.path(), layout, objstash::Durability::Fast)?;
+        let stash = crate::common::open(dir.path(), layout, objstash::Durability::Fast)?;
         let objs = objects(77, 3_000);
         let keys = stash.save_all(&objs)?;
         stash.remove_all(&keys[..100])?;

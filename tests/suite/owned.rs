@@ -1,9 +1,7 @@
 //! An owned stash (`Durability::Owned`): one handle has it, no other opens it meanwhile,
 //! and it goes back to shared use when reconfigured. Kills: `tests/crash.rs`.
 
-mod common;
-
-use common::{TestResult, objects};
+use crate::common::{TestResult, objects};
 use objstash::{Durability, Error, Stash};
 
 #[test]
@@ -18,7 +16,7 @@ fn an_owned_stash_is_one_handles_until_it_closes() -> TestResult {
     assert!(matches!(Stash::open(&path), Err(Error::Owned { .. })));
     assert!(matches!(Stash::builder().read_only(true).open(&path), Err(Error::Owned { .. })));
     assert!(matches!(objstash::repair(&path), Err(Error::Owned { .. } | Error::Locked { .. })));
-    assert!(!common::sibling(&path, "-wal").exists(), "no write-ahead log");
+    assert!(!crate::common::sibling(&path, "-wal").exists(), "no write-ahead log");
     stash.close()?;
 
     // Reopened without settings, it is owned again, and everything is there.

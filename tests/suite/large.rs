@@ -2,14 +2,12 @@
 //! remove, evict and verify, damage found at its chunk, and saves killed half-way (real
 //! SIGKILLs) or made by two processes at once.
 
-mod common;
-
 use std::fs::OpenOptions;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{Reaped, TestResult, noise, sibling};
+use crate::common::{Reaped, TestResult, noise, sibling};
 use objstash::{Error, Key, Stash};
 
 /// Larger than the one-row limit (8 MiB), so saved in chunks.
@@ -283,8 +281,8 @@ fn a_save_killed_half_way_leaves_no_object_and_its_chunks_are_reclaimed() -> Tes
     let mut start = 0;
     for round in 0..4 {
         let spec = format!("{}|{start}", db.display());
-        let mut child = common::spawn_child("large_child", CHILD_ENV, spec)?;
-        common::wait_until_open(&db, &mut child)?;
+        let mut child = crate::common::spawn_child("large::large_child", CHILD_ENV, spec)?;
+        crate::common::wait_until_open(&db, &mut child)?;
         // Half the rounds are killed mid-save (chunks committed, no manifest), the others
         // at a random moment.
         if round % 2 == 0 {
@@ -331,7 +329,9 @@ fn two_processes_saving_the_same_large_objects_store_each_once() -> TestResult {
     let dir = tempfile::tempdir()?;
     let db = dir.path().join("stash.db");
     Stash::open(&db)?.close()?;
-    let spawn = || common::spawn_child("large_child", CHILD_ENV, format!("{}|0|4", db.display()));
+    let spawn = || {
+        crate::common::spawn_child("large::large_child", CHILD_ENV, format!("{}|0|4", db.display()))
+    };
     let children: Vec<Reaped> = vec![spawn()?, spawn()?];
     for child in children {
         let status = child.into_inner().wait()?;
@@ -358,8 +358,8 @@ fn a_capped_stash_killed_while_it_evicts_large_objects_keeps_every_count_right()
     for round in 0..4u64 {
         let start = 1_000 * round;
         let spec = format!("{}|{start}|{}|{cap}", db.display(), u64::MAX);
-        let mut child = common::spawn_child("large_child", CHILD_ENV, spec)?;
-        common::wait_until_open(&db, &mut child)?;
+        let mut child = crate::common::spawn_child("large::large_child", CHILD_ENV, spec)?;
+        crate::common::wait_until_open(&db, &mut child)?;
         // Killed once it has saved past its cap (so it evicts), at a random moment after.
         let deadline = Instant::now() + Duration::from_secs(120);
         while acked(&db).iter().filter(|&&i| i >= start).count() < 3 {

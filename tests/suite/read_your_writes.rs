@@ -9,13 +9,11 @@
 //! `missing`. `get` (one statement per key) never failed, and Fast mode never did because
 //! its readers' shared lock keeps the writer from committing during a read transaction.
 
-mod common;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{LAYOUTS, MODES, TestResult};
+use crate::common::{LAYOUTS, MODES, TestResult};
 use objstash::{Durability, Key, Layout, Stash};
 
 /// Keys the reader checks: the most recent ones the saver has been told are saved.

@@ -1,16 +1,13 @@
 //! The remote tier against a real S3-compatible server (SeaweedFS on loopback, started by
-//! each test: tests/common/s3.rs): push, read-through, pull, `remote_missing`, and the
+//! each test: tests/suite/common/s3.rs): push, read-through, pull, `remote_missing`, and the
 //! faults: a damaged pack, the server stopped mid-push and mid-read, pushes killed with
 //! SIGKILL, a volume server of two stopped.
-#![cfg(feature = "remote")]
-
-mod common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::TestResult;
-use common::s3::S3Server;
+use crate::common::TestResult;
+use crate::common::s3::S3Server;
 use objstash::{Error, Key, RemoteConfig, Stash};
 
 /// A stash at `dir/name` with `remote`.
@@ -29,7 +26,7 @@ fn push_read_through_and_pull_between_two_stashes() -> TestResult {
     let dir = tempfile::tempdir()?;
     let remote = small_packs(server.remote("team"));
     let a = open(dir.path(), "a.db", remote.clone())?;
-    let objects = common::objects(1, 6_000);
+    let objects = crate::common::objects(1, 6_000);
     let keys = a.save_all(&objects)?;
 
     let pushed = a.remote().expect("a remote").push()?;
@@ -88,7 +85,7 @@ fn a_damaged_pack_is_never_served_and_a_later_push_heals_it() -> TestResult {
     let dir = tempfile::tempdir()?;
     let remote = small_packs(server.remote("damage"));
     let a = open(dir.path(), "a.db", remote.clone())?;
-    let objects = common::objects(2, 3_000);
+    let objects = crate::common::objects(2, 3_000);
     let keys = a.save_all(&objects)?;
     a.remote().expect("a remote").push()?;
 
@@ -129,7 +126,7 @@ fn a_damaged_read_through_is_an_error_that_names_the_pack() -> TestResult {
     let dir = tempfile::tempdir()?;
     let remote = server.remote("readdamage");
     let a = open(dir.path(), "a.db", remote.clone())?;
-    let object = common::noise(3, 4_000);
+    let object = crate::common::noise(3, 4_000);
     let key = a.save(&object)?;
     a.remote().expect("a remote").push()?;
     let store = server.store();
@@ -162,7 +159,7 @@ fn the_server_stopped_mid_push_and_mid_read_costs_nothing_local() -> TestResult 
     let dir = tempfile::tempdir()?;
     let remote = small_packs(server.remote("outage"));
     let a = open(dir.path(), "a.db", remote.clone())?;
-    let objects = common::objects(4, 40_000);
+    let objects = crate::common::objects(4, 40_000);
     let keys = a.save_all(&objects)?;
     a.flush()?;
 
@@ -315,9 +312,9 @@ const PUSH_CHILD: &str = "OBJSTASH_TEST_PUSH_CHILD";
 #[ignore = "child process of a kill test"]
 fn push_child() -> TestResult {
     let Some((db, endpoint, prefix)) = child_spec(PUSH_CHILD) else { return Ok(()) };
-    let remote = common::s3::remote_at(&endpoint, &prefix).pack_size(64 << 10).uploads(1);
+    let remote = crate::common::s3::remote_at(&endpoint, &prefix).pack_size(64 << 10).uploads(1);
     let stash = Stash::builder().remote(remote).open(&db)?;
-    std::fs::write(common::sibling(Path::new(&db), ".acked"), "open")?;
+    std::fs::write(crate::common::sibling(Path::new(&db), ".acked"), "open")?;
     stash.remote().expect("a remote").push()?;
     Ok(())
 }
@@ -327,7 +324,7 @@ fn pushes_killed_at_random_moments_leave_nothing_half_visible() -> TestResult {
     let server = S3Server::start();
     let dir = tempfile::tempdir()?;
     let db = dir.path().join("a.db");
-    let objects = common::objects(5, 60_000);
+    let objects = crate::common::objects(5, 60_000);
     let keys = {
         let a = Stash::open(&db)?;
         let keys = a.save_all(&objects)?;
@@ -342,9 +339,9 @@ fn pushes_killed_at_random_moments_leave_nothing_half_visible() -> TestResult {
     let mut killed_mid_push = 0;
     let rt = tokio::runtime::Runtime::new()?;
     for round in 0..10 {
-        let _ = std::fs::remove_file(common::sibling(&db, ".acked"));
-        let mut child = common::spawn_child("push_child", PUSH_CHILD, spec.clone())?;
-        common::wait_until_open(&db, &mut child)?;
+        let _ = std::fs::remove_file(crate::common::sibling(&db, ".acked"));
+        let mut child = crate::common::spawn_child("remote::push_child", PUSH_CHILD, spec.clone())?;
+        crate::common::wait_until_open(&db, &mut child)?;
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
@@ -393,7 +390,7 @@ fn a_volume_server_of_two_stopped_mid_push() -> TestResult {
     let dir = tempfile::tempdir()?;
     let remote = small_packs(server.remote("volumes"));
     let a = open(dir.path(), "a.db", remote.clone())?;
-    let objects = common::objects(6, 100_000);
+    let objects = crate::common::objects(6, 100_000);
     let keys = a.save_all(&objects)?;
     a.flush()?;
     // A volume server stops once the push has listed a few of its packs.
@@ -438,8 +435,9 @@ const MODEL_CHILD: &str = "OBJSTASH_TEST_MODEL_CHILD";
 #[ignore = "child process of a sharing test"]
 fn model_child() -> TestResult {
     let Some((db, endpoint, prefix)) = child_spec(MODEL_CHILD) else { return Ok(()) };
-    let stash = Stash::builder().remote(common::s3::remote_at(&endpoint, &prefix)).open(&db)?;
-    stash.save_all(&common::objects(8, 20_000))?;
+    let stash =
+        Stash::builder().remote(crate::common::s3::remote_at(&endpoint, &prefix)).open(&db)?;
+    stash.save_all(&crate::common::objects(8, 20_000))?;
     let report = stash.remote().expect("a remote").push()?;
     anyhow::ensure!(report.objects == 20_000, "{report}");
     stash.close()?;
@@ -451,10 +449,10 @@ fn a_model_pushed_by_one_process_is_read_through_by_another() -> TestResult {
     let server = S3Server::start();
     let dir = tempfile::tempdir()?;
     let spec = format!("{}|{}|shared", dir.path().join("a.db").display(), server.endpoint());
-    let status = common::spawn_child("model_child", MODEL_CHILD, spec)?.wait()?;
+    let status = crate::common::spawn_child("remote::model_child", MODEL_CHILD, spec)?.wait()?;
     assert!(status.success(), "the pushing process failed: {status}");
     // This process never saw the model: every object comes through the remote, checked.
-    let objects = common::objects(8, 20_000);
+    let objects = crate::common::objects(8, 20_000);
     let keys: Vec<Key> = objects.iter().map(|o| Key::of(o)).collect();
     let b = open(dir.path(), "b.db", server.remote("shared"))?;
     assert_eq!(b.len()?, 0);
@@ -477,7 +475,7 @@ fn write_behind_uploads_in_the_background_and_flush_remote_waits() -> TestResult
     let mut server = S3Server::start();
     let dir = tempfile::tempdir()?;
     // Saved by an earlier session without a remote: the first round uploads them.
-    let earlier = common::objects(9, 1_000);
+    let earlier = crate::common::objects(9, 1_000);
     let earlier_keys = {
         let a = Stash::open(dir.path().join("a.db"))?;
         let keys = a.save_all(&earlier)?;
@@ -486,7 +484,7 @@ fn write_behind_uploads_in_the_background_and_flush_remote_waits() -> TestResult
     };
     let remote = server.remote("behind").write_behind(Duration::from_millis(200));
     let a = open(dir.path(), "a.db", remote)?;
-    let objects = common::objects(10, 5_000);
+    let objects = crate::common::objects(10, 5_000);
     let keys = a.save_all(&objects)?;
     a.remote().expect("a remote").flush()?;
     let b = open(dir.path(), "b.db", server.remote("behind"))?;
@@ -498,7 +496,7 @@ fn write_behind_uploads_in_the_background_and_flush_remote_waits() -> TestResult
 
     // The remote down: saves do not wait for it, flush_remote says it failed.
     server.stop();
-    let more = common::objects(11, 2_000);
+    let more = crate::common::objects(11, 2_000);
     let started = Instant::now();
     let more_keys = a.save_all(&more)?;
     a.flush()?;
@@ -522,7 +520,7 @@ fn write_behind_uploads_in_the_background_and_flush_remote_waits() -> TestResult
 fn two_stashes_pushing_the_same_objects_at_once_write_the_same_packs() -> TestResult {
     let server = S3Server::start();
     let dir = tempfile::tempdir()?;
-    let objects = common::objects(12, 8_000);
+    let objects = crate::common::objects(12, 8_000);
     let remote = small_packs(server.remote("same"));
     let a = open(dir.path(), "a.db", remote.clone())?;
     let b = open(dir.path(), "b.db", remote.clone())?;
@@ -557,7 +555,7 @@ fn a_chunked_object_goes_through_the_remote_as_its_chunks() -> TestResult {
     let dir = tempfile::tempdir()?;
     let remote = server.remote("large").pack_size(4 << 20);
     let a = open(dir.path(), "a.db", remote.clone())?;
-    let first = common::noise(5, 20 << 20);
+    let first = crate::common::noise(5, 20 << 20);
     let mut second = first.clone();
     second.splice(10 << 20..10 << 20, b"an edit".iter().copied());
     let (k1, k2) = (a.save_reader(&first[..])?, a.save_reader(&second[..])?);
@@ -594,7 +592,7 @@ fn a_damaged_chunk_on_the_remote_is_never_served_and_a_later_push_heals_it() -> 
     let dir = tempfile::tempdir()?;
     let remote = server.remote("chunkdamage").pack_size(4 << 20);
     let a = open(dir.path(), "a.db", remote.clone())?;
-    let object = common::noise(6, 20 << 20);
+    let object = crate::common::noise(6, 20 << 20);
     let key = a.save_reader(&object[..])?;
     a.remote().expect("a remote").push()?;
     // Flip a byte in the middle of every pack body: the chunks' and the manifest's.

@@ -2,15 +2,13 @@
 //! environment variable naming their part) saving and reading the same file at once,
 //! killed with SIGKILL, and stopped with SIGSTOP in the middle of a write transaction.
 
-mod common;
-
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{LAYOUTS, MODES, Reaped, TestResult, sibling};
+use crate::common::{LAYOUTS, MODES, Reaped, TestResult, sibling};
 use objstash::{Codec, Durability, Error, Key, Layout, Stash, StashBuilder};
 
 const CHILD_ENV: &str = "OBJSTASH_SHARING_CHILD";
@@ -148,7 +146,7 @@ fn spawn(
     arg: u64,
 ) -> std::io::Result<Reaped> {
     Command::new(std::env::current_exe()?)
-        .args(["sharing_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+        .args(["sharing::sharing_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, format!("{role}|{}|{durability}|{layout}|{codec}|{arg}", db.display()))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -1,14 +1,12 @@
 //! Contention: eight threads saving and eight reading through one `Stash` for a while, a
 //! second process sharing a stash the first one is writing, and a held write lock.
 
-mod common;
-
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{MODES, TestResult};
+use crate::common::{MODES, TestResult};
 use objstash::{Error, Key, Layout, Stash};
 
 /// Objects each saver thread saves.
@@ -110,7 +108,13 @@ fn second_process_child() {
 /// Runs `second_process_child` on `path` and returns what it printed.
 fn second_process_open(path: &std::path::Path) -> std::io::Result<String> {
     let out = Command::new(std::env::current_exe()?)
-        .args(["second_process_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+        .args([
+            "contention::second_process_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("OBJSTASH_SECOND_PROCESS", path)
         .stderr(Stdio::null())
         .output()?;
@@ -155,7 +159,7 @@ fn a_held_write_lock_delays_only_flushes_and_loses_nothing() -> TestResult {
         let path = dir.path().join("busy.db");
         let stash =
             Stash::builder().layout(layout).busy_timeout(Duration::from_millis(500)).open(&path)?;
-        let objs = common::objects(41, 400);
+        let objs = crate::common::objects(41, 400);
         let first = stash.save_all(&objs[..200])?;
         stash.flush()?;
         let other = rusqlite::Connection::open(&path)?;
@@ -205,7 +209,7 @@ fn a_close_that_cannot_write_says_what_it_lost() -> TestResult {
     other.execute_batch(
         "BEGIN IMMEDIATE; UPDATE objstash_meta SET value = value WHERE name = 'codec';",
     )?;
-    stash.save_all(&common::objects(43, 10))?;
+    stash.save_all(&crate::common::objects(43, 10))?;
     let start = Instant::now();
     let err = stash.close().unwrap_err();
     assert!(start.elapsed() >= Duration::from_millis(600), "gave up after {:?}", start.elapsed());

@@ -1,12 +1,10 @@
 //! Many threads saving and reading through one `&Stash` at once, and reads that see
 //! writes before the writer commits them.
 
-mod common;
-
 use std::sync::mpsc;
 use std::thread;
 
-use common::{LAYOUTS, MODES, TestResult, objects};
+use crate::common::{LAYOUTS, MODES, TestResult, objects};
 use objstash::{Key, Stash};
 
 #[test]
@@ -14,7 +12,7 @@ fn threads_save_and_read_at_once() -> TestResult {
     for layout in LAYOUTS {
         for mode in MODES {
             let dir = tempfile::tempdir()?;
-            let stash = common::open(dir.path(), layout, mode)?;
+            let stash = crate::common::open(dir.path(), layout, mode)?;
             let all = objects(21, 4_000);
             thread::scope(|s| -> TestResult {
                 let mut handles = Vec::new();

@@ -1,9 +1,7 @@
 //! The zstd dictionary codec: training from the first objects, mixed rows, retraining,
 //! reopening with either codec, a lost dictionary, and repair.
 
-mod common;
-
-use common::{TestResult, objects};
+use crate::common::{TestResult, objects};
 use objstash::{Codec, Error, Key, Stash};
 use rusqlite::Connection;
 

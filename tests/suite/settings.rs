@@ -6,9 +6,7 @@
 //! without a setting uses the recorded one, a different one is refused, and only
 //! `reconfigure` changes what is recorded.
 
-mod common;
-
-use common::{LAYOUTS, TestResult};
+use crate::common::{LAYOUTS, TestResult};
 use objstash::{Codec, Durability, Error, Stash};
 use rusqlite::Connection;
 

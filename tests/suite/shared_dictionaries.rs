@@ -12,15 +12,13 @@
 //! The writers here are real child processes (this test binary run again), killed with
 //! SIGKILL at moments chosen from what they report, never from a sleep.
 
-mod common;
-
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{LAYOUTS, MODES, TestResult, sibling};
+use crate::common::{LAYOUTS, MODES, TestResult, sibling};
 use objstash::{Codec, Durability, Key, Layout, Stash};
 
 const CHILD_ENV: &str = "OBJSTASH_DICT_CHILD";
@@ -101,7 +99,7 @@ struct Writer {
 }
 
 impl Writer {
-    fn spawn(&self, db: &Path) -> std::io::Result<common::Reaped> {
+    fn spawn(&self, db: &Path) -> std::io::Result<crate::common::Reaped> {
         let spec = format!(
             "{}|{}|{}|{}|{}|{}|{}",
             db.display(),
@@ -112,7 +110,7 @@ impl Writer {
             self.end,
             self.flush_every
         );
-        common::spawn_child("dictionary_child", CHILD_ENV, spec)
+        crate::common::spawn_child("shared_dictionaries::dictionary_child", CHILD_ENV, spec)
     }
 }
 

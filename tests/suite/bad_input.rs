@@ -1,10 +1,8 @@
 //! Every bad input gets a clear error, and nothing already stored is lost.
 
-mod common;
-
 use std::fs;
 
-use common::{TestResult, Tmpfs, noise, objects};
+use crate::common::{TestResult, Tmpfs, noise, objects};
 use objstash::{Error, Stash};
 use rusqlite::Connection;
 

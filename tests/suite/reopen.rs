@@ -1,14 +1,12 @@
 //! Closing and reopening: data, layout and format survive; the recorded layout wins.
 
-mod common;
-
-use common::{LAYOUTS, TestResult, objects};
+use crate::common::{LAYOUTS, TestResult, objects};
 use objstash::{Durability, Error, Layout, Stash};
 
 #[test]
 fn data_survives_close_and_reopen() -> TestResult {
     for layout in LAYOUTS {
-        for mode in common::MODES {
+        for mode in crate::common::MODES {
             let dir = tempfile::tempdir()?;
             let path = dir.path().join("r.db");
             let objs = objects(11, 1_500);

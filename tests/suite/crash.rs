@@ -4,9 +4,7 @@
 //! objects in a loop (one batch in three under names), flushes every few hundred, and after each `flush` returns appends the
 //! acknowledged indexes to a side file. The parent kills it at a random moment, reopens the
 //! stash and checks what each durability mode promises. The ignored `*_long` variants run
-//! hundreds of kills: `cargo test --release --test crash -- --ignored`.
-
-mod common;
+//! hundreds of kills: `cargo test --release --test suite -- --ignored crash::`.
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;
@@ -14,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::{TestResult, sibling, wait_until_open};
+use crate::common::{TestResult, sibling, wait_until_open};
 use objstash::{Codec, Durability, Key, Layout, Stash, StashBuilder};
 
 const CHILD_ENV: &str = "OBJSTASH_CRASH_CHILD";
@@ -84,9 +82,9 @@ fn spawn_child(
     layout: Layout,
     codec: Codec,
     start: u64,
-) -> std::io::Result<common::Reaped> {
+) -> std::io::Result<crate::common::Reaped> {
     let spec = format!("{}|{durability}|{layout}|{start}|{codec}", db.display());
-    common::spawn_child("crash_child", CHILD_ENV, spec)
+    crate::common::spawn_child("crash::crash_child", CHILD_ENV, spec)
 }
 
 /// Waits until the child has acknowledged its first batch.
@@ -335,7 +333,7 @@ fn a_kill_during_recovery_still_ends_in_a_usable_stash() -> TestResult {
             stash.close()?;
         }
         // Damage the file and mark it unclean, as a power loss in mid-commit could.
-        common::mark_unclean(&db)?;
+        crate::common::mark_unclean(&db)?;
         let len = fs::metadata(&db)?.len();
         let mut f = OpenOptions::new().write(true).open(&db)?;
         std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(len / 3 / 8192 * 8192))?;
@@ -343,7 +341,7 @@ fn a_kill_during_recovery_still_ends_in_a_usable_stash() -> TestResult {
         drop(f);
 
         let mut child = Command::new(std::env::current_exe()?)
-            .args(["recovery_child", "--exact", "--ignored", "--test-threads=1"])
+            .args(["crash::recovery_child", "--exact", "--ignored", "--test-threads=1"])
             .env("OBJSTASH_RECOVERY_CHILD", &db)
             .stdout(Stdio::null())
             .stderr(Stdio::null())

@@ -1,8 +1,6 @@
 //! Both layouts in both durability modes give the same answers as a plain in-memory map for any sequence of
 //! operations, names included, and reopening.
 
-mod common;
-
 use std::collections::HashMap;
 
 use objstash::{Durability, Key, Layout, Stash};

@@ -81,8 +81,9 @@ impl Drop for Reaped {
     }
 }
 
-/// Runs the ignored test `test` of this test binary as a child process, with `spec` in the
-/// environment variable `env` telling it what to do; its output is discarded.
+/// Runs the ignored test `test` (its full name, `module::test`) of this test binary as a
+/// child process, with `spec` in the environment variable `env` telling it what to do;
+/// its output is discarded.
 pub fn spawn_child(test: &str, env: &str, spec: String) -> std::io::Result<Reaped> {
     Command::new(std::env::current_exe()?)
         .args([test, "--exact", "--ignored", "--nocapture", "--test-threads=1"])

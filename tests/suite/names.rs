@@ -3,12 +3,10 @@
 //! objects, bad names, reads from other threads before a commit, names racing removes, the
 //! format version, and names across a salvage.
 
-mod common;
-
 use std::io::{Seek, SeekFrom, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use common::{LAYOUTS, MODES, TestResult, objects};
+use crate::common::{LAYOUTS, MODES, TestResult, objects};
 use objstash::{Durability, Error, Key, MAX_NAME_LEN, Stash};
 use rusqlite::Connection;
 
@@ -67,7 +65,7 @@ fn a_named_save_is_read_by_other_threads_before_its_commit() -> TestResult {
     for layout in LAYOUTS {
         for durability in MODES {
             let dir = tempfile::tempdir()?;
-            let stash = common::open(dir.path(), layout, durability)?;
+            let stash = crate::common::open(dir.path(), layout, durability)?;
             let objs = objects(41, 3_000);
             for round in 0..30 {
                 let part = &objs[round * 100..(round + 1) * 100];
@@ -98,7 +96,7 @@ fn a_named_save_is_read_by_other_threads_before_its_commit() -> TestResult {
 fn names_racing_removes_never_dangle() -> TestResult {
     for durability in MODES {
         let dir = tempfile::tempdir()?;
-        let stash = common::open(dir.path(), objstash::Layout::Single, durability)?;
+        let stash = crate::common::open(dir.path(), objstash::Layout::Single, durability)?;
         let objs = objects(42, 400);
         let keys: Vec<Key> = objs.iter().map(|o| Key::of(o)).collect();
         let done = AtomicBool::new(false);
@@ -167,7 +165,7 @@ fn a_salvage_keeps_the_names_of_the_objects_it_keeps() -> TestResult {
             stash.save_named(&named)?;
             stash.close()?;
         }
-        common::mark_unclean(&path)?;
+        crate::common::mark_unclean(&path)?;
         // Zero a run of pages in the middle of the file (object and name pages alike).
         let len = std::fs::metadata(&path)?.len();
         let mut file = std::fs::OpenOptions::new().write(true).open(&path)?;

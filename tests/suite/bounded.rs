@@ -3,13 +3,11 @@
 //! of evicted objects, a stash from before uses were recorded, and two processes sharing
 //! one capped stash. Every test ends with `verify`, which recounts the totals.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{LAYOUTS, MODES, TestResult, noise};
+use crate::common::{LAYOUTS, MODES, TestResult, noise};
 use objstash::{Key, Layout, Stash, StashBuilder};
 
 const KIB: u64 = 1024;
@@ -522,7 +520,7 @@ fn two_processes_share_one_cap() -> TestResult {
     let children: Vec<_> = (1..=2)
         .map(|seed| {
             Command::new(&exe)
-                .args(["--ignored", "--exact", "bounded_child", "--nocapture"])
+                .args(["--ignored", "--exact", "bounded::bounded_child", "--nocapture"])
                 .env(CHILD_ENV, format!("{}|{seed}", path.display()))
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())

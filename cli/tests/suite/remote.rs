@@ -1,10 +1,7 @@
 //! `push`, `pull`, `remote status`, `remote missing` and read-through `get`, run as a user
-//! would against a real S3 server (SeaweedFS on loopback: tests/common/s3.rs).
-#![cfg(feature = "remote")]
+//! would against a real S3 server (SeaweedFS on loopback: tests/suite/common/s3.rs).
 
-#[allow(dead_code)]
-#[path = "../../tests/common/s3.rs"]
-mod s3;
+use crate::s3;
 
 use std::io::Write;
 use std::path::Path;

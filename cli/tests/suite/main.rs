@@ -1,0 +1,12 @@
+//! The command line's tests, one test binary: `commands` runs every command as a user
+//! would; `remote` runs the remote commands against a real S3 server.
+
+mod commands;
+#[cfg(feature = "remote")]
+mod remote;
+
+// The S3 server harness shared with the library's tests.
+#[cfg(feature = "remote")]
+#[allow(dead_code)]
+#[path = "../../../tests/suite/common/s3.rs"]
+mod s3;

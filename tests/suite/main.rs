@@ -1,0 +1,28 @@
+//! The integration tests, one test binary (one link, one file on disk, instead of one per
+//! file): each module is one concern, run with `cargo nextest run` or `cargo test --test
+//! suite -- <module>::`. A test that runs a child process runs an ignored test of this
+//! binary by its full name (`crash::crash_child`).
+
+mod common;
+
+mod bad_input;
+mod bounded;
+mod codec;
+mod concurrency;
+mod contention;
+mod corruption;
+mod crash;
+mod crash_eviction;
+mod fuzz_read_path;
+mod large;
+mod layouts_agree;
+mod names;
+mod owned;
+mod read_your_writes;
+#[cfg(feature = "remote")]
+mod remote;
+mod reopen;
+mod round_trip;
+mod settings;
+mod shared_dictionaries;
+mod sharing;
