@@ -6,13 +6,15 @@
 //! content, and uploads the body before the index, so a pack is visible (listed) only
 //! once whole and a push stopped at any point leaves nothing half-visible. Each machine
 //! keeps a local copy of every index (`catalog.rs`), so "does the remote hold this key,
-//! and where" costs no request; the copy is refreshed by listing the indexes and reading
-//! the new ones. Reads of objects the stash lacks fetch byte ranges of the packs,
+//! and where" costs no request; the copy is refreshed by listing what the pack log
+//! (`pack_log.rs`) recorded since the last refresh, one request however many packs the
+//! remote holds, and reading the new indexes. Reads of objects the stash lacks fetch byte ranges of the packs,
 //! neighbours merged, and check every object's hash before it is stored or returned.
 //!
 //! - `config.rs`: where the remote is ([`RemoteConfig`]).
 //! - `client.rs`: the S3 client, its runtime and its request count.
 //! - `pack.rs`: the pack and index format.
+//! - `pack_log.rs`: the pack log, which packs came and went, listed in time order.
 //! - `catalog.rs`: the local copy of the remote's indexes.
 //! - `report.rs`: what push, pull and refresh did.
 //! - `stash/remote.rs`: push, pull and read-through on [`Stash`](crate::Stash).
@@ -21,9 +23,10 @@ mod catalog;
 mod client;
 mod config;
 mod pack;
+mod pack_log;
 mod report;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -100,57 +103,79 @@ impl Remote {
         self.client.url()
     }
 
-    /// Lists the remote's packs and reads the indexes the catalog lacks.
+    /// Brings the catalog up to date: lists what is new in the pack log since the last
+    /// refresh (one request), or the whole log at a catalog's first refresh, and reads the
+    /// indexes the catalog lacks.
     pub(crate) fn refresh(&self) -> Result<RemoteStatus> {
         let before = self.client.requests();
-        let listing = self.runtime.block_on(self.client.list_indexes());
+        let started = pack_log::now_ms();
+        // The log is the listing: a pack is on the remote once its event is, and a listing
+        // of the whole log (a catalog's first, then one a day in case a clock was off by
+        // more than the margin) sees what listings from a cursor see.
+        let cursor = self.catalog.cursor()?.and_then(|(cursor, whole)| {
+            (started.saturating_sub(whole) < pack_log::LIST_WHOLE_EVERY.as_millis() as u64)
+                .then_some(cursor)
+        });
+        let after = cursor.map(|cursor| pack_log::start_after(cursor, self.config.clock_skew));
+        let listing = self.runtime.block_on(self.client.list_log(after.as_deref()));
         *self.failed.lock().unwrap_or_else(PoisonError::into_inner) =
             listing.as_ref().err().map(|e| (Instant::now(), e.to_string()));
-        let listed: HashSet<String> =
-            listing?.into_iter().filter(|name| pack::is_name(name)).collect();
+        let listing = listing?;
+        let listed = listing.len() as u64;
         let known = self.catalog.packs()?;
-        let gone: Vec<String> = known.difference(&listed).cloned().collect();
+        let (new, gone) =
+            pack_log::changes(&listing, &known, self.catalog.unread()?, cursor.is_none());
         self.catalog.remove(&gone)?;
-        let new: Vec<String> = listed.difference(&known).cloned().collect();
         let read = self.runtime.block_on(async {
-            futures::stream::iter(
-                new.iter()
-                    .map(|name| async move { (name, self.client.get(Part::Index, name).await) }),
-            )
+            futures::stream::iter(new.iter().map(|name| async move {
+                (name, self.client.get_if_there(Part::Index, name).await)
+            }))
             .buffer_unordered(READS_IN_FLIGHT)
             .collect::<Vec<_>>()
             .await
         });
         let mut damaged = Vec::new();
-        let mut unreadable = 0;
+        let mut unreadable = Vec::new();
+        let mut added = 0;
         for (name, bytes) in read {
             // An index that cannot be read now (a volume server down) is read at the next
             // refresh; the others are usable meanwhile.
             let bytes = match bytes {
-                Ok(bytes) => bytes,
+                Ok(Some(bytes)) => bytes,
+                // Taken out of the listing since it was announced.
+                Ok(None) => continue,
                 Err(e) => {
                     log::warn!("{e}");
-                    unreadable += 1;
+                    unreadable.push(name.clone());
                     continue;
                 }
             };
             match pack::parse_index(name, &bytes) {
-                Ok(index) => self.catalog.add(name, &index)?,
+                Ok(index) => {
+                    self.catalog.add(name, &index)?;
+                    added += 1;
+                }
                 Err(reason) => {
                     log::error!("remote index {name} on {} is damaged: {reason}", self.url());
                     damaged.push(name.clone());
                 }
             }
         }
+        let settled: Vec<String> =
+            new.iter().chain(&gone).filter(|name| !unreadable.contains(name)).cloned().collect();
+        self.catalog.mark_unread(&unreadable, &settled)?;
+        self.catalog.advance_cursor(started, cursor.is_none())?;
         *self.refreshed.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
         let (packs, objects) = self.catalog.counts()?;
         Ok(RemoteStatus {
             url: self.url().to_string(),
             packs,
             objects,
-            new_packs: (new.len() - damaged.len() - unreadable) as u64,
+            new_packs: added,
             damaged_indexes: damaged,
-            unreadable_indexes: unreadable as u64,
+            unreadable_indexes: unreadable.len() as u64,
+            full_listing: cursor.is_none(),
+            listed,
             requests: self.client.requests() - before,
         })
     }
@@ -265,7 +290,10 @@ impl Remote {
                 Err(Error::Remote { .. }) => {}
                 Err(e) => return Err(e),
             }
-            self.client.delete(Part::Index, name).await
+            self.client.delete(Part::Index, name).await?;
+            // Other machines' next refreshes forget the pack.
+            let event = pack_log::name(pack_log::now_ms(), name, pack_log::What::Gone);
+            self.client.put(Part::Log, &event, Bytes::new(), true).await
         })?;
         self.catalog.remove(&[name.to_string()])
     }
@@ -313,6 +341,9 @@ impl Remote {
             running.push_back(self.runtime.spawn(async move {
                 client.put(Part::Body, &sealed.name, sealed.body.clone(), false).await?;
                 client.put(Part::Index, &sealed.name, sealed.index.clone(), true).await?;
+                // Announced last: an event in the log means the pack is whole.
+                let event = pack_log::name(pack_log::now_ms(), &sealed.name, pack_log::What::Added);
+                client.put(Part::Log, &event, Bytes::new(), true).await?;
                 Ok(sealed)
             }));
         }

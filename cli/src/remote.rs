@@ -126,6 +126,8 @@ struct Status<'a> {
     objects: u64,
     damaged_indexes: &'a [String],
     unreadable_indexes: u64,
+    full_listing: bool,
+    listed: u64,
     requests: u64,
 }
 
@@ -138,6 +140,8 @@ pub fn status(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
             objects: status.objects,
             damaged_indexes: &status.damaged_indexes,
             unreadable_indexes: status.unreadable_indexes,
+            full_listing: status.full_listing,
+            listed: status.listed,
             requests: status.requests,
         })?;
     } else {

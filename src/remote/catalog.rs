@@ -28,7 +28,14 @@ const SCHEMA: &str = "
         offset INTEGER NOT NULL, len INTEGER NOT NULL, raw_len INTEGER NOT NULL,
         kind INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
     CREATE INDEX IF NOT EXISTS keys_pack ON keys(pack, offset);
+    CREATE TABLE IF NOT EXISTS unread(name TEXT PRIMARY KEY) WITHOUT ROWID;
 ";
+
+/// The setting that holds the pack log's cursor (`pack_log.rs`); without it the next refresh
+/// lists the whole log.
+const CURSOR: &str = "log_cursor";
+/// The setting that holds when the whole log was last listed.
+const LISTED_WHOLE: &str = "log_listed_whole";
 
 /// Where the remote holds one object.
 #[derive(Clone, Debug)]
@@ -70,7 +77,8 @@ impl Catalog {
                 .query_row("SELECT value FROM settings WHERE name = 'url'", [], |r| r.get(0))
                 .optional()?;
             if recorded.as_deref() != Some(url) {
-                tx.execute_batch("DELETE FROM keys; DELETE FROM packs;")?;
+                tx.execute_batch("DELETE FROM keys; DELETE FROM packs; DELETE FROM unread;")?;
+                tx.execute("DELETE FROM settings WHERE name IN (?1, ?2)", [CURSOR, LISTED_WHOLE])?;
                 tx.execute("INSERT OR REPLACE INTO settings VALUES ('url', ?1)", [url])?;
             }
             Ok(())
@@ -96,6 +104,55 @@ impl Catalog {
         let tx = conn.transaction().context(|| format!("reading {}", self.path.display()))?;
         let value = f(&tx).context(|| format!("reading {}", self.path.display()))?;
         Ok(value)
+    }
+
+    /// Where the last refresh left the pack log and when the whole log was last listed
+    /// (ms since 1970), `None` before the first refresh.
+    pub(crate) fn cursor(&self) -> Result<Option<(u64, u64)>> {
+        self.read(|conn| {
+            let get = |name: &str| -> rusqlite::Result<Option<i64>> {
+                conn.query_row("SELECT value FROM settings WHERE name = ?1", [name], |r| r.get(0))
+                    .optional()
+            };
+            Ok(get(CURSOR)?.zip(get(LISTED_WHOLE)?).map(|(c, w)| (c as u64, w as u64)))
+        })
+    }
+
+    /// Moves the cursor to `ms` (and records a listing of the whole log, with `whole`),
+    /// never back: two refreshes may end in either order.
+    pub(crate) fn advance_cursor(&self, ms: u64, whole: bool) -> Result<()> {
+        self.write(|tx| {
+            let mut stmt = tx.prepare(
+                "INSERT INTO settings VALUES (?1, ?2) ON CONFLICT(name) DO UPDATE \
+                 SET value = max(value, excluded.value)",
+            )?;
+            stmt.execute(params![CURSOR, ms as i64])?;
+            if whole {
+                stmt.execute(params![LISTED_WHOLE, ms as i64])?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Packs the log announced whose index could not be read yet.
+    pub(crate) fn unread(&self) -> Result<Vec<String>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare("SELECT name FROM unread")?;
+            stmt.query_map([], |r| r.get(0))?.collect()
+        })
+    }
+
+    /// Records which packs are still to be read (`unread`) and which no longer are.
+    pub(crate) fn mark_unread(&self, unread: &[String], settled: &[String]) -> Result<()> {
+        self.write(|tx| {
+            for name in settled {
+                tx.execute("DELETE FROM unread WHERE name = ?1", [name])?;
+            }
+            for name in unread {
+                tx.execute("INSERT OR IGNORE INTO unread VALUES (?1)", [name])?;
+            }
+            Ok(())
+        })
     }
 
     /// Names of the packs known.

@@ -26,6 +26,8 @@ const PACKS: &str = "packs";
 const INDEXES: &str = "indexes";
 /// Folder of the indexes of packs found damaged, kept for a look but no longer listed.
 const DAMAGED: &str = "damaged";
+/// Folder of the pack log (`pack_log.rs`).
+const LOG: &str = "log";
 
 /// Which of a pack's two files.
 #[derive(Clone, Copy, Debug)]
@@ -34,6 +36,8 @@ pub(crate) enum Part {
     Index,
     /// The index of a pack found damaged.
     Damaged,
+    /// An event of the pack log.
+    Log,
 }
 
 /// A client of one remote.
@@ -111,6 +115,7 @@ impl Client {
             Part::Body => PACKS,
             Part::Index => INDEXES,
             Part::Damaged => DAMAGED,
+            Part::Log => LOG,
         };
         if self.prefix.is_empty() {
             Path::from(format!("{folder}/{name}"))
@@ -119,14 +124,24 @@ impl Client {
         }
     }
 
-    /// The names of every pack whose index is on the remote.
-    pub(crate) async fn list_indexes(&self) -> Result<Vec<String>> {
-        let folder = self.path(Part::Index, "");
+    /// The names in the pack log, all of them or those after `after`, in order.
+    pub(crate) async fn list_log(&self, after: Option<&str>) -> Result<Vec<String>> {
+        let mut names = self.list(Part::Log, after).await?;
+        names.sort_unstable();
+        Ok(names)
+    }
+
+    /// The file names in `part`'s folder, all of them or those after `after` (which the
+    /// store skips: S3's `start-after`).
+    async fn list(&self, part: Part, after: Option<&str>) -> Result<Vec<String>> {
+        let folder = self.path(part, "");
         let folder = Path::from(folder.as_ref().trim_end_matches('/'));
         self.count(1);
-        let metas: Vec<_> = self
-            .store
-            .list(Some(&folder))
+        let listing = match after {
+            Some(after) => self.store.list_with_offset(Some(&folder), &self.path(part, after)),
+            None => self.store.list(Some(&folder)),
+        };
+        let metas: Vec<_> = listing
             .try_collect()
             .await
             .map_err(|e| Error::remote(format!("listing the packs of {}", self.url), e))?;
@@ -138,9 +153,28 @@ impl Client {
     /// A whole file.
     pub(crate) async fn get(&self, part: Part, name: &str) -> Result<Bytes> {
         let path = self.path(part, name);
+        self.get_if_there(part, name).await?.ok_or_else(|| {
+            self.error(
+                "reading",
+                &path,
+                object_store::Error::NotFound {
+                    path: path.to_string(),
+                    source: "no such file".into(),
+                },
+            )
+        })
+    }
+
+    /// A whole file, `None` if there is none by that name.
+    pub(crate) async fn get_if_there(&self, part: Part, name: &str) -> Result<Option<Bytes>> {
+        let path = self.path(part, name);
         self.count(1);
-        let result = self.store.get(&path).await.map_err(|e| self.error("reading", &path, e))?;
-        result.bytes().await.map_err(|e| self.error("reading", &path, e))
+        let result = match self.store.get(&path).await {
+            Ok(result) => result,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(self.error("reading", &path, e)),
+        };
+        result.bytes().await.map(Some).map_err(|e| self.error("reading", &path, e))
     }
 
     /// Ranges of a pack's body, neighbours merged into one request (`object_store`

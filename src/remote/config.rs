@@ -22,6 +22,10 @@ const DEFAULT_REFRESH: Duration = Duration::from_secs(10);
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Retries of a failed request; a remote down for longer is reported, not waited for.
 const DEFAULT_RETRIES: usize = 3;
+/// How far the clocks of a team's machines may disagree (`pack_log.rs`).
+const DEFAULT_CLOCK_SKEW: Duration = Duration::from_secs(600);
+/// The most `clock_skew` may be: a refresh lists the pack log that far back each time.
+const MAX_CLOCK_SKEW: Duration = Duration::from_secs(24 * 3600);
 
 /// Settings of a stash's remote tier ([`StashBuilder::remote`](crate::StashBuilder::remote)).
 #[derive(Clone, Debug)]
@@ -39,6 +43,7 @@ pub struct RemoteConfig {
     pub(crate) timeout: Duration,
     pub(crate) retries: usize,
     pub(crate) write_behind: Option<Duration>,
+    pub(crate) clock_skew: Duration,
 }
 
 impl RemoteConfig {
@@ -78,6 +83,7 @@ impl RemoteConfig {
             timeout: DEFAULT_TIMEOUT,
             retries: DEFAULT_RETRIES,
             write_behind: None,
+            clock_skew: DEFAULT_CLOCK_SKEW,
         })
     }
 
@@ -149,6 +155,15 @@ impl RemoteConfig {
         self
     }
 
+    /// How far the clocks of the machines sharing the remote may disagree, the longest
+    /// upload of one small file included (default 10 min, at most a day): a refresh lists
+    /// the packs announced since its last one less this margin, so a pack pushed by a
+    /// machine whose clock is behind by less is never missed.
+    pub fn clock_skew(mut self, skew: Duration) -> Self {
+        self.clock_skew = skew;
+        self
+    }
+
     /// `s3://bucket/prefix`.
     pub fn url(&self) -> String {
         if self.prefix.is_empty() {
@@ -171,6 +186,12 @@ impl RemoteConfig {
         if self.timeout.is_zero() {
             return Err(Error::config("a remote timeout of zero"));
         }
+        if self.clock_skew > MAX_CLOCK_SKEW {
+            return Err(Error::config(format!(
+                "a clock skew of {:?} is out of range: use at most a day",
+                self.clock_skew
+            )));
+        }
         Ok(())
     }
 }
@@ -192,5 +213,8 @@ mod tests {
         }
         assert!(RemoteConfig::new("s3://abc").unwrap().pack_size(1).validate().is_err());
         assert!(RemoteConfig::new("s3://abc").unwrap().uploads(0).validate().is_err());
+        let skew = |s| RemoteConfig::new("s3://abc").unwrap().clock_skew(Duration::from_secs(s));
+        assert!(skew(0).validate().is_ok() && skew(86_400).validate().is_ok());
+        assert!(skew(86_401).validate().is_err());
     }
 }

@@ -69,6 +69,11 @@ pub struct RemoteStatus {
     /// Indexes that could not be read (the remote failed for them): read at the next
     /// refresh.
     pub unreadable_indexes: u64,
+    /// Whether this refresh listed the whole pack log (a catalog's first) rather than
+    /// what it recorded since the last refresh.
+    pub full_listing: bool,
+    /// Entries of the pack log listed (the listing takes a request per 1,000).
+    pub listed: u64,
     /// Requests sent.
     pub requests: u64,
 }
@@ -119,8 +124,8 @@ impl fmt::Display for RemoteStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{}: {} objects in {} packs ({} indexes read, {} requests)",
-            self.url, self.objects, self.packs, self.new_packs, self.requests
+            "{}: {} objects in {} packs ({} log entries listed, {} indexes read, {} requests)",
+            self.url, self.objects, self.packs, self.listed, self.new_packs, self.requests
         )?;
         if self.unreadable_indexes > 0 {
             write!(f, "\n{} indexes could not be read: refresh again", self.unreadable_indexes)?;

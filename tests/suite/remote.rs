@@ -32,8 +32,8 @@ fn push_read_through_and_pull_between_two_stashes() -> TestResult {
     let pushed = a.remote().expect("a remote").push()?;
     assert_eq!(pushed.objects, 6_000, "{pushed}");
     assert!(pushed.packs >= 10, "{pushed}");
-    // Body and index per pack, a listing: nothing per object.
-    assert!(pushed.requests <= 2 * pushed.packs + 2, "{pushed}");
+    // Body, index and log event per pack, a listing: nothing per object.
+    assert!(pushed.requests <= 3 * pushed.packs + 2, "{pushed}");
     let again = a.remote().expect("a remote").push()?;
     assert_eq!((again.objects, again.already_remote, again.packs), (0, 6_000, 0), "{again}");
 
@@ -61,6 +61,87 @@ fn push_read_through_and_pull_between_two_stashes() -> TestResult {
     assert_eq!(b.len()?, 6_000);
     assert!(b.verify()?.is_ok());
     assert!(b.missing(&keys)?.is_empty());
+    Ok(())
+}
+
+#[test]
+fn a_refresh_lists_only_what_the_pack_log_added_in_one_request() -> TestResult {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir()?;
+    let remote = small_packs(server.remote("log"));
+    let a = open(dir.path(), "a.db", remote.clone())?;
+    let mut keys = a.save_all(&crate::common::objects(5, 4_000))?;
+    let pushed = a.remote().expect("a remote").push()?;
+    assert!(pushed.packs >= 5, "{pushed}");
+    // B shares A's clock: it needs no margin to see every event.
+    let b = open(dir.path(), "b.db", remote.clone().clock_skew(Duration::ZERO))?;
+    let b_remote = b.remote().expect("a remote");
+    // A catalog's first refresh lists every index and reads each.
+    let first = b_remote.refresh()?;
+    assert!(first.full_listing, "{first}");
+    assert_eq!((first.new_packs, first.requests), (pushed.packs, 1 + pushed.packs), "{first}");
+    assert_eq!(first.listed, pushed.packs, "{first}");
+    // Nothing new: one request that lists nothing, whatever the remote holds.
+    let idle = b_remote.refresh()?;
+    assert!(!idle.full_listing, "{idle}");
+    assert_eq!((idle.requests, idle.listed, idle.packs), (1, 0, pushed.packs), "{idle}");
+    // A pushes more: one listing and the new indexes, not the old ones.
+    keys.extend(a.save_all(&crate::common::objects(6, 1_500))?);
+    let more = a.remote().expect("a remote").push()?;
+    let after = b_remote.refresh()?;
+    assert_eq!((after.new_packs, after.requests), (more.packs, 1 + more.packs), "{after}");
+    assert_eq!(after.listed, more.packs, "{after}");
+    assert_eq!(after.objects, 5_500, "{after}");
+    assert!(b_remote.missing(&keys)?.is_empty());
+    // A catalog deleted is rebuilt by a full listing.
+    drop(b);
+    std::fs::remove_file(dir.path().join("b.db-remote"))?;
+    let b = open(dir.path(), "b.db", remote.clone())?;
+    let rebuilt = b.remote().expect("a remote").refresh()?;
+    assert!(rebuilt.full_listing, "{rebuilt}");
+    assert_eq!(rebuilt.packs, pushed.packs + more.packs, "{rebuilt}");
+    Ok(())
+}
+
+#[test]
+fn a_pack_announced_by_a_machine_whose_clock_is_behind_is_found() -> TestResult {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir()?;
+    let remote = small_packs(server.remote("skew"));
+    let a = open(dir.path(), "a.db", remote.clone())?;
+    a.save_all(&crate::common::objects(7, 500))?;
+    a.remote().expect("a remote").push()?;
+    // B has listed the remote (the default margin: clocks may disagree by 10 minutes).
+    let b = open(dir.path(), "b.db", remote.clone())?;
+    b.remote().expect("a remote").refresh()?;
+
+    let store = server.store();
+    let rt = tokio::runtime::Runtime::new()?;
+    let before = rt.block_on(list(&store, "skew/log"))?;
+    let keys = a.save_all(&crate::common::objects(8, 2_000))?;
+    let more = a.remote().expect("a remote").push()?;
+    // A's new events, rewritten as a machine whose clock is 5 minutes behind B's writes them.
+    let events: Vec<String> = rt
+        .block_on(list(&store, "skew/log"))?
+        .into_iter()
+        .filter(|name| !before.contains(name))
+        .collect();
+    assert_eq!(events.len() as u64, more.packs);
+    rt.block_on(async {
+        use object_store::ObjectStore;
+        for event in &events {
+            let (folder, file) = event.rsplit_once('/').expect("a folder");
+            let (ms, rest) = file.split_once('-').expect("<ms>-<pack>.pack");
+            let behind = format!("{folder}/{:013}-{rest}", ms.parse::<u64>()? - 300_000);
+            store.put(&behind.as_str().into(), bytes::Bytes::new().into()).await?;
+            store.delete(&event.as_str().into()).await?;
+        }
+        anyhow::Ok(())
+    })?;
+    let found = b.remote().expect("a remote").refresh()?;
+    assert!(!found.full_listing, "{found}");
+    assert_eq!(found.new_packs, more.packs, "{found}");
+    assert!(b.remote().expect("a remote").missing(&keys)?.is_empty());
     Ok(())
 }
 
