@@ -2,13 +2,14 @@
 //! started here as the tests start it: tests/suite/common/s3.rs, installed by
 //! tests/s3/install.sh): push of the million example's objects against one object per
 //! request on the same server in the same run, pull into an empty stash, read-through of
-//! random keys on a cold stash, and pushes at several pack sizes.
+//! random keys on a cold stash, pushes at several pack sizes, and a refresh of a remote of
+//! thousands of packs (the pack log from a cursor against a listing of every index).
 //!
 //! `cargo run --release -p objstash-bench --features remote --bin remote -- [--count N]
-//!  [--baseline N] [--reads N] [--pack-sizes 1,4,8,16]`
+//!  [--baseline N] [--reads N] [--pack-sizes 1,4,8,16] [--refresh-objects N]`
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 #[path = "../../../examples/common/mod.rs"]
 mod common;
@@ -43,6 +44,9 @@ struct Args {
     /// Pack sizes to compare, in MiB (each pushes every object to a prefix of its own).
     #[arg(long, value_delimiter = ',', default_value = "1,4,8,16")]
     pack_sizes: Vec<u64>,
+    /// Objects pushed in packs of 64 KiB (~100 objects each) for the refresh figures.
+    #[arg(long, default_value_t = 300_000)]
+    refresh_objects: u64,
 }
 
 fn main() -> Result<()> {
@@ -189,8 +193,82 @@ fn main() -> Result<()> {
         );
         c.close()?;
     }
+    refresh_figures(&server, dir.path(), args.refresh_objects)?;
     if let Some(peak) = peak_memory() {
         println!("peak resident memory: {}", mib(peak));
     }
+    Ok(())
+}
+
+/// A refresh of a remote of thousands of packs, in the same run: the first (the whole pack
+/// log), one with nothing new, one after a push of a few packs, and a listing of every
+/// index (what each refresh was before the pack log). One machine: its clock is the
+/// pushers', so the clock margin is zero here (the default of 10 minutes lists the last
+/// 10 minutes' events again each time).
+fn refresh_figures(server: &s3::S3Server, dir: &std::path::Path, count: u64) -> Result<()> {
+    use futures::TryStreamExt;
+    let remote = server.remote("many").pack_size(64 << 10).clock_skew(Duration::ZERO);
+    let a = Stash::builder().remote(remote.clone()).open(dir.join("many-a.db"))?;
+    let mut start = 0;
+    while start < count {
+        let n = (count - start).min(10_000) as usize;
+        a.save_all(&speckle_gen::objects(3, start, n))?;
+        start += n as u64;
+    }
+    let pushed = a.remote().expect("a remote").push()?;
+    println!("refresh: a remote of {} objects in {} packs of 64 KiB", pushed.objects, pushed.packs);
+    let b = Stash::builder().remote(remote).open(dir.join("many-b.db"))?;
+    let tier = b.remote().expect("a remote");
+    let timed = || -> Result<(objstash::RemoteStatus, f64)> {
+        let t = Instant::now();
+        let status = tier.refresh()?;
+        Ok((status, t.elapsed().as_secs_f64() * 1e3))
+    };
+    let (first, ms) = timed()?;
+    println!(
+        "refresh, first (the whole log): {} requests, {} entries listed, {} indexes read, {ms:.0} ms",
+        first.requests, first.listed, first.new_packs
+    );
+    let mut idle = Vec::new();
+    for _ in 0..5 {
+        let (status, ms) = timed()?;
+        assert_eq!(status.listed, 0, "{status}");
+        idle.push((status.requests, ms));
+    }
+    idle.sort_by(|x, y| x.1.total_cmp(&y.1));
+    let (idle_requests, idle_ms) = idle[2];
+    println!(
+        "refresh, nothing new (median of 5): {idle_requests} requests, 0 listed, {idle_ms:.1} ms"
+    );
+    a.save_all(&speckle_gen::objects(3, count, 1_000))?;
+    let more = a.remote().expect("a remote").push()?;
+    let (after, ms) = timed()?;
+    println!(
+        "refresh after a push of {} packs: {} requests, {} listed, {} indexes read, {ms:.1} ms",
+        more.packs, after.requests, after.listed, after.new_packs
+    );
+    // Before the pack log every refresh listed `indexes/`: its pages, timed the same way.
+    let store = server.store();
+    let rt = tokio::runtime::Runtime::new()?;
+    let mut listings = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        let names: Vec<_> = rt.block_on(
+            store
+                .list(Some(&object_store::path::Path::from("many/indexes")))
+                .try_collect::<Vec<_>>(),
+        )?;
+        listings.push((names.len(), t.elapsed().as_secs_f64() * 1e3));
+    }
+    listings.sort_by(|x, y| x.1.total_cmp(&y.1));
+    let (names, list_ms) = listings[2];
+    println!(
+        "a listing of every index, as each refresh was before (median of 5): {} requests, {names} \
+         listed, {list_ms:.1} ms; a refresh with nothing new is {:.1}x faster",
+        names.div_ceil(1_000),
+        list_ms / idle_ms
+    );
+    a.close()?;
+    b.close()?;
     Ok(())
 }
