@@ -39,6 +39,18 @@ open rebuilds, reporting what was lost.
 
 Ctrl-C: long calls check for signals between chunks of work (about every 50 ms) and raise
 ``KeyboardInterrupt``; what earlier chunks saved is kept, and the stash stays sound.
+
+A team's cache. ``Stash(path, remote="s3://bucket/prefix")`` (or ``remote=Remote(...)``
+with an endpoint, credentials, write-behind) shares objects through an S3-compatible
+bucket: ``push()`` uploads in packs what the remote lacks, ``pull()`` fetches what the
+stash lacks, and ``get``/``get_many`` of a key the stash lacks read it through from the
+remote, checked and kept locally. Credentials and the endpoint not given come from the
+environment as for the AWS tools (``AWS_ACCESS_KEY_ID``, ``AWS_ENDPOINT_URL``, ...).
+
+    stash = Stash("cache.db", remote=Remote("s3://team-cache/models",
+                                            endpoint="http://minio:9000", write_behind=1.0))
+    stash.save_all(objects)      # uploaded in the background
+    stash.flush_remote()         # returns once they are on the remote
 """
 
 from __future__ import annotations
@@ -72,6 +84,8 @@ from objstash.errors import ReadOnlyError as ReadOnlyError
 from objstash.errors import SettingsError as SettingsError
 from objstash.errors import TooLargeError as TooLargeError
 from objstash.errors import WriterStoppedError as WriterStoppedError
+from objstash.errors import RemoteError as RemoteError
+from objstash.errors import RemoteCorruptError as RemoteCorruptError
 
 
 @dataclass(frozen=True)
@@ -116,6 +130,94 @@ class VerifyReport:
     unreachable: list[str] = field(default_factory=list)
     unnamed: int = 0
     problems: list[str] = field(default_factory=list)
+    text: str = ""
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class Remote:
+    """Where a stash's remote is, and how to use it (``Stash(..., remote=Remote(...))``).
+
+    ``url`` is ``s3://bucket`` or ``s3://bucket/prefix``. Settings left as None take the
+    defaults, or the environment as for the AWS tools (``AWS_ENDPOINT_URL``,
+    ``AWS_REGION``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``): ``endpoint`` the
+    store's address (``http://127.0.0.1:9000``), ``pack_size`` target bytes of a pack
+    (8 MiB), ``uploads`` in flight (4), ``refresh_interval`` seconds a key missing from
+    the local copy of the remote's indexes is taken as missing (10), ``timeout`` of one
+    request (30 s), ``retries`` (3), ``write_behind`` seconds between background uploads
+    of what is saved (off), ``clock_skew`` seconds the machines' clocks may disagree
+    (600). Durations are in seconds.
+    """
+
+    url: str
+    endpoint: str | None = None
+    region: str | None = None
+    access_key: str | None = field(default=None, repr=False)
+    secret_key: str | None = field(default=None, repr=False)
+    pack_size: int | None = None
+    uploads: int | None = None
+    refresh_interval: float | None = None
+    timeout: float | None = None
+    retries: int | None = None
+    write_behind: float | None = None
+    clock_skew: float | None = None
+
+
+@dataclass(frozen=True)
+class PushReport:
+    """What ``Stash.push`` did."""
+
+    objects: int
+    bytes: int
+    packs: int
+    already_remote: int
+    corrupt: int
+    """Local objects that failed their check and were not uploaded (run verify)."""
+    requests: int
+    text: str = ""
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class PullReport:
+    """What ``Stash.pull`` did; ``complete`` is False if some objects could not be had."""
+
+    objects: int
+    bytes: int
+    already_local: int
+    damaged: list[tuple[str, int, str]]
+    """(pack, objects, reason) of each pack whose objects failed their check."""
+    unreachable: int
+    """Packs that could not be read: pull again."""
+    requests: int
+    text: str = ""
+
+    @property
+    def complete(self) -> bool:
+        return not self.damaged and self.unreachable == 0
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class RemoteStatus:
+    """What the remote holds, as this machine's copy of its indexes knows after a refresh."""
+
+    url: str
+    packs: int
+    objects: int
+    new_packs: int
+    damaged_indexes: list[str]
+    unreadable_indexes: int
+    full_listing: bool
+    """Whether the refresh listed the whole pack log (a new machine's first)."""
+    listed: int
+    requests: int
     text: str = ""
 
     def __str__(self) -> str:
@@ -177,7 +279,8 @@ class Stash(_Stash):
 
     ``Stash(path, layout=None, durability=None, codec=None, create=True, read_only=False,
     reconfigure=False, max_object_size=None, threads=None, max_size=None,
-    eviction_grace=None, use_resolution=None, busy_timeout=None)``: settings left as None
+    eviction_grace=None, use_resolution=None, busy_timeout=None, remote=None)``: settings
+    left as None
     use what the stash records, or the defaults for a new one (layout "single", durability
     "fast", codec "gzip", no size cap). ``busy_timeout`` (seconds, default 30) bounds a wait
     for another process's lock. ``max_size`` (bytes) is recorded in the stash: least recently
@@ -185,7 +288,8 @@ class Stash(_Stash):
     saved, objects saved or read in the last ``eviction_grace`` seconds (default 0.1) and
     pinned ones (``save_pinned``, ``pin``) never are. A read of an object whose last use is less than ``use_resolution`` seconds
     old (default 5) records no new use: eviction's order is exact to within it. Use it as
-    a context manager, or call ``close()``.
+    a context manager, or call ``close()``. ``remote`` (a URL or a ``Remote``) shares the
+    stash's objects through an S3-compatible bucket (see the package's documentation).
     """
 
     if not TYPE_CHECKING:  # the extension's signature is the one to check calls against
@@ -201,12 +305,28 @@ class Stash(_Stash):
         """Reads and checks every object and name."""
         return VerifyReport(**self._verify())
 
+    def push(self) -> PushReport:
+        """Uploads, in packs, every stored object the remote lacks."""
+        return PushReport(**self._push())
+
+    def pull(self) -> PullReport:
+        """Fetches every object of the remote the stash lacks; each is checked."""
+        return PullReport(**self._pull())
+
+    def remote_status(self) -> RemoteStatus:
+        """Refreshes the copy of the remote's indexes and says what the remote holds."""
+        return RemoteStatus(**self._remote_status())
+
 
 __all__ = [
     "MAX_NAME_LEN",
     "Stash",
     "Stats",
     "VerifyReport",
+    "Remote",
+    "PushReport",
+    "PullReport",
+    "RemoteStatus",
     "__version__",
     "errors",
     "Error",
@@ -224,4 +344,6 @@ __all__ = [
     "TooLargeError",
     "BadNameError",
     "BadKeyError",
+    "RemoteError",
+    "RemoteCorruptError",
 ]

@@ -14,6 +14,9 @@ argument are also ``ValueError``, those of the file system also ``OSError``.
 - ``FileSystemError``: a file of the stash could not be read or written (an ``OSError``);
   ``PermissionDeniedError`` when the process may not (also a ``PermissionError``).
 - ``TooLargeError``, ``BadNameError``, ``BadKeyError``: bad arguments (also ValueError).
+- ``RemoteError``: the remote could not be reached or refused a request; the local stash
+  is unaffected, retry later. ``RemoteCorruptError`` (also a ``CorruptError``): an object
+  read from the remote failed its check; it was neither returned nor stored.
 """
 
 
@@ -77,6 +80,14 @@ class BadKeyError(Error, ValueError):
     """Not a key: a str of 64 hex digits or 32 bytes."""
 
 
+class RemoteError(Error):
+    """The remote failed; nothing local is affected: retry once it is reachable."""
+
+
+class RemoteCorruptError(RemoteError, CorruptError):
+    """An object read from the remote failed its check: neither returned nor stored."""
+
+
 __all__ = [
     "Error",
     "CorruptError",
@@ -93,4 +104,6 @@ __all__ = [
     "TooLargeError",
     "BadNameError",
     "BadKeyError",
+    "RemoteError",
+    "RemoteCorruptError",
 ]

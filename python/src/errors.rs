@@ -28,6 +28,8 @@ fn class_of(e: &objstash::Error) -> &'static str {
             "NotAStashError"
         }
         E::WriterStopped { .. } => "WriterStoppedError",
+        E::Remote { .. } => "RemoteError",
+        E::RemoteCorrupt { .. } => "RemoteCorruptError",
         E::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied => {
             "PermissionDeniedError"
         }

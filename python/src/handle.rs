@@ -66,7 +66,7 @@ impl Handle {
         first: objstash::StashBuilder,
         reopen: objstash::StashBuilder,
     ) -> objstash::Result<Arc<Handle>> {
-        let stash = first.open(&path)?;
+        let stash = crate::signals::blocked(|| first.open(&path))?;
         let recovery = stash.recovery().map(ToString::to_string);
         let handle = Arc::new(Handle {
             state: RwLock::new(State::Open(Box::new(stash))),
@@ -104,7 +104,9 @@ impl Handle {
                 if let Some(e) = failure.take() {
                     return Err(e.into());
                 }
-                *state = State::Open(Box::new(self.reopen.clone().open(&self.path)?));
+                *state = State::Open(Box::new(crate::signals::blocked(|| {
+                    self.reopen.clone().open(&self.path)
+                })?));
                 self.generation.fetch_add(1, Ordering::SeqCst);
             }
         }

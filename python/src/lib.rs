@@ -9,6 +9,8 @@
 mod convert;
 mod errors;
 mod handle;
+mod remote;
+mod signals;
 mod stash;
 mod stream;
 

@@ -19,6 +19,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use crate::convert;
 use crate::errors;
 use crate::handle::{CallError, Handle};
+use crate::remote;
 use crate::stream;
 
 /// Objects (or keys, or names) a batch call hands the library at once, at most.
@@ -54,12 +55,12 @@ impl Stash {
     ) -> PyResult<T> {
         let handle = Arc::clone(&self.handle);
         let (tx, rx) = crossbeam_channel::bounded(1);
-        std::thread::Builder::new()
-            .name("objstash-call".to_string())
-            .spawn(move || {
+        crate::signals::blocked(|| {
+            std::thread::Builder::new().name("objstash-call".to_string()).spawn(move || {
                 let _ = tx.send(handle.run(f));
             })
-            .map_err(|e| PyRuntimeError::new_err(format!("starting a thread: {e}")))?;
+        })
+        .map_err(|e| PyRuntimeError::new_err(format!("starting a thread: {e}")))?;
         loop {
             match py.detach(|| rx.recv_timeout(SIGNAL_CHECK)) {
                 Ok(done) => return done.map_err(errors::call_to_py),
@@ -168,7 +169,7 @@ impl Stash {
     #[pyo3(signature = (
         path, *, layout=None, durability=None, codec=None, create=true, read_only=false,
         reconfigure=false, max_object_size=None, threads=None, max_size=None,
-        eviction_grace=None, use_resolution=None, busy_timeout=None
+        eviction_grace=None, use_resolution=None, busy_timeout=None, remote=None
     ))]
     #[allow(clippy::too_many_arguments)] // Python keyword arguments, one per setting
     fn new(
@@ -186,6 +187,7 @@ impl Stash {
         eviction_grace: Option<f64>,
         use_resolution: Option<f64>,
         busy_timeout: Option<f64>,
+        remote: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let path = convert::path(path)?;
         // What every open of this handle uses, a reopen after a fork included; the
@@ -206,6 +208,9 @@ impl Stash {
         }
         if let Some(seconds) = busy_timeout {
             base = base.busy_timeout(seconds_arg("busy_timeout", seconds)?);
+        }
+        if let Some(remote) = remote.filter(|r| !r.is_none()) {
+            base = base.remote(remote::config(py, remote)?);
         }
         let mut first = base.clone().create(create).reconfigure(reconfigure);
         if let Some(layout) = parse::<Layout>(py, "layout", layout)? {
@@ -513,6 +518,48 @@ impl Stash {
     /// mode).
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
         self.waiting(py, objstash::Stash::flush)
+    }
+
+    /// Uploads, in packs, every stored object the remote lacks (as a dict: the package
+    /// makes it `objstash.PushReport`).
+    fn _push<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let report = self.waiting(py, |s| s.remote().ok_or_else(remote::none)?.push())?;
+        remote::push_report(py, &report)
+    }
+
+    /// Fetches every remote object the stash lacks, each checked (as a dict: the package
+    /// makes it `objstash.PullReport`).
+    fn _pull<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let report = self.waiting(py, |s| s.remote().ok_or_else(remote::none)?.pull())?;
+        remote::pull_report(py, &report)
+    }
+
+    /// Lists what the remote gained since the last refresh (as a dict: the package makes
+    /// it `objstash.RemoteStatus`).
+    fn _remote_status<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let status = self.waiting(py, |s| s.remote().ok_or_else(remote::none)?.refresh())?;
+        remote::status(py, &status)
+    }
+
+    /// The keys, of `keys`, that the remote does not hold (from the local copy of its
+    /// indexes, refreshed first if due): no request per key.
+    fn remote_missing(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+        let keys = convert::keys(keys)?;
+        let missing =
+            self.waiting(py, move |s| s.remote().ok_or_else(remote::none)?.missing(&keys))?;
+        Ok(key_list(&missing))
+    }
+
+    /// With `write_behind`: returns once everything saved before was uploaded (without
+    /// it, pushes everything the remote lacks).
+    fn flush_remote(&self, py: Python<'_>) -> PyResult<()> {
+        self.waiting(py, |s| s.remote().ok_or_else(remote::none)?.flush())
+    }
+
+    /// The remote's URL (`s3://bucket/prefix`), or None for a stash without one.
+    #[getter]
+    fn remote_url(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        self.with(py, |s| Ok(s.remote().map(|r| r.url().to_string())))
     }
 
     /// Flushes and closes the stash; later calls raise ClosedError. Closing twice is fine.

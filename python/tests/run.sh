@@ -7,6 +7,9 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
 
+# The S3 server the remote tests start (tests/s3/install.sh: kept between runs).
+echo "== the S3 server for the remote tests (tests/s3/install.sh)"
+tests/s3/install.sh
 source python/venv.sh
 echo "== pytest (against the installed wheel, PATH=$venv_path)"
 cd python/tests

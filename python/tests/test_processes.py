@@ -17,8 +17,10 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import re
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -129,6 +131,39 @@ def test_a_child_that_never_closes_leaves_the_parent_and_the_stash_sound(path):
     stash.close()
     with Stash(path) as again:
         assert len(again) == 900 and again.verify().ok
+
+
+def thread_masks() -> dict[int, tuple[str, int]]:
+    """Each thread of this process: its name and its mask of blocked signals."""
+    masks = {}
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/comm") as f:
+            name = f.read().strip()
+        with open(f"/proc/self/task/{task}/status") as f:
+            blocked = re.search(r"SigBlk:\s*([0-9a-f]+)", f.read())
+        assert blocked is not None
+        masks[int(task)] = (name, int(blocked.group(1), 16))
+    return masks
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_stash_threads_leave_signals_to_python(path):
+    """A spawn pool's worker once hung after ``Pool.terminate``: its SIGTERM went to the
+    stash's writer thread, so the worker's main thread, waiting on its task queue, never
+    woke to run the handler. The library's threads block every asynchronous signal; the
+    Python threads keep them."""
+    with Stash(path) as stash:
+        stash.save_all(objects(200, 5))
+        stash.flush()  # a call that waits runs on a helper thread of its own
+        masks = thread_masks()
+        ours = [(name, mask) for name, mask in masks.values() if name.startswith("objstash")]
+        assert {"objstash-writer", "objstash-worker"} <= {name for name, _ in ours}, masks
+        signals = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGCHLD]
+        for name, mask in ours:
+            for s in signals:
+                assert mask & (1 << (s - 1)), f"{name} takes {s.name}"
+        _, main = masks[threading.get_native_id()]
+        assert not any(main & (1 << (s - 1)) for s in signals), "the caller's mask changed"
 
 
 # Pool workers: module-level functions, so that spawn and forkserver can pickle them.
