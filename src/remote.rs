@@ -166,11 +166,13 @@ impl Remote {
         self.catalog.mark_unread(&unreadable, &settled)?;
         self.catalog.advance_cursor(started, cursor.is_none())?;
         *self.refreshed.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
-        let (packs, objects) = self.catalog.counts()?;
+        let counts = self.catalog.counts()?;
         Ok(RemoteStatus {
             url: self.url().to_string(),
-            packs,
-            objects,
+            packs: counts.packs,
+            objects: counts.objects,
+            bytes: counts.bytes,
+            local_index_bytes: counts.file_bytes,
             new_packs: added,
             damaged_indexes: damaged,
             unreadable_indexes: unreadable.len() as u64,

@@ -211,6 +211,10 @@ class RemoteStatus:
     url: str
     packs: int
     objects: int
+    bytes: int
+    """Bytes of the packs' bodies: the remote's size."""
+    local_index_bytes: int
+    """Bytes of this machine's copy of the remote's indexes."""
     new_packs: int
     damaged_indexes: list[str]
     unreadable_indexes: int

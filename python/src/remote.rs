@@ -131,6 +131,8 @@ pub fn status<'py>(py: Python<'py>, s: &RemoteStatus) -> PyResult<Bound<'py, PyD
     d.set_item("url", &s.url)?;
     d.set_item("packs", s.packs)?;
     d.set_item("objects", s.objects)?;
+    d.set_item("bytes", s.bytes)?;
+    d.set_item("local_index_bytes", s.local_index_bytes)?;
     d.set_item("new_packs", s.new_packs)?;
     d.set_item("damaged_indexes", s.damaged_indexes.clone())?;
     d.set_item("unreadable_indexes", s.unreadable_indexes)?;

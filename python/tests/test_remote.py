@@ -52,6 +52,7 @@ def test_push_read_through_and_pull_between_three_stashes(server, tmp_path):
         assert b.remote_missing([keys[0], nowhere]) == [nowhere]
         status = b.remote_status()
         assert (status.objects, status.packs) == (3_000, pushed.packs), status
+        assert status.bytes == pushed.bytes and status.local_index_bytes > 0, status
         # B listed the whole log at its first read; this refresh lists from its cursor.
         assert not status.full_listing and status.requests == 1, status
         assert f"s3://{BUCKET}/py-team" in str(status)

@@ -267,17 +267,39 @@ impl Catalog {
     }
 
     /// Packs and objects known (chunks are parts of objects, not counted).
-    pub(crate) fn counts(&self) -> Result<(u64, u64)> {
-        self.read(|conn| {
+    pub(crate) fn counts(&self) -> Result<Counts> {
+        let counts = self.read(|conn| {
             let packs: i64 = conn.query_row("SELECT count(*) FROM packs", [], |r| r.get(0))?;
             let objects: i64 = conn.query_row(
                 &format!("SELECT count(*) FROM keys WHERE kind <> {}", Kind::Chunk as i64),
                 [],
                 |r| r.get(0),
             )?;
-            Ok((packs as u64, objects as u64))
-        })
+            let bytes: i64 =
+                conn.query_row("SELECT coalesce(sum(body_len), 0) FROM packs", [], |r| r.get(0))?;
+            Ok(Counts {
+                packs: packs as u64,
+                objects: objects as u64,
+                bytes: bytes as u64,
+                file_bytes: 0,
+            })
+        })?;
+        // The file and its write-ahead log: what this machine holds of the indexes.
+        let file_bytes = files::database_bytes(&self.path)
+            .map_err(|e| crate::error::Error::io(format!("reading {}", self.path.display()), e))?;
+        Ok(Counts { file_bytes, ..counts })
     }
+}
+
+/// What the catalog knows the remote holds.
+pub(crate) struct Counts {
+    pub packs: u64,
+    /// Objects (a large object counts once, not its chunks).
+    pub objects: u64,
+    /// Bytes of the packs' bodies.
+    pub bytes: u64,
+    /// Bytes of the catalog's own files.
+    pub file_bytes: u64,
 }
 
 /// A kind as the catalog stores it; an unknown one (a newer version's) reads as a chunk,

@@ -62,6 +62,10 @@ pub struct RemoteStatus {
     pub packs: u64,
     /// Objects in them.
     pub objects: u64,
+    /// Bytes of the packs' bodies: the remote's size.
+    pub bytes: u64,
+    /// Bytes of this machine's copy of the remote's indexes (`<stash>-remote`).
+    pub local_index_bytes: u64,
     /// Packs whose index was read by this refresh.
     pub new_packs: u64,
     /// Indexes that failed their check (left out; the error names each).
@@ -124,8 +128,16 @@ impl fmt::Display for RemoteStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{}: {} objects in {} packs ({} log entries listed, {} indexes read, {} requests)",
-            self.url, self.objects, self.packs, self.listed, self.new_packs, self.requests
+            "{}: {} objects in {} packs, {} bytes; {} bytes of its indexes here ({} log \
+             entries listed, {} indexes read, {} requests)",
+            self.url,
+            self.objects,
+            self.packs,
+            self.bytes,
+            self.local_index_bytes,
+            self.listed,
+            self.new_packs,
+            self.requests
         )?;
         if self.unreadable_indexes > 0 {
             write!(f, "\n{} indexes could not be read: refresh again", self.unreadable_indexes)?;

@@ -81,6 +81,9 @@ fn a_refresh_lists_only_what_the_pack_log_added_in_one_request() -> TestResult {
     assert!(first.full_listing, "{first}");
     assert_eq!((first.new_packs, first.requests), (pushed.packs, 1 + pushed.packs), "{first}");
     assert_eq!(first.listed, pushed.packs, "{first}");
+    // The remote's size, and what this machine holds of its indexes.
+    assert_eq!(first.bytes, pushed.bytes, "{first}");
+    assert!(first.local_index_bytes > 52 * 4_000, "{first}");
     // Nothing new: one request that lists nothing, whatever the remote holds.
     let idle = b_remote.refresh()?;
     assert!(!idle.full_listing, "{idle}");

@@ -73,6 +73,7 @@ fn push_pull_status_missing_and_read_through() -> TestResult {
     let out = run(&server, &b, "cli", &["--json", "remote", "status"], b"");
     let status: serde_json::Value = serde_json::from_slice(&out.stdout)?;
     assert_eq!((status["objects"].as_u64(), status["packs"].as_u64()), (Some(50), Some(1)));
+    assert!(status["bytes"].as_u64() > Some(0) && status["local_index_bytes"].as_u64() > Some(0));
     // B's catalog was filled by the reads above: the status lists the pack log from its
     // cursor less the clock margin (10 minutes: the one push), in one request.
     assert_eq!(status["full_listing"].as_bool(), Some(false), "{status}");
