@@ -117,12 +117,14 @@ impl Remote {
                 .then_some(cursor)
         });
         let after = cursor.map(|cursor| pack_log::start_after(cursor, self.config.clock_skew));
+        // The packs known before the listing: one a push of this machine records while the
+        // log is listed is not taken for gone by a listing of the whole log that missed it.
+        let known = self.catalog.packs()?;
         let listing = self.runtime.block_on(self.client.list_log(after.as_deref()));
         *self.failed.lock().unwrap_or_else(PoisonError::into_inner) =
             listing.as_ref().err().map(|e| (Instant::now(), e.to_string()));
         let listing = listing?;
         let listed = listing.len() as u64;
-        let known = self.catalog.packs()?;
         let (new, gone) =
             pack_log::changes(&listing, &known, self.catalog.unread()?, cursor.is_none());
         self.catalog.remove(&gone)?;
