@@ -268,26 +268,23 @@ impl Catalog {
 
     /// Packs and objects known (chunks are parts of objects, not counted).
     pub(crate) fn counts(&self) -> Result<Counts> {
-        let counts = self.read(|conn| {
-            let packs: i64 = conn.query_row("SELECT count(*) FROM packs", [], |r| r.get(0))?;
-            let objects: i64 = conn.query_row(
-                &format!("SELECT count(*) FROM keys WHERE kind <> {}", Kind::Chunk as i64),
-                [],
-                |r| r.get(0),
-            )?;
-            let bytes: i64 =
-                conn.query_row("SELECT coalesce(sum(body_len), 0) FROM packs", [], |r| r.get(0))?;
-            Ok(Counts {
-                packs: packs as u64,
-                objects: objects as u64,
-                bytes: bytes as u64,
-                file_bytes: 0,
-            })
-        })?;
         // The file and its write-ahead log: what this machine holds of the indexes.
         let file_bytes = files::database_bytes(&self.path)
             .map_err(|e| crate::error::Error::io(format!("reading {}", self.path.display()), e))?;
-        Ok(Counts { file_bytes, ..counts })
+        self.read(|conn| {
+            let count = |sql: &str| -> rusqlite::Result<u64> {
+                conn.query_row(sql, [], |r| r.get::<_, i64>(0)).map(|n| n as u64)
+            };
+            Ok(Counts {
+                packs: count("SELECT count(*) FROM packs")?,
+                objects: count(&format!(
+                    "SELECT count(*) FROM keys WHERE kind <> {}",
+                    Kind::Chunk as i64
+                ))?,
+                bytes: count("SELECT coalesce(sum(body_len), 0) FROM packs")?,
+                file_bytes,
+            })
+        })
     }
 }
 

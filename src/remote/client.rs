@@ -124,21 +124,14 @@ impl Client {
         }
     }
 
-    /// The names in the pack log, all of them or those after `after`, in order.
+    /// The names in the pack log, all of them or those after `after` (which the store
+    /// skips: S3's `start-after`), in order.
     pub(crate) async fn list_log(&self, after: Option<&str>) -> Result<Vec<String>> {
-        let mut names = self.list(Part::Log, after).await?;
-        names.sort_unstable();
-        Ok(names)
-    }
-
-    /// The file names in `part`'s folder, all of them or those after `after` (which the
-    /// store skips: S3's `start-after`).
-    async fn list(&self, part: Part, after: Option<&str>) -> Result<Vec<String>> {
-        let folder = self.path(part, "");
+        let folder = self.path(Part::Log, "");
         let folder = Path::from(folder.as_ref().trim_end_matches('/'));
         self.count(1);
         let listing = match after {
-            Some(after) => self.store.list_with_offset(Some(&folder), &self.path(part, after)),
+            Some(after) => self.store.list_with_offset(Some(&folder), &self.path(Part::Log, after)),
             None => self.store.list(Some(&folder)),
         };
         let metas: Vec<_> = listing
@@ -147,7 +140,10 @@ impl Client {
             .map_err(|e| Error::remote(format!("listing the packs of {}", self.url), e))?;
         // A listing comes in pages of 1,000: count the requests it took.
         self.count((metas.len() as u64).saturating_sub(1) / 1_000);
-        Ok(metas.into_iter().filter_map(|m| m.location.filename().map(str::to_string)).collect())
+        let mut names: Vec<String> =
+            metas.into_iter().filter_map(|m| m.location.filename().map(str::to_string)).collect();
+        names.sort_unstable();
+        Ok(names)
     }
 
     /// A whole file.
