@@ -49,6 +49,7 @@ impl Default for StashBuilder {
                 channel_capacity: DEFAULT_CAPACITY,
                 threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
                 read_mmap: 0,
+                read_snapshot: crate::readers::DEFAULT_READ_SNAPSHOT,
                 busy_timeout: DEFAULT_BUSY_TIMEOUT,
                 read_only: false,
                 max_size: None,
@@ -203,6 +204,25 @@ impl StashBuilder {
     /// Default: 0 (no mapping; each reader copies pages into an 8 MiB cache).
     pub fn read_mmap_size(mut self, bytes: u64) -> Self {
         self.options.read_mmap = bytes;
+        self
+    }
+
+    /// How long a read connection may keep its snapshot (an open read transaction) between
+    /// reads of one key ([`Stash::get`], [`Stash::contains`]), instead of beginning one for
+    /// each: a `get` loop runs faster without SQLite's two file-lock system calls per read
+    /// (figures in notes/performance.md). What a read can miss is bounded: this handle's own
+    /// saves and removes are always seen; an object another handle or process committed
+    /// before the read began is found (a read that finds nothing in a kept snapshot reads
+    /// again in a new one); only an object another handle removed can still be read for up
+    /// to this long. An idle connection gives its snapshot up after this long, so that it
+    /// never holds back the write-ahead log's checkpoints for longer.
+    /// `Duration::ZERO` begins a read transaction for every read. A stash in
+    /// [`Durability::Owned`](crate::Durability::Owned) keeps none (a reader's lock would hold
+    /// its writer back).
+    ///
+    /// Default: 20 milliseconds.
+    pub fn read_snapshot(mut self, longest: Duration) -> Self {
+        self.options.read_snapshot = longest;
         self
     }
 

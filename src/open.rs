@@ -47,6 +47,7 @@ pub(crate) struct Options {
     pub channel_capacity: usize,
     pub threads: usize,
     pub read_mmap: u64,
+    pub read_snapshot: Duration,
     pub busy_timeout: Duration,
     pub read_only: bool,
     /// A size cap to record (`evict.rs`).
@@ -203,7 +204,11 @@ impl Options {
                 )
             })?;
         let statements = schema.statement_count();
-        let readers = Readers::new(path.clone(), statements, self.read_mmap, self.busy_timeout);
+        // In rollback-journal mode (owned) a held read transaction would block the writer.
+        let held_for =
+            if settings.durability.owned() { Duration::ZERO } else { self.read_snapshot };
+        let readers =
+            Readers::new(path.clone(), statements, self.read_mmap, self.busy_timeout, held_for)?;
         // A writable open has given the tables their use column (`migrate`).
         let shared =
             Stash::shared(path, self.busy_timeout, schema, &conn, !read_only, self.use_resolution)?;

@@ -4,10 +4,33 @@
 //! own from the pool (opening one when none is idle) and puts it back when done, so reads
 //! proceed in parallel with each other and with the writer's open transaction. Read
 //! connections are `query_only`; they keep their prepared statements between uses.
+//!
+//! **Kept snapshots.** A read of one key (`get`, `contains`) does not begin and end a read
+//! transaction of its own: the connection keeps its transaction (its snapshot) open between
+//! reads, for at most `held_for` (`StashBuilder::read_snapshot`, default 20 ms), and the
+//! next read on it reuses it. Beginning a read transaction costs SQLite two file-lock
+//! system calls and a check of the log's index (notes/performance.md has the figures). A
+//! snapshot is only ever behind, never wrong, and an object never changes under its key, so
+//! what a kept one can miss is bounded:
+//! - this handle's own writes: the writer counts its commits ([`Commits`]) before it
+//!   forgets their rows from the pending map, and a snapshot begun before the latest commit
+//!   is not reused (a read that misses the pending map finds its row committed, and by then
+//!   counted);
+//! - other handles' and processes' writes: a read that finds nothing in a kept snapshot
+//!   reads again in a new one, so an object committed before the read began is found; what
+//!   a kept snapshot can still show is an object another handle removed less than
+//!   `held_for` ago;
+//! - checkpoints: a snapshot keeps the log from being checkpointed past it, so an idle
+//!   connection gives its snapshot up once it is `held_for` old (the keeper thread ends it).
+//!
+//! A stash in rollback-journal mode (`Durability::Owned`) keeps none: there a read
+//! transaction's lock would keep the writer from committing.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags};
 
@@ -68,52 +91,232 @@ pub(crate) fn open_error(path: &Path, what: &str, e: rusqlite::Error) -> Error {
     }
 }
 
-/// Idle read connections of one stash.
+/// The longest a read connection keeps a snapshot (a read transaction) between reads,
+/// unless [`StashBuilder::read_snapshot`](crate::StashBuilder::read_snapshot) says otherwise.
+pub(crate) const DEFAULT_READ_SNAPSHOT: Duration = Duration::from_millis(20);
+
+/// The commits of a handle's writer, counted: a snapshot taken before the latest one is
+/// not reused, so a read that misses the pending map never misses what was committed.
+#[derive(Debug, Default)]
+pub(crate) struct Commits(AtomicU64);
+
+impl Commits {
+    /// Called by the writer after each commit, before it forgets the committed rows from
+    /// the pending map.
+    pub(crate) fn committed(&self) {
+        self.0.fetch_add(1, Ordering::Release);
+    }
+
+    /// How many commits there have been so far.
+    pub(crate) fn now(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// Idle read connections of one stash, and the keeper thread that ends their snapshots.
 #[derive(Debug)]
 pub(crate) struct Readers {
+    pool: Arc<Pool>,
+    keeper: Option<JoinHandle<()>>,
+}
+
+#[derive(Debug)]
+struct Pool {
     path: PathBuf,
     statements: usize,
     /// `mmap_size` of each connection, in bytes; 0 reads through the page cache only.
     mmap: u64,
     busy: Duration,
-    idle: Mutex<Vec<Connection>>,
+    /// How long a read connection may keep a snapshot between reads; zero: not at all.
+    held_for: Duration,
+    idle: Mutex<Idle>,
+    /// Wakes the keeper when a snapshot is pooled while it waits for one, and on close.
+    wake: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct Idle {
+    conns: Vec<Pooled>,
+    /// The keeper waits for a snapshot to be pooled (rather than for one to expire).
+    keeper_waiting: bool,
+    closed: bool,
+}
+
+/// An idle connection and the snapshot it holds, if any.
+#[derive(Debug)]
+struct Pooled {
+    conn: Connection,
+    held: Option<Snapshot>,
+}
+
+/// A read transaction kept open between reads.
+#[derive(Debug, Clone, Copy)]
+struct Snapshot {
+    /// The writer's commits counted before the transaction was begun.
+    commits: u64,
+    since: Instant,
 }
 
 impl Readers {
-    pub(crate) fn new(path: PathBuf, statements: usize, mmap: u64, busy: Duration) -> Self {
-        Readers { path, statements, mmap, busy, idle: Mutex::new(Vec::new()) }
+    /// `held_for`: how long connections may keep a snapshot between reads (zero: not at
+    /// all; see the module documentation).
+    pub(crate) fn new(
+        path: PathBuf,
+        statements: usize,
+        mmap: u64,
+        busy: Duration,
+        held_for: Duration,
+    ) -> Result<Self> {
+        let pool = Arc::new(Pool {
+            path,
+            statements,
+            mmap,
+            busy,
+            held_for,
+            idle: Mutex::new(Idle::default()),
+            wake: Condvar::new(),
+        });
+        let keeper = if !held_for.is_zero() {
+            let pool = Arc::clone(&pool);
+            let thread = std::thread::Builder::new()
+                .name("objstash-readers".into())
+                .spawn(move || pool.keep())
+                .map_err(|e| Error::io("starting the read connections' keeper thread", e))?;
+            Some(thread)
+        } else {
+            None
+        };
+        Ok(Readers { pool, keeper })
     }
 
-    /// An idle read connection, or a new one; it goes back to the pool when dropped.
+    /// An idle read connection, or a new one, outside any transaction; it goes back to the
+    /// pool when dropped.
     pub(crate) fn checkout(&self) -> Result<Reader<'_>> {
-        let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        let conn = match idle {
-            Some(conn) => conn,
-            None => {
-                let conn = open_connection(&self.path, true, self.statements, self.busy)?;
-                let context = || format!("making a read connection to {}", self.path.display());
-                conn.pragma_update(None, "query_only", true).context(context)?;
-                if self.mmap > 0 {
-                    // SQLite caps it far below i64::MAX (2 GiB).
-                    let bytes = i64::try_from(self.mmap).unwrap_or(i64::MAX);
-                    conn.pragma_update(None, "mmap_size", bytes).context(context)?;
-                }
-                conn
+        let (conn, held) = self.pool.take()?;
+        let mut reader = Reader { pool: &self.pool, conn: Some(conn), held, reused: false };
+        reader.end_snapshot()?;
+        Ok(reader)
+    }
+
+    /// A read connection inside a snapshot no older than `held_for` that has seen every
+    /// commit this handle's writer counted in `commits` (see the module documentation):
+    /// the one it kept, or a new one. [`Reader::reused`] says which; a read that finds
+    /// nothing in a reused snapshot should [`Reader::renew`] it and read again. On a stash
+    /// that holds no snapshots the connection is outside any transaction.
+    pub(crate) fn checkout_held(&self, commits: &Commits) -> Result<Reader<'_>> {
+        let (conn, held) = self.pool.take()?;
+        let mut reader = Reader { pool: &self.pool, conn: Some(conn), held, reused: false };
+        if self.pool.held_for.is_zero() {
+            return Ok(reader);
+        }
+        let current = commits.now();
+        match reader.held {
+            Some(s) if s.commits == current && s.since.elapsed() < self.pool.held_for => {
+                reader.reused = true;
             }
-        };
-        Ok(Reader { pool: self, conn: Some(conn) })
+            _ => reader.begin_snapshot(current)?,
+        }
+        Ok(reader)
     }
 
     /// Closes every idle connection (before files are replaced or the stash closes).
     pub(crate) fn close_all(&self) {
-        self.idle.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.pool.lock().conns.clear();
+    }
+}
+
+impl Drop for Readers {
+    fn drop(&mut self) {
+        self.pool.lock().closed = true;
+        self.pool.wake.notify_all();
+        if let Some(keeper) = self.keeper.take() {
+            let _ = keeper.join();
+        }
+    }
+}
+
+impl Pool {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Idle> {
+        self.idle.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// An idle connection with its snapshot, or a new connection.
+    fn take(&self) -> Result<(Connection, Option<Snapshot>)> {
+        if let Some(Pooled { conn, held }) = self.lock().conns.pop() {
+            return Ok((conn, held));
+        }
+        Ok((self.connect()?, None))
+    }
+
+    /// A new read connection.
+    fn connect(&self) -> Result<Connection> {
+        let conn = open_connection(&self.path, true, self.statements, self.busy)?;
+        let context = || format!("making a read connection to {}", self.path.display());
+        conn.pragma_update(None, "query_only", true).context(context)?;
+        if self.mmap > 0 {
+            // SQLite caps it far below i64::MAX (2 GiB).
+            let bytes = i64::try_from(self.mmap).unwrap_or(i64::MAX);
+            conn.pragma_update(None, "mmap_size", bytes).context(context)?;
+        }
+        Ok(conn)
+    }
+
+    /// Takes a connection back; one that holds a snapshot wakes the keeper if it waits.
+    fn put(&self, conn: Connection, held: Option<Snapshot>) {
+        let mut idle = self.lock();
+        if idle.closed || idle.conns.len() >= MAX_IDLE {
+            return;
+        }
+        idle.conns.push(Pooled { conn, held });
+        if held.is_some() && idle.keeper_waiting {
+            idle.keeper_waiting = false;
+            self.wake.notify_one();
+        }
+    }
+
+    /// The keeper thread: ends the snapshots of idle connections once they are
+    /// `held_for` old, so that none keeps the log from being checkpointed for longer.
+    fn keep(&self) {
+        let mut idle = self.lock();
+        loop {
+            if idle.closed {
+                return;
+            }
+            let now = Instant::now();
+            let oldest = idle.conns.iter().filter_map(|p| p.held.map(|s| s.since)).min();
+            match oldest {
+                None => {
+                    idle.keeper_waiting = true;
+                    idle = self.wake.wait(idle).unwrap_or_else(|p| p.into_inner());
+                }
+                Some(since) if now.duration_since(since) >= self.held_for => {
+                    idle.conns.retain_mut(|pooled| match pooled.held {
+                        Some(s) if now.duration_since(s.since) >= self.held_for => {
+                            pooled.held = None;
+                            // A connection whose transaction would not end is dropped.
+                            pooled.conn.execute_batch("ROLLBACK").is_ok()
+                                && pooled.conn.is_autocommit()
+                        }
+                        _ => true,
+                    });
+                }
+                Some(since) => {
+                    let left = self.held_for - now.duration_since(since);
+                    idle = self.wake.wait_timeout(idle, left).unwrap_or_else(|p| p.into_inner()).0;
+                }
+            }
+        }
     }
 }
 
 /// A read connection on loan from [`Readers`].
 pub(crate) struct Reader<'a> {
-    pool: &'a Readers,
+    pool: &'a Pool,
     conn: Option<Connection>,
+    /// The snapshot this connection holds between reads.
+    held: Option<Snapshot>,
+    /// Whether `held` was kept from an earlier read (rather than begun for this one).
+    reused: bool,
 }
 
 impl std::ops::Deref for Reader<'_> {
@@ -128,6 +331,40 @@ impl Reader<'_> {
     /// Runs `f` inside one read transaction (see [`in_read_transaction`]).
     pub(crate) fn in_transaction<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         in_read_transaction(self, f)
+    }
+
+    /// Whether the snapshot was kept from an earlier read (rather than begun for this one).
+    pub(crate) fn reused(&self) -> bool {
+        self.reused
+    }
+
+    /// Ends the snapshot and begins a new one: after a read that found nothing in a reused
+    /// snapshot, to see what other processes committed since.
+    pub(crate) fn renew(&mut self, commits: &Commits) -> Result<()> {
+        self.end_snapshot()?;
+        self.begin_snapshot(commits.now())
+    }
+
+    fn begin_snapshot(&mut self, commits: u64) -> Result<()> {
+        self.end_snapshot()?;
+        // BEGIN is deferred: the snapshot is taken by the first read, after `commits` was
+        // counted.
+        self.execute_batch("BEGIN").context(|| "starting a read transaction".to_string())?;
+        self.held = Some(Snapshot { commits, since: Instant::now() });
+        self.reused = false;
+        Ok(())
+    }
+
+    fn end_snapshot(&mut self) -> Result<()> {
+        if self.held.take().is_some() && !self.is_autocommit() {
+            // A read transaction has nothing to commit. One that met a damaged page may
+            // refuse to end ("malformed"): the connection is then replaced, so that the
+            // damage one read met never fails another.
+            if self.execute_batch("ROLLBACK").is_err() || !self.is_autocommit() {
+                self.conn = Some(self.pool.connect()?);
+            }
+        }
+        Ok(())
     }
 }
 
@@ -148,12 +385,12 @@ pub(crate) fn in_read_transaction<T>(
 impl Drop for Reader<'_> {
     fn drop(&mut self) {
         let Some(conn) = self.conn.take() else { return };
-        // A connection left inside a transaction by a failed statement is not reused.
+        // A connection left inside a transaction by a failed statement is not reused; one
+        // inside its held snapshot keeps it.
         if conn.is_autocommit() {
-            let mut idle = self.pool.idle.lock().unwrap_or_else(|p| p.into_inner());
-            if idle.len() < MAX_IDLE {
-                idle.push(conn);
-            }
+            self.pool.put(conn, None);
+        } else if let Some(held) = self.held {
+            self.pool.put(conn, Some(held));
         }
     }
 }

@@ -35,6 +35,7 @@ use rusqlite::Connection;
 use crate::error::{Error, Result};
 use crate::names::PendingNames;
 use crate::pending::Pending;
+use crate::readers::Commits;
 use crate::schema::Schema;
 use crate::uses::Uses;
 
@@ -61,6 +62,8 @@ pub(crate) struct Shared {
     /// The longest wait for another handle's lock, for every part of the handle.
     pub busy: Duration,
     pub pending: Pending,
+    /// The writer's commits, counted before it forgets their rows from `pending`.
+    pub commits: Commits,
     pub names: PendingNames,
     pub uses: Uses,
     pub schema: Schema,
@@ -81,6 +84,7 @@ impl Shared {
             path,
             busy,
             pending: Pending::new(),
+            commits: Commits::default(),
             names: PendingNames::new(names_table),
             uses,
             schema,

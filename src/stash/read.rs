@@ -59,28 +59,38 @@ impl Stash {
         if let Some(row) = self.shared.pending.get(key) {
             return self.decode(key, row.raw_len as i64, &row.data, Some(uses::now())).map(Some);
         }
-        let reader = self.readers.checkout()?;
-        let table = self.table(key);
-        let mut stmt = reader
-            .prepare_cached(self.select_sql(table))
-            .context(|| format!("reading {}", table.name))?;
-        let found = stmt
-            .query_row([&key.as_bytes()[..]], |r| {
-                let raw_len = r.get::<_, i64>(0)?;
-                let data = r.get_ref(1)?.as_blob()?;
-                let used = self.shared.uses.on().then(|| r.get::<_, i64>(2)).transpose()?;
-                Ok(self.decode(key, raw_len, data, used))
-            })
-            .optional()
-            .context(|| format!("reading {key} from {}", table.name))?
-            .transpose()?;
+        // A snapshot kept from an earlier read (readers.rs) saves starting a read
+        // transaction; one that finds nothing is renewed, in case another process has
+        // committed the object since it was taken.
+        let mut reader = self.readers.checkout_held(&self.shared.commits)?;
+        let mut found = self.read_committed(&reader, key)?;
+        if found.is_none() && reader.reused() {
+            reader.renew(&self.shared.commits)?;
+            found = self.read_committed(&reader, key)?;
+        }
         #[cfg(feature = "remote")]
         if found.is_none() && self.remote.is_some() {
-            drop(stmt);
             drop(reader);
             return Ok(self.read_through(std::slice::from_ref(key))?.pop().flatten());
         }
         Ok(found)
+    }
+
+    /// The committed object under `key`, decoded and checked, read on `conn`.
+    fn read_committed(&self, conn: &Connection, key: &Key) -> Result<Option<Vec<u8>>> {
+        let table = self.table(key);
+        let mut stmt = conn
+            .prepare_cached(self.select_sql(table))
+            .context(|| format!("reading {}", table.name))?;
+        stmt.query_row([&key.as_bytes()[..]], |r| {
+            let raw_len = r.get::<_, i64>(0)?;
+            let data = r.get_ref(1)?.as_blob()?;
+            let used = self.shared.uses.on().then(|| r.get::<_, i64>(2)).transpose()?;
+            Ok(self.decode(key, raw_len, data, used))
+        })
+        .optional()
+        .context(|| format!("reading {key} from {}", table.name))?
+        .transpose()
     }
 
     /// The objects stored under `keys`, in the same order, `None` for those not stored.
@@ -168,8 +178,13 @@ impl Stash {
         if self.shared.pending.contains(key) {
             return Ok(true);
         }
-        let reader = self.readers.checkout()?;
-        self.stored(&reader, key)
+        let mut reader = self.readers.checkout_held(&self.shared.commits)?;
+        let stored = self.stored(&reader, key)?;
+        if !stored && reader.reused() {
+            reader.renew(&self.shared.commits)?;
+            return self.stored(&reader, key);
+        }
+        Ok(stored)
     }
 
     /// The keys among `keys` that are not stored, in input order: what still has to be

@@ -262,6 +262,7 @@ impl Writer {
         tx::write_uses(&self.conn, &self.shared);
         meta::add_totals(&self.conn, &batch.tx.totals)?;
         self.conn.execute_batch("COMMIT").stop(|| "committing a batch".into())?;
+        self.shared.commits.committed();
         batch.open = false;
         if !self.shared.names.table_known() && names::table_exists(&self.conn)? {
             self.shared.names.table_made();
@@ -305,6 +306,9 @@ impl Writer {
         let done = work(self).and_then(|value| {
             self.conn.execute_batch("COMMIT").map(|()| value).stop(|| "committing".into())
         });
+        if done.is_ok() {
+            self.shared.commits.committed();
+        }
         if done.is_err() {
             let _ = self.conn.execute_batch("ROLLBACK");
         }

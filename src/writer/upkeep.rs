@@ -213,6 +213,7 @@ impl Writer {
             .and_then(|()| self.conn.execute_batch("VACUUM"));
         match converted {
             Ok(()) => {
+                self.shared.commits.committed();
                 self.incremental =
                     evict::incremental(&self.conn).stop(|| "reading the vacuum mode".into())?;
                 Ok(())

@@ -26,3 +26,4 @@ mod round_trip;
 mod settings;
 mod shared_dictionaries;
 mod sharing;
+mod snapshots;
