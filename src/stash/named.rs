@@ -270,16 +270,27 @@ impl Stash {
         if let Some(key) = self.shared.names.get(name) {
             return self.get(&key);
         }
+        // In a kept snapshot (readers.rs), renewed if it finds nothing.
         let key = {
-            let reader = self.readers.checkout()?;
-            if !self.shared.names.table_exists(&reader)? {
-                return Ok(None);
+            let mut reader = self.readers.checkout_held(&self.shared.commits)?;
+            let mut key = self.lookup_name(&reader, name)?;
+            if key.is_none() && reader.reused() {
+                reader.renew(&self.shared.commits)?;
+                key = self.lookup_name(&reader, name)?;
             }
-            names::lookup(&reader, name)?
+            key
         };
         // The name was committed with or after its object: unless a remove came between
         // the two reads, the object is found.
         key.map_or(Ok(None), |key| self.get(&key))
+    }
+
+    /// The committed key of `name`, read on `conn`.
+    fn lookup_name(&self, conn: &rusqlite::Connection, name: &[u8]) -> Result<Option<Key>> {
+        if !self.shared.names.table_exists(conn)? {
+            return Ok(None);
+        }
+        names::lookup(conn, name)
     }
 
     /// The names among `names` that are not saved, in input order: what still has to be

@@ -203,3 +203,29 @@ fn an_owned_stash_keeps_no_snapshot_that_would_hold_its_writer_back() -> TestRes
     stash.close()?;
     Ok(())
 }
+
+#[test]
+fn names_are_read_through_a_kept_snapshot_as_keys_are() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("s.db");
+    let reader = open(&path, Layout::Single, Durability::Fast, HOUR)?;
+    let first = objects(0, 1);
+    reader.save_named(&[(&b"first"[..], &first[0][..])])?;
+    reader.flush()?;
+    let other = open(&path, Layout::Single, Durability::Fast, HOUR)?;
+    for round in 0..10u64 {
+        // The reader's snapshot is kept from this read on.
+        assert_eq!(reader.get_named(&[b"first"])?, vec![Some(first[0].clone())]);
+        let name = format!("id-{round}");
+        let object = objects(100 + round, 1).remove(0);
+        other.save_named(&[(name.as_bytes(), &object[..])])?;
+        other.flush()?;
+        assert_eq!(reader.get_named(&[name.as_bytes()])?, vec![Some(object)], "round {round}");
+    }
+    // This handle's own unnaming is seen at once.
+    assert_eq!(reader.remove_named(&[b"first"])?, vec![true]);
+    assert_eq!(reader.get_named(&[b"first"])?, vec![None]);
+    other.close()?;
+    reader.close()?;
+    Ok(())
+}

@@ -1,9 +1,9 @@
 //! A `get` loop to profile: fills a stash once, then reads every object one `get` at a
-//! time in a shuffled order, pass after pass, and prints the rate of each pass. Run it
+//! time (or `get_many` calls of `--many` keys) in a shuffled order, pass after pass, and prints the rate of each pass. Run it
 //! under `perf record` to see where a read's time goes.
 //!
 //! `cargo run --release -p objstash-bench --bin get_loop -- [--count 100000] [--passes 5]
-//! [--layout single|bucketed] [--read-only] [--mmap BYTES] [--dir DIR]`
+//! [--layout single|bucketed] [--read-only] [--mmap BYTES] [--many KEYS_PER_CALL] [--dir DIR]`
 
 use std::time::Instant;
 
@@ -19,6 +19,7 @@ fn main() -> Result<()> {
     let mut read_only = false;
     let mut dir = None;
     let mut mmap = 0u64;
+    let mut many = 0usize;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         match flag.as_str() {
@@ -27,6 +28,7 @@ fn main() -> Result<()> {
             "--passes" => passes = args.next().unwrap_or_default().parse()?,
             "--layout" => layout = args.next().unwrap_or_default().parse()?,
             "--dir" => dir = args.next(),
+            "--many" => many = args.next().unwrap_or_default().parse()?,
             "--mmap" => mmap = args.next().unwrap_or_default().parse()?,
             other => bail!("unknown flag {other}"),
         }
@@ -49,8 +51,15 @@ fn main() -> Result<()> {
     let stash = Stash::builder().read_only(read_only).read_mmap_size(mmap).open(&path)?;
     for pass in 0..passes {
         let start = Instant::now();
-        for &i in &order {
-            anyhow::ensure!(stash.get(&keys[i])?.is_some(), "{} missing", keys[i]);
+        if many > 0 {
+            let shuffled: Vec<Key> = order.iter().map(|&i| keys[i]).collect();
+            for call in shuffled.chunks(many) {
+                anyhow::ensure!(stash.get_many(call)?.iter().all(Option::is_some));
+            }
+        } else {
+            for &i in &order {
+                anyhow::ensure!(stash.get(&keys[i])?.is_some(), "{} missing", keys[i]);
+            }
         }
         let rate = order.len() as f64 / start.elapsed().as_secs_f64();
         println!("pass {pass}: {rate:.0} get/s");
