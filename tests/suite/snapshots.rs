@@ -99,30 +99,40 @@ fn log_size(path: &std::path::Path) -> u64 {
     std::fs::metadata(log).map_or(0, |m| m.len())
 }
 
+/// A writer and a reader that keeps snapshots for `kept`: the reader reads once, then the
+/// writer commits, so that a truncating checkpoint must wait for the reader's snapshot.
+fn a_read_then_commits(
+    path: &std::path::Path,
+    kept: Duration,
+) -> anyhow::Result<(Stash, Stash, Vec<Key>)> {
+    let writer = open(path, Layout::Single, Durability::Fast, HOUR)?;
+    let keys = writer.save_all(&objects(0, 200))?;
+    writer.flush()?;
+    let reader = Stash::builder().read_snapshot(kept).read_only(true).open(path)?;
+    assert!(reader.get(&keys[0])?.is_some());
+    writer.save_all(&objects(10_000, 2_000))?;
+    writer.flush()?;
+    assert!(log_size(path) > 0, "the commits went to the log");
+    Ok((writer, reader, keys))
+}
+
+/// Runs a truncating checkpoint on `conn`: whether it had to leave some of the log (1) or
+/// not (0).
+fn truncate(conn: &rusqlite::Connection) -> rusqlite::Result<i64> {
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))
+}
+
 #[test]
 fn an_idle_connection_gives_its_snapshot_up_for_the_checkpoint() -> TestResult {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("s.db");
-    let writer = open(&path, Layout::Single, Durability::Fast, HOUR)?;
-    let keys = writer.save_all(&objects(0, 200))?;
-    writer.flush()?;
     // A reader whose idle connection keeps its snapshot for 50 ms.
-    let reader = open(&path, Layout::Single, Durability::Fast, Duration::from_millis(50))?;
-    assert!(reader.get(&keys[0])?.is_some());
-    // Commits after that snapshot, so that a checkpoint must wait for it to end.
-    writer.save_all(&objects(10_000, 2_000))?;
-    writer.flush()?;
-    assert!(log_size(&path) > 0, "the commits went to the log");
-    // A checkpoint that truncates the log succeeds only once no snapshot is older than the
-    // last commit: the reader's idle connection must give its snapshot up by itself. The
-    // deadline only bounds a hang; the keeper ends the snapshot after 50 ms.
+    let (writer, reader, keys) = a_read_then_commits(&path, Duration::from_millis(50))?;
+    // The checkpoint succeeds only once the reader's idle connection has given its
+    // snapshot up by itself. The deadline only bounds a hang.
     let conn = rusqlite::Connection::open(&path)?;
     let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
-        if busy == 0 && log_size(&path) == 0 {
-            break;
-        }
+    while truncate(&conn)? != 0 || log_size(&path) != 0 {
         assert!(Instant::now() < deadline, "the reader's idle snapshot held the checkpoint back");
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -141,20 +151,12 @@ fn a_kept_snapshot_holds_the_truncating_checkpoint_back_until_given_up() -> Test
     // connection keeps its snapshot, and succeeds once the reader is closed.
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("s.db");
-    let writer = open(&path, Layout::Single, Durability::Fast, HOUR)?;
-    let keys = writer.save_all(&objects(0, 200))?;
-    writer.flush()?;
-    let reader = Stash::builder().read_snapshot(HOUR).read_only(true).open(&path)?;
-    assert!(reader.get(&keys[0])?.is_some());
-    writer.save_all(&objects(10_000, 2_000))?;
-    writer.flush()?;
+    let (writer, reader, _) = a_read_then_commits(&path, HOUR)?;
     let conn = rusqlite::Connection::open(&path)?;
     conn.busy_timeout(Duration::ZERO)?;
-    let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
-    assert_eq!(busy, 1, "a kept snapshot must hold the truncating checkpoint back");
+    assert_eq!(truncate(&conn)?, 1, "a kept snapshot must hold the truncating checkpoint back");
     drop(reader);
-    let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
-    assert_eq!(busy, 0, "a closed reader holds nothing back");
+    assert_eq!(truncate(&conn)?, 0, "a closed reader holds nothing back");
     drop(conn);
     writer.close()?;
     Ok(())
@@ -164,20 +166,13 @@ fn a_kept_snapshot_holds_the_truncating_checkpoint_back_until_given_up() -> Test
 fn zero_keeps_no_snapshot() -> TestResult {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("s.db");
-    let stash = open(&path, Layout::Single, Durability::Fast, Duration::ZERO)?;
-    let keys = stash.save_all(&objects(0, 100))?;
-    stash.flush()?;
-    for key in &keys {
-        assert!(stash.get(key)?.is_some());
-    }
-    stash.save_all(&objects(500, 100))?;
-    stash.flush()?;
+    let (writer, reader, _) = a_read_then_commits(&path, Duration::ZERO)?;
     let conn = rusqlite::Connection::open(&path)?;
     conn.busy_timeout(Duration::ZERO)?;
-    let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
-    assert_eq!(busy, 0, "no read transaction was kept");
+    assert_eq!(truncate(&conn)?, 0, "no read transaction was kept");
     drop(conn);
-    stash.close()?;
+    reader.close()?;
+    writer.close()?;
     Ok(())
 }
 

@@ -3,7 +3,7 @@
 //! under `perf record` to see where a read's time goes.
 //!
 //! `cargo run --release -p objstash-bench --bin get_loop -- [--count 100000] [--passes 5]
-//! [--layout single|bucketed] [--read-only] [--mmap BYTES] [--many KEYS_PER_CALL] [--dir DIR]`
+//! [--layout single|bucketed] [--read-only] [--transaction-per-read] [--mmap BYTES] [--many KEYS_PER_CALL] [--dir DIR]`
 
 use std::time::Instant;
 
@@ -20,10 +20,12 @@ fn main() -> Result<()> {
     let mut dir = None;
     let mut mmap = 0u64;
     let mut many = 0usize;
+    let mut kept = true;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         match flag.as_str() {
             "--read-only" => read_only = true,
+            "--transaction-per-read" => kept = false,
             "--count" => count = args.next().unwrap_or_default().parse()?,
             "--passes" => passes = args.next().unwrap_or_default().parse()?,
             "--layout" => layout = args.next().unwrap_or_default().parse()?,
@@ -48,7 +50,9 @@ fn main() -> Result<()> {
         stash.close()?;
     }
     let order = shuffled(keys.len());
-    let stash = Stash::builder().read_only(read_only).read_mmap_size(mmap).open(&path)?;
+    let builder = Stash::builder().read_only(read_only).read_mmap_size(mmap);
+    let builder = if kept { builder } else { builder.read_snapshot(std::time::Duration::ZERO) };
+    let stash = builder.open(&path)?;
     for pass in 0..passes {
         let start = Instant::now();
         if many > 0 {

@@ -4,7 +4,8 @@
 //! reader's page cache and drops its memory map), on one whose resolution of uses is an
 //! hour (every read falls within it: reads select `used` and record nothing, the case of
 //! objects read again within the default 5 seconds) and on a read-only handle (which
-//! records nothing, so nothing commits), with and without memory-mapped reads. Rounds
+//! records nothing, so nothing commits), with and without memory-mapped reads, and with
+//! snapshots kept between reads (the default) or a read transaction per read. Rounds
 //! alternate; medians are printed, with the bytes the process wrote (Linux's
 //! `/proc/self/io`, from the handle's open to its close) per object read.
 //!
@@ -84,27 +85,31 @@ fn main() -> Result<()> {
         stash.close()?;
         stashes.push((path, keys));
     }
-    let open = |path: &Path, read_only: bool, resolution: Duration, mmap: u64| {
+    let open = |path: &Path, read_only: bool, resolution: Duration, mmap: u64, kept: bool| {
         let builder = Stash::builder().read_only(read_only).read_mmap_size(mmap);
+        let builder = if kept { builder } else { builder.read_snapshot(Duration::ZERO) };
         builder.use_resolution(resolution).open(path)
     };
     const HOUR: Duration = Duration::from_secs(3600);
-    // Name, read-only, resolution of uses, map size.
+    // Name, read-only, resolution of uses, map size, whether snapshots are kept (the
+    // default) or each read begins its own transaction (`read_snapshot(ZERO)`).
     let cases = [
-        ("records every read", false, Duration::ZERO, 0),
-        ("reads within the resolution", false, HOUR, 0),
-        ("reads within the resolution, mmap 1 GiB", false, HOUR, 1 << 30),
-        ("read-only", true, HOUR, 0),
-        ("read-only, mmap 1 GiB", true, HOUR, 1 << 30),
+        ("records every read", false, Duration::ZERO, 0, true),
+        ("records every read, a transaction per read", false, Duration::ZERO, 0, false),
+        ("reads within the resolution", false, HOUR, 0, true),
+        ("reads within the resolution, a transaction per read", false, HOUR, 0, false),
+        ("reads within the resolution, mmap 1 GiB", false, HOUR, 1 << 30, true),
+        ("read-only", true, HOUR, 0, true),
+        ("read-only, mmap 1 GiB", true, HOUR, 1 << 30, true),
     ];
     let mut figures = vec![vec![Vec::new(); cases.len()]; stashes.len()];
     let mut many = vec![vec![Vec::new(); cases.len()]; stashes.len()];
     let mut writes = vec![vec![Vec::new(); cases.len()]; stashes.len()];
     for _ in 0..rounds {
         for (s, (path, keys)) in stashes.iter().enumerate() {
-            for (c, &(_, read_only, resolution, mmap)) in cases.iter().enumerate() {
+            for (c, &(_, read_only, resolution, mmap, kept)) in cases.iter().enumerate() {
                 let before = written();
-                let stash = open(path, read_only, resolution, mmap)?;
+                let stash = open(path, read_only, resolution, mmap, kept)?;
                 figures[s][c].push(get_rate(&stash, keys, &order)?);
                 many[s][c].push(get_many_rate(&stash, keys, &order)?);
                 stash.close()?;
