@@ -117,7 +117,8 @@ impl Commits {
 #[derive(Debug)]
 pub(crate) struct Readers {
     pool: Arc<Pool>,
-    keeper: Option<JoinHandle<()>>,
+    /// Taken and joined when the stash closes.
+    keeper: Mutex<Option<JoinHandle<()>>>,
 }
 
 #[derive(Debug)]
@@ -186,13 +187,13 @@ impl Readers {
         } else {
             None
         };
-        Ok(Readers { pool, keeper })
+        Ok(Readers { pool, keeper: Mutex::new(keeper) })
     }
 
     /// An idle read connection, or a new one, outside any transaction; it goes back to the
     /// pool when dropped.
     pub(crate) fn checkout(&self) -> Result<Reader<'_>> {
-        let (conn, held) = self.pool.take()?;
+        let (conn, held, _) = self.pool.take()?;
         let mut reader = Reader { pool: &self.pool, conn: Some(conn), held, reused: false };
         reader.end_snapshot()?;
         Ok(reader)
@@ -204,9 +205,9 @@ impl Readers {
     /// nothing in a reused snapshot should [`Reader::renew`] it and read again. On a stash
     /// that holds no snapshots the connection is outside any transaction.
     pub(crate) fn checkout_held(&self, commits: &Commits) -> Result<Reader<'_>> {
-        let (conn, held) = self.pool.take()?;
+        let (conn, held, closed) = self.pool.take()?;
         let mut reader = Reader { pool: &self.pool, conn: Some(conn), held, reused: false };
-        if self.pool.held_for.is_zero() {
+        if self.pool.held_for.is_zero() || closed {
             return Ok(reader);
         }
         let current = commits.now();
@@ -219,19 +220,28 @@ impl Readers {
         Ok(reader)
     }
 
-    /// Closes every idle connection (before files are replaced or the stash closes).
-    pub(crate) fn close_all(&self) {
-        self.pool.lock().conns.clear();
+    /// When the stash closes: closes every idle connection and stops the keeper thread.
+    /// Connections still on loan (a large object's reader outlives its stash) are closed
+    /// when given back, and read without keeping snapshots. The keeper is joined here,
+    /// not when the last reference goes: a Python program forks after closing its stash,
+    /// and a thread of the parent cannot be joined in the child.
+    pub(crate) fn close(&self) {
+        {
+            let mut idle = self.pool.lock();
+            idle.closed = true;
+            idle.conns.clear();
+        }
+        self.pool.wake.notify_all();
+        let keeper = self.keeper.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(keeper) = keeper {
+            let _ = keeper.join();
+        }
     }
 }
 
 impl Drop for Readers {
     fn drop(&mut self) {
-        self.pool.lock().closed = true;
-        self.pool.wake.notify_all();
-        if let Some(keeper) = self.keeper.take() {
-            let _ = keeper.join();
-        }
+        self.close();
     }
 }
 
@@ -240,12 +250,17 @@ impl Pool {
         self.idle.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// An idle connection with its snapshot, or a new connection.
-    fn take(&self) -> Result<(Connection, Option<Snapshot>)> {
-        if let Some(Pooled { conn, held }) = self.lock().conns.pop() {
-            return Ok((conn, held));
+    /// An idle connection with its snapshot, or a new connection; and whether the pool
+    /// is closed.
+    fn take(&self) -> Result<(Connection, Option<Snapshot>, bool)> {
+        let (pooled, closed) = {
+            let mut idle = self.lock();
+            (idle.conns.pop(), idle.closed)
+        };
+        match pooled {
+            Some(Pooled { conn, held }) => Ok((conn, held, closed)),
+            None => Ok((self.connect()?, None, closed)),
         }
-        Ok((self.connect()?, None))
     }
 
     /// A new read connection.

@@ -337,7 +337,7 @@ impl Stash {
         if let Some(mut behind) = self.behind.take() {
             behind.stop();
         }
-        self.readers.close_all();
+        self.readers.close();
         let Some(writer) = self.writer.take() else { return Ok(()) };
         let panicked = writer.join();
         let joined = match self.shared.stopped() {

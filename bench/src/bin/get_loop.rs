@@ -1,9 +1,12 @@
-//! A `get` loop to profile: fills a stash once, then reads every object one `get` at a
-//! time (or `get_many` calls of `--many` keys) in a shuffled order, pass after pass, and prints the rate of each pass. Run it
-//! under `perf record` to see where a read's time goes.
+//! A `get` loop to profile: fills a stash once (kept in `--dir` for the next run), then
+//! reads objects one `get` at a time, or in `get_many` calls of `--many` keys, in a
+//! shuffled order, pass after pass, and prints the rate of each pass. Run it under `perf
+//! record` to see where a read's time goes.
 //!
 //! `cargo run --release -p objstash-bench --bin get_loop -- [--count 100000] [--passes 5]
-//! [--layout single|bucketed] [--read-only] [--transaction-per-read] [--mmap BYTES] [--many KEYS_PER_CALL] [--dir DIR]`
+//! [--layout single|bucketed] [--reads N] [--many KEYS_PER_CALL] [--read-only]
+//! [--transaction-per-read] [--mmap BYTES] [--dir DIR]`
+//! (`--reads`: each pass reads the first N keys of the shuffled order.)
 
 use std::time::Instant;
 
@@ -21,11 +24,13 @@ fn main() -> Result<()> {
     let mut mmap = 0u64;
     let mut many = 0usize;
     let mut kept = true;
+    let mut reads = usize::MAX;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         match flag.as_str() {
             "--read-only" => read_only = true,
             "--transaction-per-read" => kept = false,
+            "--reads" => reads = args.next().unwrap_or_default().parse()?,
             "--count" => count = args.next().unwrap_or_default().parse()?,
             "--passes" => passes = args.next().unwrap_or_default().parse()?,
             "--layout" => layout = args.next().unwrap_or_default().parse()?,
@@ -42,14 +47,18 @@ fn main() -> Result<()> {
         (0..count).into_par_iter().map(|i| Key::of(&speckle_gen::object(1, i))).collect();
     if !path.exists() {
         let stash = Stash::builder().layout(layout).open(&path)?;
-        let objects: Vec<Vec<u8>> =
-            (0..count).into_par_iter().map(|i| speckle_gen::object(1, i)).collect();
-        for chunk in objects.chunks(10_000) {
-            stash.save_all(chunk)?;
+        // Generated call by call: ten million objects would not fit in memory at once.
+        for from in (0..count).step_by(10_000) {
+            let objects: Vec<Vec<u8>> = (from..count.min(from + 10_000))
+                .into_par_iter()
+                .map(|i| speckle_gen::object(1, i))
+                .collect();
+            stash.save_all(&objects)?;
         }
         stash.close()?;
     }
-    let order = shuffled(keys.len());
+    let mut order = shuffled(keys.len());
+    order.truncate(reads);
     let builder = Stash::builder().read_only(read_only).read_mmap_size(mmap);
     let builder = if kept { builder } else { builder.read_snapshot(std::time::Duration::ZERO) };
     let stash = builder.open(&path)?;
@@ -66,7 +75,7 @@ fn main() -> Result<()> {
             }
         }
         let rate = order.len() as f64 / start.elapsed().as_secs_f64();
-        println!("pass {pass}: {rate:.0} get/s");
+        println!("pass {pass}: {rate:.0} objects/s");
     }
     stash.close()?;
     Ok(())
