@@ -610,15 +610,19 @@ fn two_stashes_pushing_the_same_objects_at_once_write_the_same_packs() -> TestRe
     let dir = tempfile::tempdir()?;
     let objects = crate::common::objects(12, 8_000);
     let remote = small_packs(server.remote("same"));
+    // The same objects in the same storage order in both: one file, copied. (Saving them
+    // one by one into each depended on timing: the writer sorts what arrives before each
+    // commit, and a saver descheduled on a busy machine changed where commits fell.)
+    let keys = {
+        let source = Stash::open(dir.path().join("source.db"))?;
+        let keys = source.save_all(&objects)?;
+        source.close()?;
+        keys
+    };
+    std::fs::copy(dir.path().join("source.db"), dir.path().join("a.db"))?;
+    std::fs::copy(dir.path().join("source.db"), dir.path().join("b.db"))?;
     let a = open(dir.path(), "a.db", remote.clone())?;
     let b = open(dir.path(), "b.db", remote.clone())?;
-    // One at a time from one thread: the same storage order in both.
-    let keys: Vec<Key> = objects.iter().map(|o| a.save(o)).collect::<Result<_, _>>()?;
-    for object in &objects {
-        b.save(object)?;
-    }
-    a.flush()?;
-    b.flush()?;
     // Same objects in the same order: the same pack names and bytes. Whichever index
     // lands second finds the first there (a conditional put) and takes it as its own.
     let (ra, rb) = std::thread::scope(|s| {
