@@ -12,6 +12,7 @@ use std::cell::RefCell;
 use crate::dict::{self, DecodeError, Dictionaries, Dictionary};
 use crate::error::{Error, Result};
 use crate::key::Key;
+#[cfg(feature = "libdeflate")]
 use crate::scratch;
 #[cfg(not(feature = "libdeflate"))]
 use flate2::{Compress, Compression, Crc, FlushCompress};
@@ -122,6 +123,8 @@ pub(crate) fn compress(raw: &[u8], level: u32) -> Vec<u8> {
     crc.update(raw);
     out.extend_from_slice(&crc.sum().to_le_bytes());
     out.extend_from_slice(&(raw.len() as u32).to_le_bytes());
+    // A row waits in memory for its commit: no spare room behind it.
+    out.shrink_to_fit();
     out
 }
 
