@@ -356,7 +356,6 @@ impl Reader<'_> {
     /// Ends the snapshot and begins a new one: after a read that found nothing in a reused
     /// snapshot, to see what other processes committed since.
     pub(crate) fn renew(&mut self, commits: &Commits) -> Result<()> {
-        self.end_snapshot()?;
         self.begin_snapshot(commits.now())
     }
 
