@@ -150,7 +150,8 @@ pub use crate::parse::ParseSettingError;
 pub use crate::recovery::{RecoveryReport, Trigger};
 #[cfg(feature = "remote")]
 pub use crate::remote::{
-    DEFAULT_PACK_SIZE, DamagedPack, PullReport, PushReport, RemoteConfig, RemoteStatus,
+    CollectOptions, CollectReport, DEFAULT_PACK_SIZE, DamagedPack, LastCollection, PullReport,
+    PushReport, RemoteConfig, RemoteStatus,
 };
 pub use crate::repair::repair;
 #[cfg(feature = "remote")]

@@ -17,11 +17,15 @@
 //! - `pack_log.rs`: the pack log, which packs came and went, listed in time order.
 //! - `catalog.rs`: the local copy of the remote's indexes.
 //! - `report.rs`: what push, pull and refresh did.
+//! - `collect.rs`: garbage collection, two-phase (out of the listing, then deleted).
+//! - `lease.rs`: the lease that keeps two collections from running at once.
 //! - `stash/remote.rs`: push, pull and read-through on [`Stash`](crate::Stash).
 
 mod catalog;
 mod client;
+mod collect;
 mod config;
+mod lease;
 mod pack;
 mod pack_log;
 mod report;
@@ -34,6 +38,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures::StreamExt;
 
+pub use collect::{CollectOptions, CollectReport, LastCollection};
 pub use config::{DEFAULT_PACK_SIZE, RemoteConfig};
 pub use report::{DamagedPack, PullReport, PushReport, RemoteStatus};
 
@@ -275,6 +280,21 @@ impl Remote {
             answers
         });
         crate::parts::scatter(wanted.len(), answers)
+    }
+
+    /// Whether a fetch failed because the pack's body is not there.
+    pub(crate) fn is_gone(e: &Error) -> bool {
+        client::is_not_found(e)
+    }
+
+    /// Forgets packs whose bodies were not there (a collection deleted them after
+    /// taking them out of the listing, which this machine's copy of the indexes had not
+    /// seen yet) and refreshes, so that their objects are found where the remote still
+    /// holds them.
+    pub(crate) fn forget(&self, packs: &[String]) -> Result<()> {
+        log::info!("{} packs of {} are gone: refreshing", packs.len(), self.url());
+        self.catalog.remove(packs)?;
+        self.refresh().map(drop)
     }
 
     /// Takes a pack whose bytes failed their check out of the remote's listing: its index

@@ -260,6 +260,18 @@ enum Setting {
 enum RemoteAction {
     /// What the remote holds: objects, packs, the local copy of its indexes.
     Status,
+    /// Collects the remote's garbage: duplicate packs of concurrent pushes, packs out of the
+    /// listing for longer than the grace period, bodies of killed pushes. One machine at a
+    /// time (a lease on the remote); safe beside other machines' pushes and reads.
+    Gc {
+        /// How long a pack taken out of the listing stays readable before its body is
+        /// deleted (longer than any read or push in flight): e.g. 1h.
+        #[arg(long, default_value = "1h", value_parser = parse_age_arg)]
+        grace: std::time::Duration,
+        /// How old a body no push announced must be to be taken for a killed push's.
+        #[arg(long, default_value = "1d", value_parser = parse_age_arg)]
+        orphan_grace: std::time::Duration,
+    },
     /// The keys the remote lacks; `-` alone reads them from stdin.
     Missing {
         #[arg(required = true)]
@@ -418,6 +430,10 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         #[cfg(feature = "remote")]
         Command::Remote { action: RemoteAction::Status } => remote::status(&stash, &mut out)?,
         #[cfg(feature = "remote")]
+        Command::Remote { action: RemoteAction::Gc { grace, orphan_grace } } => {
+            remote::collect(&stash, *grace, *orphan_grace, &mut out)?
+        }
+        #[cfg(feature = "remote")]
         Command::Remote { action: RemoteAction::Missing { keys } } => {
             remote::missing(&stash, keys, &mut out)?
         }
@@ -426,6 +442,12 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
     out.flush()?;
     stash.close()?;
     Ok(code)
+}
+
+/// An age as a command-line argument (`1h`, `30d`).
+#[cfg(feature = "remote")]
+fn parse_age_arg(text: &str) -> Result<std::time::Duration, String> {
+    bound::parse_age(text).map_err(|e| e.to_string())
 }
 
 /// Parses a key given on the command line or stdin.

@@ -1,5 +1,6 @@
-//! The remote tier's commands: `push`, `pull`, `remote status`, `remote missing`; with a
-//! remote given (`--remote` or `OBJSTASH_REMOTE`), `get` reads through it too.
+//! The remote tier's commands: `push`, `pull`, `remote status`, `remote gc`,
+//! `remote missing`; with a remote given (`--remote` or `OBJSTASH_REMOTE`), `get` reads
+//! through it too.
 //!
 //! Credentials come from the environment as the AWS tools read them
 //! (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_REGION`,
@@ -131,10 +132,59 @@ struct Status<'a> {
     full_listing: bool,
     listed: u64,
     requests: u64,
+    last_collection: Option<Collected>,
+}
+
+#[derive(Serialize)]
+struct Collected {
+    finished_ms: Option<u64>,
+    holder: Option<String>,
+    duplicates: u64,
+    deleted: u64,
+    waiting: u64,
+    orphans: u64,
+    bytes_freed: u64,
+    events_removed: u64,
+    requests: u64,
+}
+
+impl Collected {
+    fn of(report: &objstash::CollectReport) -> Collected {
+        Collected {
+            finished_ms: None,
+            holder: None,
+            duplicates: report.duplicates,
+            deleted: report.deleted,
+            waiting: report.waiting,
+            orphans: report.orphans,
+            bytes_freed: report.bytes_freed,
+            events_removed: report.events_removed,
+            requests: report.requests,
+        }
+    }
+}
+
+/// Collects the remote's garbage (`remote gc`).
+pub fn collect(
+    stash: &Stash,
+    grace: std::time::Duration,
+    orphan_grace: std::time::Duration,
+    out: &mut Out,
+) -> Result<ExitCode, Failure> {
+    let options = objstash::CollectOptions::default().grace(grace).orphan_grace(orphan_grace);
+    let report = tier(stash)?.collect(&options)?;
+    if out.json {
+        out.json(&Collected::of(&report))?;
+    } else {
+        out.line(&report.to_string())?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 pub fn status(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
-    let status = tier(stash)?.refresh()?;
+    let tier = tier(stash)?;
+    let status = tier.refresh()?;
+    let last = tier.last_collection()?;
     if out.json {
         out.json(&Status {
             url: &status.url,
@@ -146,10 +196,19 @@ pub fn status(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
             unreadable_indexes: status.unreadable_indexes,
             full_listing: status.full_listing,
             listed: status.listed,
-            requests: status.requests,
+            requests: status.requests + 1,
+            last_collection: last.as_ref().map(|l| Collected {
+                finished_ms: Some(l.finished_ms),
+                holder: Some(l.holder.clone()),
+                ..Collected::of(&l.report)
+            }),
         })?;
     } else {
         out.line(&status.to_string())?;
+        match &last {
+            Some(last) => out.line(&last.to_string())?,
+            None => out.line("no collection has run (objstash remote gc)")?,
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -24,9 +24,9 @@ const SCHEMA: &str = "
     CREATE TABLE IF NOT EXISTS settings(name TEXT PRIMARY KEY, value ANY) WITHOUT ROWID;
     CREATE TABLE IF NOT EXISTS packs(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,
         objects INTEGER NOT NULL, body_len INTEGER NOT NULL);
-    CREATE TABLE IF NOT EXISTS keys(key BLOB PRIMARY KEY, pack INTEGER NOT NULL,
+    CREATE TABLE IF NOT EXISTS keys(key BLOB NOT NULL, pack INTEGER NOT NULL,
         offset INTEGER NOT NULL, len INTEGER NOT NULL, raw_len INTEGER NOT NULL,
-        kind INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
+        kind INTEGER NOT NULL DEFAULT 0, PRIMARY KEY(key, pack)) WITHOUT ROWID;
     CREATE INDEX IF NOT EXISTS keys_pack ON keys(pack, offset);
     CREATE TABLE IF NOT EXISTS unread(name TEXT PRIMARY KEY) WITHOUT ROWID;
 ";
@@ -65,10 +65,22 @@ impl Catalog {
         // keeps its inner pages while a refresh inserts.
         conn.pragma_update(None, "cache_size", -65_536)
             .context(|| format!("opening {}", path.display()))?;
-        // A catalog made before members had kinds is rebuilt by the next refresh.
-        if conn.prepare("SELECT kind FROM keys LIMIT 0").is_err() {
-            conn.execute_batch("DROP TABLE IF EXISTS keys; DROP TABLE IF EXISTS packs;")
-                .context(|| format!("rebuilding {}", path.display()))?;
+        // A catalog made before it recorded every pack of a key (a key of two packs kept
+        // only the first, and forgot it with that pack) is rebuilt by the next refresh.
+        let current = conn
+            .query_row(
+                "SELECT sql LIKE '%PRIMARY KEY(key, pack)%' FROM sqlite_master WHERE name = 'keys'",
+                [],
+                |r| r.get::<_, bool>(0),
+            )
+            .optional()
+            .context(|| format!("opening {}", path.display()))?;
+        if current == Some(false) {
+            conn.execute_batch(
+                "DROP TABLE IF EXISTS keys; DROP TABLE IF EXISTS packs; DROP TABLE IF EXISTS \
+                 unread; DELETE FROM settings WHERE name IN ('log_cursor', 'log_listed_whole');",
+            )
+            .context(|| format!("rebuilding {}", path.display()))?;
         }
         conn.execute_batch(SCHEMA).context(|| format!("creating {}", path.display()))?;
         let catalog = Catalog { path, conn: std::sync::Mutex::new(conn) };
@@ -163,7 +175,8 @@ impl Catalog {
         })
     }
 
-    /// Records a pack and its objects (an object already in another pack keeps that one).
+    /// Records a pack and its objects (an object of several packs is recorded in each, and
+    /// found in the one recorded first).
     pub(crate) fn add(&self, name: &str, index: &Index) -> Result<()> {
         self.write(|tx| {
             let added = tx.execute(
@@ -215,7 +228,7 @@ impl Catalog {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(
                 "SELECT p.name, k.offset, k.len, k.raw_len, k.kind FROM keys k JOIN packs p \
-                 ON p.id = k.pack WHERE k.key = ?1",
+                 ON p.id = k.pack WHERE k.key = ?1 ORDER BY k.pack LIMIT 1",
             )?;
             keys.iter()
                 .map(|key| {
@@ -266,6 +279,29 @@ impl Catalog {
         })
     }
 
+    /// Packs holding at least one key another pack holds too.
+    pub(crate) fn sharing_packs(&self) -> Result<Vec<String>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare(
+                "SELECT DISTINCT p.name FROM keys k JOIN packs p ON p.id = k.pack WHERE EXISTS \
+                 (SELECT 1 FROM keys o WHERE o.key = k.key AND o.pack <> k.pack)",
+            )?;
+            stmt.query_map([], |r| r.get(0))?.collect()
+        })
+    }
+
+    /// The packs known to hold each of `keys`.
+    pub(crate) fn holders(&self, keys: &[Key]) -> Result<Vec<Vec<String>>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT p.name FROM keys k JOIN packs p ON p.id = k.pack WHERE k.key = ?1",
+            )?;
+            keys.iter()
+                .map(|key| stmt.query_map([&key.as_bytes()[..]], |r| r.get(0))?.collect())
+                .collect()
+        })
+    }
+
     /// Packs and objects known (chunks are parts of objects, not counted).
     pub(crate) fn counts(&self) -> Result<Counts> {
         // The file and its write-ahead log: what this machine holds of the indexes.
@@ -278,7 +314,7 @@ impl Catalog {
             Ok(Counts {
                 packs: count("SELECT count(*) FROM packs")?,
                 objects: count(&format!(
-                    "SELECT count(*) FROM keys WHERE kind <> {}",
+                    "SELECT count(DISTINCT key) FROM keys WHERE kind <> {}",
                     Kind::Chunk as i64
                 ))?,
                 bytes: count("SELECT coalesce(sum(body_len), 0) FROM packs")?,

@@ -15,6 +15,7 @@ use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path;
 use object_store::{
     BackoffConfig, ClientOptions, ObjectStore, PutMode, PutOptions, PutPayload, RetryConfig,
+    UpdateVersion,
 };
 
 use super::config::RemoteConfig;
@@ -28,6 +29,8 @@ const INDEXES: &str = "indexes";
 const DAMAGED: &str = "damaged";
 /// Folder of the pack log (`pack_log.rs`).
 const LOG: &str = "log";
+/// Folder of the collectors' lease and record (`lease.rs`, `collect.rs`).
+const CONTROL: &str = "control";
 
 /// Which of a pack's two files.
 #[derive(Clone, Copy, Debug)]
@@ -38,6 +41,26 @@ pub(crate) enum Part {
     Damaged,
     /// An event of the pack log.
     Log,
+    /// The collectors' lease and the record of the last collection.
+    Control,
+}
+
+/// A file as a listing shows it.
+#[derive(Clone, Debug)]
+pub(crate) struct Listed {
+    pub name: String,
+    /// When it was last written, by the store's clock (ms since 1970).
+    pub modified_ms: u64,
+    pub size: u64,
+}
+
+/// A conditional write's condition.
+#[derive(Clone, Debug)]
+pub(crate) enum Condition {
+    /// Only if there is no file by that name.
+    Absent,
+    /// Only if the file is still the version with this entity tag.
+    Unchanged(String),
 }
 
 /// A client of one remote.
@@ -116,6 +139,7 @@ impl Client {
             Part::Index => INDEXES,
             Part::Damaged => DAMAGED,
             Part::Log => LOG,
+            Part::Control => CONTROL,
         };
         if self.prefix.is_empty() {
             Path::from(format!("{folder}/{name}"))
@@ -144,6 +168,79 @@ impl Client {
             metas.into_iter().filter_map(|m| m.location.filename().map(str::to_string)).collect();
         names.sort_unstable();
         Ok(names)
+    }
+
+    /// Every file of a folder with when it was written and its size, in name order.
+    pub(crate) async fn list(&self, part: Part) -> Result<Vec<Listed>> {
+        let folder = self.path(part, "");
+        let folder = Path::from(folder.as_ref().trim_end_matches('/'));
+        self.count(1);
+        let metas: Vec<_> = self
+            .store
+            .list(Some(&folder))
+            .try_collect()
+            .await
+            .map_err(|e| self.error("listing", &folder, e))?;
+        self.count((metas.len() as u64).saturating_sub(1) / 1_000);
+        let mut files: Vec<Listed> = metas
+            .into_iter()
+            .filter_map(|m| {
+                Some(Listed {
+                    name: m.location.filename()?.to_string(),
+                    modified_ms: u64::try_from(m.last_modified.timestamp_millis()).unwrap_or(0),
+                    size: m.size,
+                })
+            })
+            .collect();
+        files.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        Ok(files)
+    }
+
+    /// A whole file and its entity tag, `None` if there is none by that name.
+    pub(crate) async fn get_tagged(
+        &self,
+        part: Part,
+        name: &str,
+    ) -> Result<Option<(Bytes, Option<String>)>> {
+        let path = self.path(part, name);
+        self.count(1);
+        let result = match self.store.get(&path).await {
+            Ok(result) => result,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(self.error("reading", &path, e)),
+        };
+        let tag = result.meta.e_tag.clone();
+        let bytes = result.bytes().await.map_err(|e| self.error("reading", &path, e))?;
+        Ok(Some((bytes, tag)))
+    }
+
+    /// Writes a file if `condition` holds: its new entity tag, or `None` if the condition
+    /// failed (another writer was first). A store that cannot write conditionally fails.
+    pub(crate) async fn put_if(
+        &self,
+        part: Part,
+        name: &str,
+        bytes: Bytes,
+        condition: Condition,
+    ) -> Result<Option<String>> {
+        let path = self.path(part, name);
+        let mode = match condition {
+            Condition::Absent => PutMode::Create,
+            Condition::Unchanged(e_tag) => {
+                PutMode::Update(UpdateVersion { e_tag: Some(e_tag), version: None })
+            }
+        };
+        let options = PutOptions { mode, ..PutOptions::default() };
+        self.count(1);
+        match self.store.put_opts(&path, PutPayload::from(bytes), options).await {
+            Ok(result) => Ok(Some(result.e_tag.unwrap_or_default())),
+            Err(
+                object_store::Error::AlreadyExists { .. }
+                | object_store::Error::Precondition { .. }
+                | object_store::Error::NotFound { .. },
+            ) => Ok(None),
+            Err(e) => Err(self.error("writing", &path, e)),
+        }
     }
 
     /// A whole file.
@@ -221,6 +318,18 @@ impl Client {
 
     fn error(&self, doing: &str, path: &Path, e: object_store::Error) -> Error {
         Error::remote(format!("{doing} {path} on {}", self.url), e)
+    }
+}
+
+/// Whether `e` says the file asked for is not there (a pack's body deleted by a
+/// collection since the local copy of the indexes was refreshed).
+pub(crate) fn is_not_found(e: &Error) -> bool {
+    match e {
+        Error::Remote { source, .. } => matches!(
+            source.downcast_ref::<object_store::Error>(),
+            Some(object_store::Error::NotFound { .. })
+        ),
+        _ => false,
     }
 }
 

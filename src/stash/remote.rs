@@ -115,6 +115,27 @@ impl RemoteTier<'_> {
         self.stash.pull_from(self.remote)
     }
 
+    /// Collects the remote's garbage: takes duplicate packs of concurrent pushes out of the
+    /// listing, deletes the bodies of packs out of the listing for longer than the grace
+    /// period (duplicates, damaged packs) and orphan bodies of killed pushes. One
+    /// machine collects at a time (a lease on the remote); safe beside pushes and reads of
+    /// other machines (`notes/design.md`, "Garbage collection").
+    ///
+    /// # Errors
+    /// [`Error::Remote`] if the remote fails or another machine holds the lease (what was
+    /// done before stays done; the next collection finishes the job).
+    pub fn collect(&self, options: &crate::CollectOptions) -> Result<crate::CollectReport> {
+        self.remote.collect(options)
+    }
+
+    /// The record of the last collection on the remote, if one ran (one request).
+    ///
+    /// # Errors
+    /// [`Error::Remote`] if the remote fails.
+    pub fn last_collection(&self) -> Result<Option<crate::LastCollection>> {
+        self.remote.last_collection()
+    }
+
     /// Waits until every object saved by this handle before the call is on the remote
     /// (with write-behind on; without it, pushes everything, as [`RemoteTier::push`]).
     ///
@@ -372,17 +393,66 @@ impl Stash {
         let Some(remote) = self.remote.as_deref() else {
             return Ok(vec![None; keys.len()]);
         };
+        let mut found = self.read_through_from(remote, keys, true)?;
+        for (i, result) in found.iter_mut().enumerate() {
+            if let Err(e) = result
+                && Remote::is_gone(e)
+            {
+                log::warn!("{}: {e}", keys[i]);
+                *result = Ok(None);
+            }
+        }
+        found.into_iter().collect()
+    }
+
+    /// One read-through of `keys`. A pack whose body is not there (collected since this
+    /// machine's copy of the indexes was refreshed) is forgotten, the copy refreshed and
+    /// its objects read again where the remote still holds them (with `retry`); without,
+    /// such a pack, listed still, is quarantined (listed without its body, it must go out of
+    /// the listing for a push to send its objects again).
+    fn read_through_from(
+        &self,
+        remote: &Remote,
+        keys: &[Key],
+        retry: bool,
+    ) -> Result<Vec<Result<Option<Vec<u8>>>>> {
         let located = remote.locate(keys)?;
         let (at, wanted): (Vec<usize>, Vec<Location>) =
             located.into_iter().enumerate().filter_map(|(i, l)| l.map(|l| (i, l))).unzip();
-        let mut found = vec![None; keys.len()];
+        let mut found: Vec<Result<Option<Vec<u8>>>> = (0..keys.len()).map(|_| Ok(None)).collect();
         if wanted.is_empty() {
             return Ok(found);
         }
         let members = remote.fetch(&wanted);
+        let gone: Vec<String> = wanted
+            .iter()
+            .zip(&members)
+            .filter(|(_, m)| m.as_ref().is_err_and(Remote::is_gone))
+            .map(|(l, _)| l.pack.clone())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
         let checked = self.check_and_store(remote, &wanted, members, true)?;
+        let mut again = Vec::new();
         for (i, result) in at.into_iter().zip(checked) {
-            found[i] = result?;
+            if result.as_ref().is_err_and(Remote::is_gone) {
+                again.push(i);
+            }
+            found[i] = result;
+        }
+        if gone.is_empty() {
+            return Ok(found);
+        }
+        if !retry {
+            for pack in &gone {
+                remote.quarantine(pack)?;
+            }
+            return Ok(found);
+        }
+        remote.forget(&gone)?;
+        let retried: Vec<Key> = again.iter().map(|&i| keys[i]).collect();
+        for (i, result) in again.into_iter().zip(self.read_through_from(remote, &retried, false)?) {
+            found[i] = result;
         }
         Ok(found)
     }
