@@ -297,6 +297,12 @@ impl Remote {
         self.refresh().map(drop)
     }
 
+    /// Which of `packs` the catalog lists.
+    pub(crate) fn listed(&self, packs: &[String]) -> Result<Vec<String>> {
+        let known = self.catalog.packs()?;
+        Ok(packs.iter().filter(|p| known.contains(*p)).cloned().collect())
+    }
+
     /// Takes a pack whose bytes failed their check out of the remote's listing: its index
     /// moves to `damaged/`, so every machine's next refresh forgets the pack and the next
     /// push of a machine holding its objects uploads them again (the same objects in the

@@ -42,8 +42,8 @@ use crate::error::Result;
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(3600);
 /// Default age of a body with no event before it is taken for a killed push's.
 pub const DEFAULT_ORPHAN_GRACE: Duration = Duration::from_secs(24 * 3600);
-/// How long a collection holds the lease between renewals.
-const LEASE_HOLD: Duration = Duration::from_secs(600);
+/// Default time a collection holds the lease between renewals.
+const DEFAULT_LEASE_HOLD: Duration = Duration::from_secs(600);
 /// The record of the last collection in the control folder.
 const RECORD: &str = "last-collection";
 
@@ -54,11 +54,17 @@ pub struct CollectOptions {
     pub(crate) grace: Duration,
     pub(crate) orphan_grace: Duration,
     pub(crate) duplicates: bool,
+    pub(crate) lease: Duration,
 }
 
 impl Default for CollectOptions {
     fn default() -> Self {
-        CollectOptions { grace: DEFAULT_GRACE, orphan_grace: DEFAULT_ORPHAN_GRACE, duplicates: true }
+        CollectOptions {
+            grace: DEFAULT_GRACE,
+            orphan_grace: DEFAULT_ORPHAN_GRACE,
+            duplicates: true,
+            lease: DEFAULT_LEASE_HOLD,
+        }
     }
 }
 
@@ -74,6 +80,13 @@ impl CollectOptions {
     /// killed push's (default a day): longer than any push takes.
     pub fn orphan_grace(mut self, grace: Duration) -> Self {
         self.orphan_grace = grace;
+        self
+    }
+
+    /// How long the lease is held between renewals (default 10 min): how long a collector
+    /// killed mid-way keeps the others out, plus the clock margin.
+    pub fn lease(mut self, hold: Duration) -> Self {
+        self.lease = hold.max(Duration::from_millis(100));
         self
     }
 
@@ -222,7 +235,7 @@ impl Remote {
         let mut lease = self.runtime.block_on(Lease::take(
             &self.client,
             holder.clone(),
-            LEASE_HOLD,
+            options.lease,
             self.config.clock_skew,
         ))?;
         let collected = self.collect_holding(&mut lease, options);
@@ -242,8 +255,9 @@ impl Remote {
     }
 
     fn renew_if_due(&self, lease: &mut Lease) -> Result<()> {
-        if pack_log::now_ms() + LEASE_HOLD.as_millis() as u64 / 2 > lease.expires_ms {
-            self.runtime.block_on(lease.renew(&self.client, LEASE_HOLD))?;
+        if pack_log::now_ms() + lease.hold.as_millis() as u64 / 2 > lease.expires_ms {
+            let hold = lease.hold;
+            self.runtime.block_on(lease.renew(&self.client, hold))?;
         }
         Ok(())
     }

@@ -30,6 +30,8 @@ pub(crate) struct Lease {
     e_tag: String,
     /// When it runs out, by this machine's clock (ms since 1970).
     pub expires_ms: u64,
+    /// How long each taking or renewal holds it.
+    pub hold: Duration,
 }
 
 /// A lease as its file records it.
@@ -102,15 +104,14 @@ impl Lease {
             }
         };
         match client.put_if(Part::Control, LEASE, encode(&holder, expires_ms), condition).await? {
-            Some(e_tag) => Ok(Lease { holder, e_tag, expires_ms }),
+            Some(e_tag) => Ok(Lease { holder, e_tag, expires_ms, hold }),
             None => {
                 // Another machine was first: say which.
-                let recorded = client
-                    .get_tagged(Part::Control, LEASE)
-                    .await?
-                    .map_or(Recorded { holder: "another machine".into(), expires_ms }, |(b, _)| {
-                        decode(&b)
-                    });
+                let recorded =
+                    client.get_tagged(Part::Control, LEASE).await?.map_or(
+                        Recorded { holder: "another machine".into(), expires_ms },
+                        |(b, _)| decode(&b),
+                    );
                 Err(busy(client, &recorded))
             }
         }
@@ -121,7 +122,9 @@ impl Lease {
     pub(crate) async fn renew(&mut self, client: &Client, hold: Duration) -> Result<()> {
         let expires_ms = now_ms() + hold.as_millis() as u64;
         let condition = Condition::Unchanged(self.e_tag.clone());
-        match client.put_if(Part::Control, LEASE, encode(&self.holder, expires_ms), condition).await?
+        match client
+            .put_if(Part::Control, LEASE, encode(&self.holder, expires_ms), condition)
+            .await?
         {
             Some(e_tag) => {
                 self.e_tag = e_tag;

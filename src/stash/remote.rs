@@ -408,8 +408,8 @@ impl Stash {
     /// One read-through of `keys`. A pack whose body is not there (collected since this
     /// machine's copy of the indexes was refreshed) is forgotten, the copy refreshed and
     /// its objects read again where the remote still holds them (with `retry`); without,
-    /// such a pack, listed still, is quarantined (listed without its body, it must go out of
-    /// the listing for a push to send its objects again).
+    /// such a pack, if a refresh still lists it, is quarantined (listed without its body, it
+    /// must go out of the listing for a push to send its objects again).
     fn read_through_from(
         &self,
         remote: &Remote,
@@ -444,8 +444,11 @@ impl Stash {
             return Ok(found);
         }
         if !retry {
-            for pack in &gone {
-                remote.quarantine(pack)?;
+            // Gone again: collected too since (a clean miss, found at the next read), or
+            // still listed without its body.
+            remote.forget(&gone)?;
+            for pack in remote.listed(&gone)? {
+                remote.quarantine(&pack)?;
             }
             return Ok(found);
         }

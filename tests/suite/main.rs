@@ -21,6 +21,8 @@ mod owned;
 mod read_your_writes;
 #[cfg(feature = "remote")]
 mod remote;
+#[cfg(feature = "remote")]
+mod remote_gc;
 mod reopen;
 mod round_trip;
 mod settings;

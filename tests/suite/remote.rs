@@ -11,12 +11,12 @@ use crate::common::s3::S3Server;
 use objstash::{Error, Key, RemoteConfig, Stash};
 
 /// A stash at `dir/name` with `remote`.
-fn open(dir: &Path, name: &str, remote: RemoteConfig) -> objstash::Result<Stash> {
+pub(crate) fn open(dir: &Path, name: &str, remote: RemoteConfig) -> objstash::Result<Stash> {
     Stash::builder().remote(remote).open(dir.join(name))
 }
 
 /// Small packs, so that a few thousand objects make many.
-fn small_packs(config: RemoteConfig) -> RemoteConfig {
+pub(crate) fn small_packs(config: RemoteConfig) -> RemoteConfig {
     config.pack_size(64 << 10)
 }
 
@@ -340,7 +340,10 @@ fn pull_until_complete(stash: &Stash) -> TestResult {
 }
 
 /// The keys of every object under `prefix`.
-async fn list(store: &object_store::aws::AmazonS3, prefix: &str) -> anyhow::Result<Vec<String>> {
+pub(crate) async fn list(
+    store: &object_store::aws::AmazonS3,
+    prefix: &str,
+) -> anyhow::Result<Vec<String>> {
     use futures::TryStreamExt;
     use object_store::ObjectStore;
     let metas: Vec<_> =
@@ -351,7 +354,10 @@ async fn list(store: &object_store::aws::AmazonS3, prefix: &str) -> anyhow::Resu
 }
 
 /// Flips one bit of the byte in the middle of the remote file `name`.
-async fn flip_middle_byte(store: &object_store::aws::AmazonS3, name: &str) -> anyhow::Result<()> {
+pub(crate) async fn flip_middle_byte(
+    store: &object_store::aws::AmazonS3,
+    name: &str,
+) -> anyhow::Result<()> {
     use object_store::ObjectStore;
     let path = object_store::path::Path::from(name);
     let mut bytes = store.get(&path).await?.bytes().await?.to_vec();
@@ -385,14 +391,14 @@ fn wait_for_packs(
 
 /// What a child process was told in `env`: `<db>|<endpoint>|<prefix>`; `None` when the
 /// test runs as itself, not as a child.
-fn child_spec(env: &str) -> Option<(String, String, String)> {
+pub(crate) fn child_spec(env: &str) -> Option<(String, String, String)> {
     let spec = std::env::var(env).ok()?;
     let mut parts = spec.split('|').map(str::to_string);
     Some((parts.next()?, parts.next()?, parts.next()?))
 }
 
 /// Environment variable that makes `push_child` push: `<db>|<endpoint>|<prefix>`.
-const PUSH_CHILD: &str = "OBJSTASH_TEST_PUSH_CHILD";
+pub(crate) const PUSH_CHILD: &str = "OBJSTASH_TEST_PUSH_CHILD";
 
 /// Pushes a stash in a child process, to be killed mid-push by
 /// `pushes_killed_at_random_moments_leave_nothing_half_visible`.
