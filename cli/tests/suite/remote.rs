@@ -75,9 +75,25 @@ fn push_pull_status_missing_and_read_through() -> TestResult {
     assert_eq!((status["objects"].as_u64(), status["packs"].as_u64()), (Some(50), Some(1)));
     assert!(status["bytes"].as_u64() > Some(0) && status["local_index_bytes"].as_u64() > Some(0));
     // B's catalog was filled by the reads above: the status lists the pack log from its
-    // cursor less the clock margin (10 minutes: the one push), in one request.
+    // cursor less the clock margin (10 minutes: the one push), in one request, and reads
+    // the record of the last collection in another.
     assert_eq!(status["full_listing"].as_bool(), Some(false), "{status}");
-    assert_eq!((status["listed"].as_u64(), status["requests"].as_u64()), (Some(1), Some(1)));
+    assert_eq!((status["listed"].as_u64(), status["requests"].as_u64()), (Some(1), Some(2)));
+    assert!(status["last_collection"].is_null(), "{status}");
+
+    // A collection finds nothing to collect and says so; the status then shows it.
+    let out = run(&server, &b, "cli", &["--json", "remote", "gc", "--grace", "0s"], b"");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let collected: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(
+        (collected["duplicates"].as_u64(), collected["deleted"].as_u64()),
+        (Some(0), Some(0))
+    );
+    let out = run(&server, &b, "cli", &["remote", "status"], b"");
+    assert!(text(&out.stdout).contains("last collection"), "{}", text(&out.stdout));
+    let out = run(&server, &b, "cli", &["remote", "gc", "--grace", "soon"], b"");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("not an age"), "{}", text(&out.stderr));
 
     // Pull creates a stash that did not exist and fills it.
     let out = run(&server, &c, "cli", &["--json", "pull"], b"");
