@@ -151,7 +151,7 @@ pub use crate::recovery::{RecoveryReport, Trigger};
 #[cfg(feature = "remote")]
 pub use crate::remote::{
     CollectOptions, CollectReport, DEFAULT_PACK_SIZE, DamagedPack, LastCollection, PullReport,
-    PushReport, RemoteConfig, RemoteStatus,
+    PushReport, RemoteConfig, RemoteStatus, TrimOptions, TrimReport,
 };
 pub use crate::repair::repair;
 #[cfg(feature = "remote")]

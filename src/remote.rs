@@ -19,6 +19,8 @@
 //! - `report.rs`: what push, pull and refresh did.
 //! - `collect.rs`: garbage collection, two-phase (out of the listing, then deleted).
 //! - `lease.rs`: the lease that keeps two collections from running at once.
+//! - `usage.rs`: use reports, which objects machines used and when.
+//! - `trim.rs`: keeping the remote within a size and an age.
 //! - `stash/remote.rs`: push, pull and read-through on [`Stash`](crate::Stash).
 
 mod catalog;
@@ -29,6 +31,8 @@ mod lease;
 mod pack;
 mod pack_log;
 mod report;
+mod trim;
+mod usage;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -41,6 +45,7 @@ use futures::StreamExt;
 pub use collect::{CollectOptions, CollectReport, LastCollection};
 pub use config::{DEFAULT_PACK_SIZE, RemoteConfig};
 pub use report::{DamagedPack, PullReport, PushReport, RemoteStatus};
+pub use trim::{TrimOptions, TrimReport};
 
 pub(crate) use catalog::Location;
 pub(crate) use pack::{Builder, Kind, Sealed};
@@ -76,6 +81,8 @@ pub(crate) struct Remote {
     refreshed: Mutex<Option<Instant>>,
     /// When a listing last failed, and why.
     failed: Mutex<Option<(Instant, String)>>,
+    /// Objects used and not yet reported.
+    usage: usage::Usage,
 }
 
 impl Remote {
@@ -96,6 +103,7 @@ impl Remote {
             runtime,
             refreshed: Mutex::new(None),
             failed: Mutex::new(None),
+            usage: usage::Usage::default(),
         })
     }
 
@@ -133,6 +141,7 @@ impl Remote {
         let (new, gone) =
             pack_log::changes(&listing, &known, self.catalog.unread()?, cursor.is_none());
         self.catalog.remove(&gone)?;
+        let gone_packs = gone.iter().filter(|name| known.contains(*name)).count() as u64;
         let read = self.runtime.block_on(async {
             futures::stream::iter(new.iter().map(|name| async move {
                 (name, self.client.get_if_there(Part::Index, name).await)
@@ -181,6 +190,7 @@ impl Remote {
             bytes: counts.bytes,
             local_index_bytes: counts.file_bytes,
             new_packs: added,
+            gone_packs,
             damaged_indexes: damaged,
             unreadable_indexes: unreadable.len() as u64,
             full_listing: cursor.is_none(),
@@ -259,6 +269,12 @@ impl Remote {
     /// The gzip members of `wanted`, read pack by pack (each pack's ranges in one or few
     /// requests, packs in parallel). A pack that cannot be read fails all its objects.
     pub(crate) fn fetch(&self, wanted: &[Location]) -> Vec<Result<Bytes>> {
+        self.note_used(wanted.iter().map(|l| l.entry.key));
+        self.fetch_unnoted(wanted)
+    }
+
+    /// As [`Remote::fetch`], without noting a use (a trim moving objects).
+    fn fetch_unnoted(&self, wanted: &[Location]) -> Vec<Result<Bytes>> {
         let mut by_pack: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
         for (i, location) in wanted.iter().enumerate() {
             by_pack.entry(&location.pack).or_default().push(i);
@@ -280,6 +296,40 @@ impl Remote {
             answers
         });
         crate::parts::scatter(wanted.len(), answers)
+    }
+
+    /// Notes `keys` as used; sends the report if one is due (a failure is logged, and the
+    /// notes wait for the next report).
+    pub(crate) fn note_used(&self, keys: impl IntoIterator<Item = Key>) {
+        if self.usage.note(keys)
+            && let Err(e) = self.send_uses()
+        {
+            log::warn!("{e}");
+        }
+    }
+
+    /// Sends the uses noted and not yet reported, in one request.
+    pub(crate) fn send_uses(&self) -> Result<()> {
+        let Some(uses) = self.usage.take() else { return Ok(()) };
+        let name = usage::name(pack_log::now_ms());
+        let sent =
+            self.runtime.block_on(self.client.put(Part::Uses, &name, usage::encode(&uses), false));
+        if sent.is_err() {
+            self.usage.put_back(uses);
+        }
+        sent
+    }
+
+    /// Sends the uses not yet reported as the handle closes, unless the remote failed in
+    /// the last minute (a close does not wait for a remote that is down).
+    pub(crate) fn send_uses_at_close(&self) -> Result<()> {
+        let failing = self
+            .failed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(|(at, _)| at.elapsed() < Duration::from_secs(60));
+        if failing { Ok(()) } else { self.send_uses() }
     }
 
     /// Whether a fetch failed because the pack's body is not there.
@@ -331,7 +381,12 @@ impl Remote {
     /// Uploads sealed packs, at most `uploads` at once, and records each in the catalog
     /// once both its files are written. Returns what went up, or the first error (packs
     /// uploaded before it stay recorded).
-    pub(crate) fn upload(&self, packs: impl Iterator<Item = Result<Sealed>>) -> Result<Uploaded> {
+    /// With `note`, the objects uploaded are noted as used (a push's; not a trim's moves).
+    pub(crate) fn upload(
+        &self,
+        packs: impl Iterator<Item = Result<Sealed>>,
+        note: bool,
+    ) -> Result<Uploaded> {
         let mut running: std::collections::VecDeque<tokio::task::JoinHandle<Result<Sealed>>> =
             std::collections::VecDeque::new();
         let mut done = Uploaded::default();
@@ -343,6 +398,9 @@ impl Remote {
             let index = pack::parse_index(&sealed.name, &sealed.index)
                 .expect("a pack this process sealed parses");
             self.catalog.add(&sealed.name, &index)?;
+            if note {
+                self.note_used(sealed.entries.iter().map(|e| e.key));
+            }
             done.packs += 1;
             // Chunks are parts of the objects counted, not objects of their own.
             done.objects +=

@@ -337,6 +337,14 @@ impl Stash {
         if let Some(mut behind) = self.behind.take() {
             behind.stop();
         }
+        // What this handle used on the remote and has not reported yet: lost if the remote
+        // fails now (the report is a hint for trims, never data).
+        #[cfg(feature = "remote")]
+        if let Some(remote) = &self.remote
+            && let Err(e) = remote.send_uses_at_close()
+        {
+            log::warn!("{e}");
+        }
         self.readers.close();
         let Some(writer) = self.writer.take() else { return Ok(()) };
         let panicked = writer.join();

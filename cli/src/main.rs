@@ -272,6 +272,20 @@ enum RemoteAction {
         #[arg(long, default_value = "1d", value_parser = parse_age_arg)]
         orphan_grace: std::time::Duration,
     },
+    /// Keeps the remote within a size and an age: packs whose objects no machine used for
+    /// `--unused-for` go (objects still in use in mostly unused packs are repacked first),
+    /// then the least recently used packs beyond `--max-size`.
+    Trim {
+        /// The most bytes of packs the remote keeps listed: e.g. 100GiB.
+        #[arg(long, value_parser = parse_size_arg)]
+        max_size: Option<u64>,
+        /// Objects no machine pushed, pulled or read through for this long go: e.g. 90d.
+        #[arg(long, value_parser = parse_age_arg)]
+        unused_for: Option<std::time::Duration>,
+        /// How long a pack taken out stays readable before its body is deleted.
+        #[arg(long, default_value = "1h", value_parser = parse_age_arg)]
+        grace: std::time::Duration,
+    },
     /// The keys the remote lacks; `-` alone reads them from stdin.
     Missing {
         #[arg(required = true)]
@@ -434,6 +448,10 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             remote::collect(&stash, *grace, *orphan_grace, &mut out)?
         }
         #[cfg(feature = "remote")]
+        Command::Remote { action: RemoteAction::Trim { max_size, unused_for, grace } } => {
+            remote::trim(&stash, *max_size, *unused_for, *grace, &mut out)?
+        }
+        #[cfg(feature = "remote")]
         Command::Remote { action: RemoteAction::Missing { keys } } => {
             remote::missing(&stash, keys, &mut out)?
         }
@@ -448,6 +466,12 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
 #[cfg(feature = "remote")]
 fn parse_age_arg(text: &str) -> Result<std::time::Duration, String> {
     bound::parse_age(text).map_err(|e| e.to_string())
+}
+
+/// A size as a command-line argument (`100GiB`).
+#[cfg(feature = "remote")]
+fn parse_size_arg(text: &str) -> Result<u64, String> {
+    bound::parse_size(text).map_err(|e| e.to_string())
 }
 
 /// Parses a key given on the command line or stdin.

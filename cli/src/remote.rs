@@ -1,5 +1,5 @@
 //! The remote tier's commands: `push`, `pull`, `remote status`, `remote gc`,
-//! `remote missing`; with a remote given (`--remote` or `OBJSTASH_REMOTE`), `get` reads
+//! `remote trim`, `remote missing`; with a remote given (`--remote` or `OBJSTASH_REMOTE`), `get` reads
 //! through it too.
 //!
 //! Credentials come from the environment as the AWS tools read them
@@ -133,6 +133,7 @@ struct Status<'a> {
     listed: u64,
     requests: u64,
     last_collection: Option<Collected>,
+    last_trim: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -164,6 +165,62 @@ impl Collected {
     }
 }
 
+#[derive(Serialize)]
+struct Trimmed {
+    size_before: u64,
+    size_after: u64,
+    unused: u64,
+    repacked: u64,
+    objects_moved: u64,
+    new_packs: u64,
+    over_size: u64,
+    brought_back: u64,
+    reports: u64,
+    swept: Collected,
+    requests: u64,
+}
+
+/// Trims the remote (`remote trim`).
+pub fn trim(
+    stash: &Stash,
+    max_size: Option<u64>,
+    unused_for: Option<std::time::Duration>,
+    grace: std::time::Duration,
+    out: &mut Out,
+) -> Result<ExitCode, Failure> {
+    if max_size.is_none() && unused_for.is_none() {
+        return Err(Failure::Usage(
+            "remote trim needs --max-size (e.g. 100GiB), --unused-for (e.g. 90d) or both".into(),
+        ));
+    }
+    let mut options = objstash::TrimOptions::default().grace(grace);
+    if let Some(bytes) = max_size {
+        options = options.max_size(bytes);
+    }
+    if let Some(age) = unused_for {
+        options = options.unused_for(age);
+    }
+    let r = tier(stash)?.trim(&options)?;
+    if out.json {
+        out.json(&Trimmed {
+            size_before: r.size_before,
+            size_after: r.size_after,
+            unused: r.unused,
+            repacked: r.repacked,
+            objects_moved: r.objects_moved,
+            new_packs: r.new_packs,
+            over_size: r.over_size,
+            brought_back: r.brought_back,
+            reports: r.reports,
+            swept: Collected::of(&r.swept),
+            requests: r.requests,
+        })?;
+    } else {
+        out.line(&r.to_string())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Collects the remote's garbage (`remote gc`).
 pub fn collect(
     stash: &Stash,
@@ -185,6 +242,7 @@ pub fn status(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
     let tier = tier(stash)?;
     let status = tier.refresh()?;
     let last = tier.last_collection()?;
+    let last_trim = tier.last_trim()?;
     if out.json {
         out.json(&Status {
             url: &status.url,
@@ -196,18 +254,23 @@ pub fn status(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
             unreadable_indexes: status.unreadable_indexes,
             full_listing: status.full_listing,
             listed: status.listed,
-            requests: status.requests + 1,
+            requests: status.requests + 2,
             last_collection: last.as_ref().map(|l| Collected {
                 finished_ms: Some(l.finished_ms),
                 holder: Some(l.holder.clone()),
                 ..Collected::of(&l.report)
             }),
+            last_trim: last_trim.clone(),
         })?;
     } else {
         out.line(&status.to_string())?;
         match &last {
             Some(last) => out.line(&last.to_string())?,
             None => out.line("no collection has run (objstash remote gc)")?,
+        }
+        match &last_trim {
+            Some(record) => out.line(&format!("last trim: {}", record.trim()))?,
+            None => out.line("no trim has run (objstash remote trim)")?,
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -279,6 +279,14 @@ impl Catalog {
         })
     }
 
+    /// Every pack known with the bytes of its body.
+    pub(crate) fn pack_sizes(&self) -> Result<Vec<(String, u64)>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare("SELECT name, body_len FROM packs ORDER BY id")?;
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?.collect()
+        })
+    }
+
     /// Packs holding at least one key another pack holds too.
     pub(crate) fn sharing_packs(&self) -> Result<Vec<String>> {
         self.read(|conn| {

@@ -31,6 +31,13 @@ const DAMAGED: &str = "damaged";
 const LOG: &str = "log";
 /// Folder of the collectors' lease and record (`lease.rs`, `collect.rs`).
 const CONTROL: &str = "control";
+/// Folder of the machines' use reports (`usage.rs`).
+const USES: &str = "uses";
+/// Folder of the indexes of packs a trim took out of the listing, kept for the grace
+/// period in case a machine turns out to use them (`trim.rs`).
+const TRIMMED: &str = "trimmed";
+/// Folder of the markers of packs a trim made of moved objects (`trim.rs`).
+const MOVED: &str = "moved";
 
 /// Which of a pack's two files.
 #[derive(Clone, Copy, Debug)]
@@ -43,6 +50,12 @@ pub(crate) enum Part {
     Log,
     /// The collectors' lease and the record of the last collection.
     Control,
+    /// A use report.
+    Uses,
+    /// The index of a pack a trim took out of the listing.
+    Trimmed,
+    /// The marker of a pack a trim made of moved objects.
+    Moved,
 }
 
 /// A file as a listing shows it.
@@ -140,6 +153,9 @@ impl Client {
             Part::Damaged => DAMAGED,
             Part::Log => LOG,
             Part::Control => CONTROL,
+            Part::Uses => USES,
+            Part::Trimmed => TRIMMED,
+            Part::Moved => MOVED,
         };
         if self.prefix.is_empty() {
             Path::from(format!("{folder}/{name}"))

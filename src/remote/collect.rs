@@ -202,17 +202,17 @@ impl fmt::Display for LastCollection {
 
 /// What the pack log says of one pack.
 #[derive(Default)]
-struct History {
+pub(super) struct History {
     /// Its first `added` event's time, the pack's place in the order of duplicates.
-    first_added: Option<u64>,
+    pub first_added: Option<u64>,
     /// Its last event.
-    last: Option<(u64, What)>,
+    pub last: Option<(u64, What)>,
     /// Every event's file name.
-    events: Vec<String>,
+    pub events: Vec<String>,
 }
 
 /// The pack log read whole, pack by pack.
-fn histories(listing: &[String]) -> HashMap<String, History> {
+pub(super) fn histories(listing: &[String]) -> HashMap<String, History> {
     let mut packs: HashMap<String, History> = HashMap::new();
     for name in listing {
         let Some(event) = pack_log::parse(name) else { continue };
@@ -254,7 +254,7 @@ impl Remote {
         Ok(bytes.map(|b| LastCollection::decode(&b)))
     }
 
-    fn renew_if_due(&self, lease: &mut Lease) -> Result<()> {
+    pub(super) fn renew_if_due(&self, lease: &mut Lease) -> Result<()> {
         if pack_log::now_ms() + lease.hold.as_millis() as u64 / 2 > lease.expires_ms {
             let hold = lease.hold;
             self.runtime.block_on(lease.renew(&self.client, hold))?;
@@ -302,7 +302,8 @@ impl Remote {
                     packs.iter().any(|p| *p != pack && !taken_out.contains(p) && order(p) < mine)
                 });
             if covered {
-                self.take_out(&pack)?;
+                log::info!("taking duplicate pack {pack} out of the listing of {}", self.url());
+                self.take_out(&pack, None)?;
                 taken_out.insert(pack);
                 self.renew_if_due(lease)?;
             }
@@ -311,10 +312,15 @@ impl Remote {
     }
 
     /// Phase one: the pack leaves the listing (its `gone` event, then its index); its body
-    /// stays for the grace period.
-    fn take_out(&self, pack: &str) -> Result<()> {
-        log::info!("taking duplicate pack {pack} out of the listing of {}", self.url());
+    /// stays for the grace period. With `keep`, a copy of the index goes there first (a
+    /// trimmed pack, which can come back if a machine turns out to use it).
+    pub(super) fn take_out(&self, pack: &str, keep: Option<Part>) -> Result<()> {
         self.runtime.block_on(async {
+            if let Some(part) = keep
+                && let Some(index) = self.client.get_if_there(Part::Index, pack).await?
+            {
+                self.client.put(part, pack, index, false).await?;
+            }
             let event = pack_log::name(pack_log::now_ms(), pack, What::Gone);
             self.client.put(Part::Log, &event, Bytes::new(), true).await?;
             self.client.delete(Part::Index, pack).await
@@ -324,7 +330,7 @@ impl Remote {
 
     /// Phase two: deletes bodies out of the listing for longer than the grace period,
     /// orphan bodies, what interrupted collections left, and old events.
-    fn sweep(
+    pub(super) fn sweep(
         &self,
         lease: &mut Lease,
         options: &CollectOptions,
@@ -334,11 +340,13 @@ impl Remote {
         let margin = self.config.clock_skew.as_millis() as u64;
         let grace = options.grace.as_millis() as u64;
         let orphan_grace = options.orphan_grace.as_millis() as u64;
-        let (bodies, indexes, damaged) = self.runtime.block_on(async {
+        let (bodies, indexes, damaged, trimmed, moved) = self.runtime.block_on(async {
             let bodies = self.client.list(Part::Body).await?;
             let indexes = self.client.list(Part::Index).await?;
             let damaged = self.client.list(Part::Damaged).await?;
-            Result::Ok((bodies, indexes, damaged))
+            let trimmed = self.client.list(Part::Trimmed).await?;
+            let moved = self.client.list(Part::Moved).await?;
+            Result::Ok((bodies, indexes, damaged, trimmed, moved))
         })?;
         // Listed after the files: a pack pushed again (healed) since shows its new event.
         let listing = self.runtime.block_on(self.client.list_log(None))?;
@@ -346,7 +354,12 @@ impl Remote {
         let by_name = |files: &[Listed]| -> BTreeMap<String, Listed> {
             files.iter().map(|f| (f.name.clone(), f.clone())).collect()
         };
-        let (bodies, indexes, damaged) = (by_name(&bodies), by_name(&indexes), by_name(&damaged));
+        let (bodies, indexes) = (by_name(&bodies), by_name(&indexes));
+        let records: Vec<(Part, Listed)> = damaged
+            .into_iter()
+            .map(|f| (Part::Damaged, f))
+            .chain(trimmed.into_iter().map(|f| (Part::Trimmed, f)))
+            .collect();
         let mut deletions: Vec<(Part, String)> = Vec::new();
         let mut freed = 0;
         for (name, body) in &bodies {
@@ -378,14 +391,25 @@ impl Remote {
                 deletions.push((Part::Index, name.clone()));
             }
         }
-        for (name, record) in &damaged {
-            // The record of a damaged pack goes with its body, or once the pack is healed.
+        for (part, record) in records {
+            // The index kept of a damaged or trimmed pack goes with its body, or once the
+            // pack is back (healed, used again).
+            let name = &record.name;
             let body_going = deletions.iter().any(|(p, n)| matches!(p, Part::Body) && n == name);
-            let healed =
+            let back =
                 histories.get(name).and_then(|h| h.last).is_some_and(|(_, w)| w == What::Added);
             let old = record.modified_ms + grace + margin <= now;
-            if (body_going || !bodies.contains_key(name) || healed) && old {
-                deletions.push((Part::Damaged, name.clone()));
+            if (body_going || !bodies.contains_key(name) || back) && old {
+                deletions.push((part, name.clone()));
+            }
+        }
+        // The marker of a pack made of moved objects goes with its body.
+        for marker in &moved {
+            let name = &marker.name;
+            let body_going = deletions.iter().any(|(p, n)| matches!(p, Part::Body) && n == name);
+            let old = marker.modified_ms + grace + margin <= now;
+            if (body_going || !bodies.contains_key(name)) && old {
+                deletions.push((Part::Moved, name.clone()));
             }
         }
         // Events of packs gone for longer than a whole listing's period, with nothing left

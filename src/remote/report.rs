@@ -68,6 +68,9 @@ pub struct RemoteStatus {
     pub local_index_bytes: u64,
     /// Packs whose index was read by this refresh.
     pub new_packs: u64,
+    /// Packs this refresh found taken out of the listing (trimmed, collected or damaged)
+    /// and forgot.
+    pub gone_packs: u64,
     /// Indexes that failed their check (left out; the error names each).
     pub damaged_indexes: Vec<String>,
     /// Indexes that could not be read (the remote failed for them): read at the next

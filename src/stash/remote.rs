@@ -128,6 +128,28 @@ impl RemoteTier<'_> {
         self.remote.collect(options)
     }
 
+    /// Keeps the remote within a size and an age: takes out of the listing the packs whose
+    /// objects no machine used within `unused_for` (repacking first the objects still in
+    /// use of mostly unused packs), then the least recently used packs beyond `max_size`;
+    /// their bodies go after the grace period. "Used" is what any machine's push, pull or
+    /// read-through reported. Holds the collectors' lease; safe beside other machines'
+    /// pushes and reads (a push that relied on a pack taken out sends its objects again).
+    ///
+    /// # Errors
+    /// [`Error::Remote`] if the remote fails or another machine holds the lease.
+    pub fn trim(&self, options: &crate::TrimOptions) -> Result<crate::TrimReport> {
+        self.remote.trim(options)
+    }
+
+    /// The record of the last trim (when it finished, in ms since 1970, and its report as
+    /// text), if one ran (one request).
+    ///
+    /// # Errors
+    /// [`Error::Remote`] if the remote fails.
+    pub fn last_trim(&self) -> Result<Option<String>> {
+        self.remote.last_trim()
+    }
+
     /// The record of the last collection on the remote, if one ran (one request).
     ///
     /// # Errors
@@ -157,15 +179,28 @@ impl RemoteTier<'_> {
 impl Stash {
     /// Pushes `keys` (those the remote lacks), or every stored object the remote lacks.
     pub(super) fn push_to(&self, remote: &Remote, keys: Option<Vec<Key>>) -> Result<PushReport> {
+        self.push_round(remote, keys, true)
+    }
+
+    /// One push; with `again`, what a trim took out of the listing while the push relied
+    /// on it (found on the remote, so not sent) is sent by a second round.
+    fn push_round(
+        &self,
+        remote: &Remote,
+        keys: Option<Vec<Key>>,
+        again: bool,
+    ) -> Result<PushReport> {
         let before = remote.requests();
         let mut report = PushReport::default();
         let mut unpushed = Vec::new();
+        let mut relied = Vec::new();
         let mut sort = |chunk: &mut Vec<Key>, report: &mut PushReport| -> Result<()> {
             // The catalog was refreshed below, once for the whole push.
             let holds = remote.known(chunk)?;
             for (key, held) in chunk.drain(..).zip(holds) {
                 if held {
                     report.already_remote += 1;
+                    relied.push(key);
                 } else {
                     unpushed.push(key);
                 }
@@ -203,11 +238,33 @@ impl Stash {
             pack_size: remote.config.pack_size as usize,
             corrupt: &corrupt,
         };
-        let uploaded = remote.upload(packs)?;
+        let uploaded = remote.upload(packs, true)?;
         report.packs = uploaded.packs;
         report.objects = uploaded.objects;
         report.bytes = uploaded.bytes;
         report.corrupt = corrupt.into_inner();
+        // What this stash holds and found on the remote counts as used there, reported
+        // before the push says it is done: a trim that reads the report keeps it, and one
+        // that took it out before is seen by the refresh below.
+        remote.note_used(relied.iter().copied());
+        remote.send_uses()?;
+        if again && !relied.is_empty() && remote.refresh()?.gone_packs > 0 {
+            let held = remote.known(&relied)?;
+            let lost: Vec<Key> =
+                relied.iter().zip(held).filter(|(_, held)| !held).map(|(k, _)| *k).collect();
+            if !lost.is_empty() {
+                log::info!(
+                    "{} objects went from the remote during the push: sent again",
+                    lost.len()
+                );
+                let second = self.push_round(remote, Some(lost), false)?;
+                report.packs += second.packs;
+                report.objects += second.objects;
+                report.bytes += second.bytes;
+                report.already_remote -= second.objects.min(report.already_remote);
+                report.corrupt += second.corrupt;
+            }
+        }
         report.requests = remote.requests() - before;
         Ok(report)
     }
@@ -545,6 +602,8 @@ impl<'a, I: Iterator<Item = &'a [Key]>> Packer<'a, I> {
         let done = end == manifest.chunks.len();
         let keys: Vec<Key> = wanted.iter().map(|c| c.key).collect();
         let held = self.remote.known(&keys)?;
+        // Chunks the remote holds are relied on, as objects are (`push_round`).
+        self.remote.note_used(keys.iter().zip(&held).filter(|(_, h)| **h).map(|(k, _)| *k));
         let reader = self.stash.readers.checkout()?;
         for (chunk, held) in wanted.iter().zip(held) {
             if held || !self.packed.insert(chunk.key) {

@@ -23,6 +23,8 @@ mod read_your_writes;
 mod remote;
 #[cfg(feature = "remote")]
 mod remote_gc;
+#[cfg(feature = "remote")]
+mod remote_trim;
 mod reopen;
 mod round_trip;
 mod settings;

@@ -1,0 +1,473 @@
+//! Keeping the remote within a size and an age: `remote trim --max-size 100GiB
+//! --unused-for 90d`.
+//!
+//! An object's last use is the latest of what the machines' use reports (`usage.rs`) say
+//! and when its pack was first announced (a push is a use), except for a pack a trim made
+//! of objects it moved (marked in `moved/`): those keep the uses they had. A trim, holding the collectors'
+//! lease:
+//! 1. with an age, takes out of the listing the packs none of whose objects was used within
+//!    it, and repacks first the packs whose objects still in use are less than
+//!    `repack_below` of their bytes: those objects are fetched, checked and pushed in new
+//!    packs, then the old pack is taken out;
+//! 2. with a size, takes out the packs least recently used (by their latest object) until
+//!    the packs listed fit;
+//! 3. reads the use reports again: a pack it took out that a machine used meanwhile comes
+//!    back (its index is kept in `trimmed/` until its body goes);
+//! 4. merges the reports it read into one;
+//! 5. deletes, as a collection does, the bodies out of the listing for longer than the
+//!    grace period.
+//!
+//! A push relies on what the remote holds (it does not send it again): it reports those
+//! objects as used before it says it is done, and then refreshes; objects a trim took out
+//! meanwhile are sent by a second round (`stash/remote.rs`). Either the trim reads the
+//! report and keeps (or brings back) the pack, or the push sees the pack go.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+
+use super::client::Part;
+use super::collect::{CollectOptions, CollectReport, DEFAULT_GRACE, histories};
+use super::lease::{self, Lease};
+use super::pack::{self, Builder, Entry, Kind};
+use super::pack_log::{self, What};
+use super::{Location, READS_IN_FLIGHT, Remote, usage};
+use crate::codec;
+use crate::error::{Error, Result};
+use crate::key::Key;
+
+/// Default share of a pack's bytes in use below which a trim by age repacks it.
+const DEFAULT_REPACK_BELOW: f64 = 0.5;
+/// The record of the last trim in the control folder.
+const RECORD: &str = "last-trim";
+
+/// What a trim keeps ([`RemoteTier::trim`](crate::RemoteTier::trim)).
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct TrimOptions {
+    pub(crate) max_size: Option<u64>,
+    pub(crate) unused_for: Option<Duration>,
+    pub(crate) repack_below: f64,
+    pub(crate) grace: Duration,
+    pub(crate) lease: Duration,
+}
+
+impl Default for TrimOptions {
+    fn default() -> Self {
+        TrimOptions {
+            max_size: None,
+            unused_for: None,
+            repack_below: DEFAULT_REPACK_BELOW,
+            grace: DEFAULT_GRACE,
+            lease: CollectOptions::default().lease,
+        }
+    }
+}
+
+impl TrimOptions {
+    /// The most bytes of packs the remote lists after the trim (least recently used packs
+    /// go first).
+    pub fn max_size(mut self, bytes: u64) -> Self {
+        self.max_size = Some(bytes);
+        self
+    }
+
+    /// Objects no machine used for this long go (default: no limit).
+    pub fn unused_for(mut self, age: Duration) -> Self {
+        self.unused_for = Some(age);
+        self
+    }
+
+    /// A pack whose objects still in use are less than this share of its bytes is repacked
+    /// (default 0.5; 0 never repacks, 1 repacks every pack with an object to drop).
+    pub fn repack_below(mut self, share: f64) -> Self {
+        self.repack_below = share.clamp(0.0, 1.0);
+        self
+    }
+
+    /// How long a pack taken out stays readable before its body is deleted (default an
+    /// hour), as [`CollectOptions::grace`].
+    pub fn grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    /// How long the lease is held between renewals, as [`CollectOptions::lease`].
+    pub fn lease(mut self, hold: Duration) -> Self {
+        self.lease = hold.max(Duration::from_millis(100));
+        self
+    }
+}
+
+/// What a trim did ([`RemoteTier::trim`](crate::RemoteTier::trim)).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TrimReport {
+    /// Bytes of the packs listed before the trim.
+    pub size_before: u64,
+    /// Bytes of the packs listed after it.
+    pub size_after: u64,
+    /// Packs taken out because none of their objects was used within the age.
+    pub unused: u64,
+    /// Packs taken out after their objects still in use went into new packs.
+    pub repacked: u64,
+    /// Objects moved into new packs.
+    pub objects_moved: u64,
+    /// New packs those objects went into.
+    pub new_packs: u64,
+    /// Packs taken out, least recently used first, to fit the size.
+    pub over_size: u64,
+    /// Packs taken out and brought back because a machine used them meanwhile.
+    pub brought_back: u64,
+    /// Use reports read (and merged into one).
+    pub reports: u64,
+    /// What deleting the bodies out of the listing did (as a collection).
+    pub swept: CollectReport,
+    /// Requests sent.
+    pub requests: u64,
+}
+
+impl fmt::Display for TrimReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "listed {} bytes, now {}: took out {} unused packs, {} packs repacked ({} \
+             objects moved into {} new packs) and {} packs over the size; {} brought back as \
+             used meanwhile; {} use reports merged; {} requests\n{}",
+            self.size_before,
+            self.size_after,
+            self.unused,
+            self.repacked,
+            self.objects_moved,
+            self.new_packs,
+            self.over_size,
+            self.brought_back,
+            self.reports,
+            self.requests,
+            self.swept
+        )
+    }
+}
+
+/// A pack as a trim sees it.
+struct Seen {
+    name: String,
+    body_len: u64,
+    /// When it was first announced.
+    added: u64,
+    /// The latest use of any of its objects.
+    last_use: u64,
+    /// Its objects used within the age, and their bytes.
+    live: Vec<Entry>,
+    live_bytes: u64,
+    entries: usize,
+}
+
+impl Remote {
+    /// Trims the remote under the collectors' lease (see the module's comment).
+    pub(crate) fn trim(&self, options: &TrimOptions) -> Result<TrimReport> {
+        let before = self.client.requests();
+        let holder = lease::holder_name();
+        let mut lease = self.runtime.block_on(Lease::take(
+            &self.client,
+            holder,
+            options.lease,
+            self.config.clock_skew,
+        ))?;
+        let trimmed = self.trim_holding(&mut lease, options);
+        let released = self.runtime.block_on(lease.release(&self.client));
+        let mut report = trimmed?;
+        released?;
+        report.requests = self.client.requests() - before;
+        let record = format!("finished {}\n{report}\n", pack_log::now_ms());
+        self.runtime.block_on(self.client.put(
+            Part::Control,
+            RECORD,
+            Bytes::from(record),
+            false,
+        ))?;
+        Ok(report)
+    }
+
+    /// What the last trim recorded, if one ran: when (ms) and its report as text.
+    pub(crate) fn last_trim(&self) -> Result<Option<String>> {
+        let bytes = self.runtime.block_on(self.client.get_if_there(Part::Control, RECORD))?;
+        Ok(bytes.map(|b| String::from_utf8_lossy(&b).into_owned()))
+    }
+
+    fn trim_holding(&self, lease: &mut Lease, options: &TrimOptions) -> Result<TrimReport> {
+        let mut report = TrimReport::default();
+        self.refresh()?;
+        let now = pack_log::now_ms();
+        let listing = self.runtime.block_on(self.client.list_log(None))?;
+        let histories = histories(&listing);
+        let (read, mut uses) = self.read_uses(&HashSet::new())?;
+        let moved: HashSet<String> = self
+            .runtime
+            .block_on(self.client.list(Part::Moved))?
+            .into_iter()
+            .map(|f| f.name)
+            .collect();
+        report.reports = read.len() as u64;
+        let cut = options.unused_for.map(|age| now.saturating_sub(age.as_millis() as u64));
+
+        let mut seen = Vec::new();
+        for (name, body_len) in self.catalog.pack_sizes()? {
+            // A pack the log does not date (it cannot be listed without an event) counts
+            // as pushed now: never trimmed by age.
+            let added = histories.get(&name).and_then(|h| h.first_added).unwrap_or(now);
+            let dated = if moved.contains(&name) { 0 } else { added };
+            let entries = self.catalog.entries(&name)?;
+            let use_of = |e: &Entry| uses.get(&e.key).copied().unwrap_or(0).max(dated);
+            let last_use = entries.iter().map(use_of).max().unwrap_or(added);
+            let live: Vec<Entry> = entries
+                .iter()
+                .filter(|e| cut.is_none_or(|cut| use_of(e) >= cut))
+                .copied()
+                .collect();
+            let live_bytes = live.iter().map(|e| u64::from(e.len)).sum();
+            report.size_before += body_len;
+            let entries = entries.len();
+            seen.push(Seen { name, body_len, added: dated, last_use, live, live_bytes, entries });
+        }
+
+        let moving = !repack_candidates(&seen, options).is_empty();
+        let mut out: Vec<String> = Vec::new();
+        let mut kept: Vec<(u64, String, u64)> = Vec::new();
+        let mut repack: Vec<Seen> = Vec::new();
+        for pack in seen {
+            if pack.live.is_empty() {
+                report.unused += 1;
+                out.push(pack.name);
+            } else if to_repack(&pack, options) {
+                // Moved objects keep their last use, not the time of their new pack.
+                for e in &pack.live {
+                    let at = uses.entry(e.key).or_insert(pack.added);
+                    *at = (*at).max(pack.added);
+                }
+                repack.push(pack);
+            } else {
+                kept.push((pack.last_use, pack.name, pack.body_len));
+            }
+        }
+        for name in &out {
+            self.take_out(name, Some(Part::Trimmed))?;
+            self.renew_if_due(lease)?;
+        }
+        // Repacked: the objects in use go into new packs before the old packs go, a new
+        // pack's worth of old packs at a time.
+        let mut group: Vec<Seen> = Vec::new();
+        let mut group_bytes = 0;
+        let mut repack = repack.into_iter().peekable();
+        while let Some(pack) = repack.next() {
+            group_bytes += pack.live_bytes;
+            group.push(pack);
+            if group_bytes < self.config.pack_size && repack.peek().is_some() {
+                continue;
+            }
+            self.renew_if_due(lease)?;
+            let packs = std::mem::take(&mut group);
+            group_bytes = 0;
+            match self.repack(&packs) {
+                Ok((objects, new, bytes)) => {
+                    report.objects_moved += objects;
+                    report.new_packs += new;
+                    let last_use = packs.iter().map(|p| p.last_use).max().unwrap_or(0);
+                    kept.push((last_use, String::new(), bytes));
+                    for pack in packs {
+                        self.take_out(&pack.name, Some(Part::Trimmed))?;
+                        report.repacked += 1;
+                        out.push(pack.name);
+                    }
+                }
+                Err(e) => {
+                    log::warn!("{} packs kept whole: {e}", packs.len());
+                    kept.extend(packs.into_iter().map(|p| (p.last_use, p.name, p.body_len)));
+                }
+            }
+        }
+        // Over the size: least recently used first (new packs, unnamed here, stay).
+        let mut size: u64 = kept.iter().map(|(_, _, bytes)| bytes).sum();
+        if let Some(max) = options.max_size {
+            kept.sort();
+            for (_, name, bytes) in &kept {
+                if size <= max {
+                    break;
+                }
+                if name.is_empty() {
+                    continue;
+                }
+                self.take_out(name, Some(Part::Trimmed))?;
+                self.renew_if_due(lease)?;
+                out.push(name.clone());
+                size -= bytes;
+                report.over_size += 1;
+            }
+        }
+        report.size_after = size;
+
+        // Uses reported since the reports were read bring their packs back.
+        let (_, since) = self.read_uses(&read)?;
+        report.brought_back = self.bring_back(&out, &since)?;
+        if report.brought_back > 0 {
+            report.size_after = self.catalog.counts()?.bytes;
+        }
+        if read.len() > 1 || moving {
+            self.merge_uses(&read, &uses)?;
+        }
+        self.renew_if_due(lease)?;
+        let sweep = CollectOptions::default().grace(options.grace).duplicates(false);
+        self.sweep(lease, &sweep, &mut report.swept)?;
+        Ok(report)
+    }
+
+    /// Every use report but those in `skip`: the names read and the latest use of each key.
+    fn read_uses(&self, skip: &HashSet<String>) -> Result<(HashSet<String>, HashMap<Key, u64>)> {
+        let files = self.runtime.block_on(self.client.list(Part::Uses))?;
+        let names: Vec<String> = files
+            .into_iter()
+            .map(|f| f.name)
+            .filter(|n| usage::is_name(n) && !skip.contains(n))
+            .collect();
+        let read = self.runtime.block_on(async {
+            futures::stream::iter(names.iter().map(|name| async move {
+                (name, self.client.get_if_there(Part::Uses, name).await)
+            }))
+            .buffer_unordered(READS_IN_FLIGHT)
+            .collect::<Vec<_>>()
+            .await
+        });
+        let mut uses: HashMap<Key, u64> = HashMap::new();
+        let mut names_read = HashSet::new();
+        for (name, bytes) in read {
+            let Some(bytes) = bytes? else { continue };
+            match usage::decode(&bytes) {
+                Ok(entries) => {
+                    for (key, ms) in entries {
+                        let at = uses.entry(key).or_insert(ms);
+                        *at = (*at).max(ms);
+                    }
+                    names_read.insert(name.clone());
+                }
+                // Left alone: neither trusted nor deleted.
+                Err(reason) => log::warn!("use report {name} on {}: {reason}", self.url()),
+            }
+        }
+        Ok((names_read, uses))
+    }
+
+    /// Brings back the packs of `out` holding a key of `since`: their kept index is listed
+    /// again and announced.
+    fn bring_back(&self, out: &[String], since: &HashMap<Key, u64>) -> Result<u64> {
+        if since.is_empty() {
+            return Ok(0);
+        }
+        let mut back = 0;
+        for name in out {
+            let index = self.runtime.block_on(self.client.get_if_there(Part::Trimmed, name))?;
+            let Some(index) = index else { continue };
+            let parsed = pack::parse_index(name, &index).map_err(|reason| {
+                Error::remote(
+                    format!("reading trimmed index {name}"),
+                    std::io::Error::other(reason),
+                )
+            })?;
+            if !parsed.entries.iter().any(|e| since.contains_key(&e.key)) {
+                continue;
+            }
+            log::info!("pack {name} was used during the trim: it stays");
+            self.runtime.block_on(async {
+                self.client.put(Part::Index, name, index.clone(), false).await?;
+                let event = pack_log::name(pack_log::now_ms(), name, What::Added);
+                self.client.put(Part::Log, &event, Bytes::new(), true).await
+            })?;
+            self.catalog.add(name, &parsed)?;
+            back += 1;
+        }
+        Ok(back)
+    }
+
+    /// Replaces the reports `read` by one holding the uses of keys still listed.
+    fn merge_uses(&self, read: &HashSet<String>, uses: &HashMap<Key, u64>) -> Result<()> {
+        let keys: Vec<Key> = uses.keys().copied().collect();
+        let mut merged = Vec::new();
+        for chunk in keys.chunks(4_096) {
+            for (key, held) in chunk.iter().zip(self.catalog.holds(chunk)?) {
+                if held {
+                    merged.push((*key, uses[key]));
+                }
+            }
+        }
+        self.runtime.block_on(async {
+            if !merged.is_empty() {
+                let name = usage::name(pack_log::now_ms());
+                self.client.put(Part::Uses, &name, usage::encode(&merged), false).await?;
+            }
+            let deleted: Vec<Result<()>> =
+                futures::stream::iter(read.iter().map(|name| self.client.delete(Part::Uses, name)))
+                    .buffer_unordered(READS_IN_FLIGHT)
+                    .collect()
+                    .await;
+            deleted.into_iter().collect::<Result<()>>()
+        })
+    }
+
+    /// Pushes the objects of `packs` still in use into new packs: fetched, checked, packed
+    /// in the same order. Returns the objects moved and the packs and bytes uploaded.
+    fn repack(&self, packs: &[Seen]) -> Result<(u64, u64, u64)> {
+        let wanted: Vec<Location> = packs
+            .iter()
+            .flat_map(|p| p.live.iter().map(|e| Location { pack: p.name.clone(), entry: *e }))
+            .collect();
+        let members = self.fetch_unnoted(&wanted);
+        let mut builder = Builder::default();
+        let mut sealed = Vec::new();
+        for (location, member) in wanted.iter().zip(members) {
+            let member = member?;
+            let entry = location.entry;
+            match entry.kind {
+                // A manifest inflates to itself; its chunks are checked when it is read.
+                Kind::Manifest => {
+                    codec::decompress(&member, entry.raw_len).map_err(|reason| {
+                        Error::RemoteCorrupt { key: entry.key, pack: location.pack.clone(), reason }
+                    })?;
+                }
+                Kind::Object | Kind::Chunk => {
+                    super::check(location, &member)?;
+                }
+            }
+            builder.push(entry.key, entry.raw_len, &member, entry.kind);
+            if builder.body_len() >= self.config.pack_size as usize {
+                sealed.push(builder.seal());
+            }
+        }
+        if !builder.is_empty() {
+            sealed.push(builder.seal());
+        }
+        let names: Vec<String> = sealed.iter().map(|s| s.name.clone()).collect();
+        let uploaded = self.upload(sealed.into_iter().map(Ok), false)?;
+        // Marked as made of moved objects: their uses stay what they were.
+        self.runtime.block_on(async {
+            for name in &names {
+                self.client.put(Part::Moved, name, Bytes::new(), false).await?;
+            }
+            Result::Ok(())
+        })?;
+        Ok((wanted.len() as u64, uploaded.packs, uploaded.bytes))
+    }
+}
+
+/// Whether a trim by age repacks `pack`: some of its objects go, and those in use are less
+/// than `repack_below` of its bytes.
+fn to_repack(pack: &Seen, options: &TrimOptions) -> bool {
+    !pack.live.is_empty()
+        && pack.live.len() < pack.entries
+        && (pack.live_bytes as f64) < options.repack_below * pack.body_len as f64
+}
+
+fn repack_candidates<'a>(seen: &'a [Seen], options: &TrimOptions) -> Vec<&'a Seen> {
+    seen.iter().filter(|p| to_repack(p, options)).collect()
+}

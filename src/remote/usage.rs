@@ -1,0 +1,148 @@
+//! Use reports: which remote objects a machine used, and when, so that a trim
+//! (`trim.rs`) keeps what any machine still uses.
+//!
+//! A push (the objects it uploaded and those it found on the remote already), a pull and
+//! a read-through (the objects and chunks fetched) note the keys they used; the notes go
+//! up in batches as one file, `uses/<ms>-<random>.uses`, at the end of a push or a pull,
+//! once 100,000 keys wait, when a note finds the oldest waiting for more than 10 minutes,
+//! and when the stash closes: never a request per read.
+//!
+//! ```text
+//! "OSTUSES1" | count u32 | count x (key [32] | ms u64)       (integers little-endian)
+//! ```
+//!
+//! A trim merges the reports it read into one and deletes them.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use super::pack_log::now_ms;
+use crate::key::Key;
+
+const MAGIC: &[u8; 8] = b"OSTUSES1";
+const ENTRY: usize = 32 + 8;
+/// Keys waiting that make a report go up at the next note.
+const BATCH: usize = 100_000;
+/// How long a note may wait before a later note sends the batch.
+const WAIT: Duration = Duration::from_secs(600);
+
+/// Keys used and not yet reported.
+#[derive(Default)]
+pub(crate) struct Usage {
+    waiting: Mutex<Waiting>,
+}
+
+#[derive(Default)]
+struct Waiting {
+    keys: HashMap<Key, u64>,
+    since: Option<Instant>,
+}
+
+impl Usage {
+    /// Notes `keys` as used now; whether a report is due.
+    pub(crate) fn note(&self, keys: impl IntoIterator<Item = Key>) -> bool {
+        let now = now_ms();
+        let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
+        for key in keys {
+            waiting.keys.insert(key, now);
+        }
+        if waiting.keys.is_empty() {
+            return false;
+        }
+        let since = *waiting.since.get_or_insert_with(Instant::now);
+        waiting.keys.len() >= BATCH || since.elapsed() >= WAIT
+    }
+
+    /// Takes what waits, to be sent; `None` if nothing does.
+    pub(crate) fn take(&self) -> Option<Vec<(Key, u64)>> {
+        let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
+        waiting.since = None;
+        let keys = std::mem::take(&mut waiting.keys);
+        (!keys.is_empty()).then(|| keys.into_iter().collect())
+    }
+
+    /// Puts back what could not be sent (a later report carries it).
+    pub(crate) fn put_back(&self, uses: Vec<(Key, u64)>) {
+        let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
+        for (key, ms) in uses {
+            let at = waiting.keys.entry(key).or_insert(ms);
+            *at = (*at).max(ms);
+        }
+        waiting.since.get_or_insert_with(Instant::now);
+    }
+}
+
+/// A report's file name: when it was written, and a random part (two machines' reports of
+/// one millisecond are two files).
+pub(crate) fn name(ms: u64) -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(ms);
+    format!("{ms:013}-{:016x}.uses", h.finish())
+}
+
+/// Whether `name` is a report's file name.
+pub(crate) fn is_name(name: &str) -> bool {
+    name.ends_with(".uses") && name.len() == 13 + 1 + 16 + 5
+}
+
+pub(crate) fn encode(uses: &[(Key, u64)]) -> Bytes {
+    let mut out = Vec::with_capacity(12 + uses.len() * ENTRY);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&(uses.len() as u32).to_le_bytes());
+    for (key, ms) in uses {
+        out.extend_from_slice(key.as_bytes());
+        out.extend_from_slice(&ms.to_le_bytes());
+    }
+    Bytes::from(out)
+}
+
+/// The uses a report records, or why it cannot be read.
+pub(crate) fn decode(bytes: &[u8]) -> Result<Vec<(Key, u64)>, String> {
+    if bytes.len() < 12 || &bytes[..8] != MAGIC {
+        return Err("not a use report".into());
+    }
+    let count = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes")) as usize;
+    if bytes.len() != 12 + count * ENTRY {
+        return Err(format!("{} bytes for {count} uses", bytes.len()));
+    }
+    Ok(bytes[12..]
+        .chunks_exact(ENTRY)
+        .map(|e| {
+            let key = Key::from_slice(&e[..32]).expect("32 bytes");
+            (key, u64::from_le_bytes(e[32..].try_into().expect("8 bytes")))
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reports_read_back_and_damaged_ones_say_so() {
+        let uses = vec![(Key::of(b"a"), 1), (Key::of(b"b"), 1_764_000_000_000)];
+        assert_eq!(decode(&encode(&uses)).unwrap(), uses);
+        let bytes = encode(&uses);
+        assert!(decode(&bytes[..bytes.len() - 1]).is_err());
+        assert!(decode(b"OSTPACK1xxxx").is_err());
+        let n = name(1_764_000_000_000);
+        assert!(is_name(&n), "{n}");
+        assert!(!is_name("1764000000000-x.pack"));
+    }
+
+    #[test]
+    fn notes_wait_for_a_batch_and_go_back_if_unsent() {
+        let usage = Usage::default();
+        assert!(!usage.note([Key::of(b"a")]));
+        let taken = usage.take().unwrap();
+        assert_eq!(taken.len(), 1);
+        assert!(usage.take().is_none());
+        usage.put_back(taken);
+        assert_eq!(usage.take().unwrap().len(), 1);
+        assert!(usage.note((0..BATCH as u32).map(|i| Key::of(&i.to_le_bytes()))));
+    }
+}

@@ -1,0 +1,277 @@
+//! Trimming the remote against a real S3-compatible server (SeaweedFS, started by each
+//! test): by age, with mostly unused packs repacked; by size, least recently used first;
+//! a push that relied on a pack a trim took out; trims and collections beside pushing
+//! processes and a reader.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::common::TestResult;
+use crate::common::s3::S3Server;
+use crate::remote::{PUSH_CHILD, open, small_packs};
+use objstash::{CollectOptions, Key, RemoteConfig, Stash, TrimOptions};
+
+/// A machine that trims: no clock margin, so that a grace period of zero is zero.
+fn trimmer(dir: &Path, name: &str, remote: RemoteConfig) -> objstash::Result<Stash> {
+    open(dir, name, remote.clock_skew(Duration::ZERO))
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).expect("after 1970").as_millis() as u64
+}
+
+/// A moment after everything done so far and before everything done next: waits for the
+/// clock to pass it.
+fn moment() -> u64 {
+    let at = now_ms();
+    while now_ms() <= at {
+        std::thread::yield_now();
+    }
+    at + 1
+}
+
+/// A trim that drops what was not used since `cut` (ms), with no grace period.
+fn unused_since(cut: u64) -> TrimOptions {
+    TrimOptions::default()
+        .unused_for(Duration::from_millis(now_ms().saturating_sub(cut)))
+        .grace(Duration::ZERO)
+}
+
+fn keys_of(objects: &[Vec<u8>]) -> Vec<Key> {
+    objects.iter().map(|o| Key::of(o)).collect()
+}
+
+/// Asserts that a machine reading the remote anew finds every one of `present` with its
+/// bytes and none of `absent`.
+fn assert_remote_holds(
+    stash: &Stash,
+    present: &[Vec<u8>],
+    absent: &[Vec<u8>],
+    what: &str,
+) -> TestResult {
+    let remote = stash.remote().expect("a remote");
+    remote.refresh()?;
+    let got = stash.get_many(&keys_of(present))?;
+    for (i, value) in got.iter().enumerate() {
+        anyhow::ensure!(
+            value.as_deref() == Some(&present[i][..]),
+            "{what}: object {i} of the kept"
+        );
+    }
+    let absent = keys_of(absent);
+    let missing = remote.missing(&absent)?;
+    anyhow::ensure!(
+        missing.len() == absent.len(),
+        "{what}: {} of {} still there",
+        absent.len() - missing.len(),
+        absent.len()
+    );
+    Ok(())
+}
+
+#[test]
+fn packs_unused_for_the_age_go_and_mostly_unused_packs_are_repacked() -> TestResult {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir()?;
+    let x = crate::common::objects(41, 1_500);
+    let y = crate::common::objects(42, 1_500);
+    let z = crate::common::objects(43, 1_800);
+    // Z interleaved: every third object is used later, the others not.
+    let (z_used, z_unused): (Vec<_>, Vec<_>) =
+        z.iter().cloned().enumerate().partition(|(i, _)| i % 3 == 0);
+    let z_used: Vec<Vec<u8>> = z_used.into_iter().map(|(_, o)| o).collect();
+    let z_unused: Vec<Vec<u8>> = z_unused.into_iter().map(|(_, o)| o).collect();
+    let a = open(dir.path(), "a.db", small_packs(server.remote("age")))?;
+    // One push per model: no pack holds two models.
+    for model in [&x, &y, &z] {
+        a.save_all(model)?;
+        a.remote().expect("a remote").push()?;
+    }
+    a.close()?;
+    let cut = moment();
+    // Another machine reads Y and a third of Z through; its uses go up as it closes.
+    let reader = open(dir.path(), "reader.db", server.remote("age"))?;
+    let wanted: Vec<Key> = keys_of(&y).into_iter().chain(keys_of(&z_used)).collect();
+    assert!(reader.get_many(&wanted)?.iter().all(Option::is_some));
+    reader.close()?;
+
+    let before_trim = moment();
+    let t = trimmer(dir.path(), "t.db", server.remote("age"))?;
+    let trimmed = t.remote().expect("a remote").trim(&unused_since(cut))?;
+    eprintln!("{trimmed}");
+    assert!(trimmed.unused >= 1 && trimmed.repacked >= 1, "{trimmed}");
+    assert_eq!(trimmed.objects_moved, z_used.len() as u64, "{trimmed}");
+    assert!(trimmed.size_after < trimmed.size_before / 2, "{trimmed}");
+    assert_eq!(trimmed.swept.deleted, trimmed.unused + trimmed.repacked, "{trimmed}");
+    let fresh = open(dir.path(), "fresh.db", server.remote("age"))?;
+    let kept: Vec<Vec<u8>> = y.iter().chain(&z_used).cloned().collect();
+    let gone: Vec<Vec<u8>> = x.iter().chain(&z_unused).cloned().collect();
+    assert_remote_holds(&fresh, &kept, &gone, "after the trim")?;
+    let status = fresh.remote().expect("a remote").refresh()?;
+    assert_eq!(status.bytes, trimmed.size_after, "{status}");
+
+    // The moved objects kept their last use: the same trim again finds nothing to do.
+    let again = t.remote().expect("a remote").trim(&unused_since(cut))?;
+    assert_eq!((again.unused, again.repacked, again.over_size), (0, 0, 0), "{again}");
+    // And a trim that keeps only what was used after the first trim began empties the
+    // remote: moving objects into new packs is not a use.
+    let all = t.remote().expect("a remote").trim(&unused_since(before_trim))?;
+    assert_eq!(all.size_after, 0, "{all}");
+    assert!(t.remote().expect("a remote").last_trim()?.is_some());
+    Ok(())
+}
+
+#[test]
+fn beyond_the_size_the_least_recently_used_packs_go() -> TestResult {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir()?;
+    let x = crate::common::objects(51, 1_500);
+    let y = crate::common::objects(52, 1_500);
+    let a = open(dir.path(), "a.db", small_packs(server.remote("size")))?;
+    a.save_all(&x)?;
+    let pushed_x = a.remote().expect("a remote").push()?;
+    a.save_all(&y)?;
+    a.remote().expect("a remote").push()?;
+    a.close()?;
+    // X, pushed first, is read later than Y was pushed: Y is the least recently used.
+    moment();
+    let reader = open(dir.path(), "reader.db", server.remote("size"))?;
+    assert!(reader.get_many(&keys_of(&x))?.iter().all(Option::is_some));
+    reader.close()?;
+    let t = trimmer(dir.path(), "t.db", server.remote("size"))?;
+    let max = pushed_x.bytes;
+    let trimmed = t
+        .remote()
+        .expect("a remote")
+        .trim(&TrimOptions::default().max_size(max).grace(Duration::ZERO))?;
+    assert!(trimmed.over_size >= 1 && trimmed.size_after <= max, "{trimmed}");
+    assert_eq!(trimmed.unused, 0, "{trimmed}");
+    let fresh = open(dir.path(), "fresh.db", server.remote("size"))?;
+    assert_remote_holds(&fresh, &x, &y, "after the trim")?;
+    Ok(())
+}
+
+#[test]
+fn a_push_that_relied_on_a_pack_a_trim_took_out_sends_its_objects_again() -> TestResult {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir()?;
+    let x = crate::common::objects(61, 1_000);
+    let a = open(dir.path(), "a.db", small_packs(server.remote("relied")))?;
+    a.save_all(&x)?;
+    a.remote().expect("a remote").push()?;
+    a.close()?;
+    let cut = moment();
+    // A machine with write-behind whose copy of the indexes says the remote holds X.
+    let remote = small_packs(server.remote("relied"))
+        .write_behind(Duration::from_millis(50))
+        .refresh_interval(Duration::from_secs(3_600));
+    let p = open(dir.path(), "p.db", remote)?;
+    p.remote().expect("a remote").flush()?;
+    assert_eq!(p.remote().expect("a remote").refresh()?.objects, 1_000);
+    // A trim takes X out: nobody used it since the cut.
+    let t = trimmer(dir.path(), "t.db", server.remote("relied"))?;
+    let trimmed = t.remote().expect("a remote").trim(&unused_since(cut))?;
+    assert_eq!(trimmed.size_after, 0, "{trimmed}");
+    // The machine saves X; its background push finds X on the remote by its stale copy
+    // and does not send it, then sees X went and sends it.
+    p.save_all(&x)?;
+    p.remote().expect("a remote").flush()?;
+    let fresh = open(dir.path(), "fresh.db", server.remote("relied"))?;
+    assert_remote_holds(&fresh, &x, &[], "after the push")?;
+    Ok(())
+}
+
+#[test]
+fn trims_and_collections_beside_pushing_processes_and_a_reader_lose_nothing_in_use() -> TestResult {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir()?;
+    // X is on the remote and unused since the cut; the two pushers hold Y, and the second
+    // holds X too (its push relies on X and reports it used).
+    let x = crate::common::objects(71, 3_000);
+    let y = crate::common::objects(72, 6_000);
+    {
+        let old = open(dir.path(), "old.db", small_packs(server.remote("busy")))?;
+        old.save_all(&x)?;
+        old.remote().expect("a remote").push()?;
+        old.close()?;
+    }
+    let cut = moment();
+    for (name, models) in [("a.db", vec![&y]), ("b.db", vec![&x, &y])] {
+        let stash = Stash::open(dir.path().join(name))?;
+        for model in models {
+            stash.save_all(&model.iter().rev().cloned().collect::<Vec<_>>())?;
+        }
+        stash.close()?;
+    }
+    let everything: Arc<Vec<Vec<u8>>> = Arc::new(x.iter().chain(&y).cloned().collect());
+    let keys = Arc::new(keys_of(&everything));
+    let mut children = Vec::new();
+    for name in ["a.db", "b.db"] {
+        let db = dir.path().join(name);
+        let spec = format!("{}|{}|busy", db.display(), server.endpoint());
+        let mut child = crate::common::spawn_child("remote::push_child", PUSH_CHILD, spec)?;
+        crate::common::wait_until_open(&db, &mut child)?;
+        children.push(child);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let served = Arc::new(AtomicU64::new(0));
+    let reader = {
+        let (stop, served, objects, keys) =
+            (stop.clone(), served.clone(), everything.clone(), keys.clone());
+        let remote = server.remote("busy").refresh_interval(Duration::ZERO);
+        let db = dir.path().join("reader.db");
+        Stash::open(&db)?.close()?;
+        let stash = Stash::builder().remote(remote).read_only(true).open(&db)?;
+        std::thread::spawn(move || -> anyhow::Result<()> {
+            let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+            while !stop.load(Ordering::Relaxed) {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let i = (seed % keys.len() as u64) as usize;
+                if let Some(value) = stash.get(&keys[i])? {
+                    anyhow::ensure!(value == objects[i], "object {i} came back wrong");
+                    served.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Ok(())
+        })
+    };
+    let t = trimmer(dir.path(), "t.db", server.remote("busy"))?;
+    let collect = CollectOptions::default().grace(Duration::ZERO);
+    let mut rounds = 0;
+    let mut taken_out = 0;
+    while children.iter_mut().any(|c| c.try_wait().ok().flatten().is_none()) {
+        let trimmed = t.remote().expect("a remote").trim(&unused_since(cut))?;
+        taken_out += trimmed.unused + trimmed.repacked;
+        t.remote().expect("a remote").collect(&collect)?;
+        rounds += 1;
+    }
+    for child in children {
+        let status = child.into_inner().wait()?;
+        assert!(status.success(), "a push failed: {status}");
+    }
+    // Everything the pushes acknowledged is in use: the last trims keep it.
+    for _ in 0..2 {
+        t.remote().expect("a remote").trim(&unused_since(cut))?;
+        t.remote().expect("a remote").collect(&collect)?;
+    }
+    let target = served.load(Ordering::Relaxed) + 500;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while served.load(Ordering::Relaxed) < target && !reader.is_finished() {
+        anyhow::ensure!(Instant::now() < deadline, "the reader stopped serving");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    stop.store(true, Ordering::Relaxed);
+    reader.join().expect("the reader panicked")?;
+    eprintln!(
+        "{rounds} trims and collections during the pushes took out {taken_out} packs; the \
+         reader served {}",
+        served.load(Ordering::Relaxed)
+    );
+    let fresh = open(dir.path(), "fresh.db", server.remote("busy"))?;
+    assert_remote_holds(&fresh, &everything, &[], "after the pushes")?;
+    Ok(())
+}
