@@ -216,11 +216,64 @@ class RemoteStatus:
     local_index_bytes: int
     """Bytes of this machine's copy of the remote's indexes."""
     new_packs: int
+    gone_packs: int
+    """Packs this refresh found taken out of the listing (trimmed, collected, damaged)."""
     damaged_indexes: list[str]
     unreadable_indexes: int
     full_listing: bool
     """Whether the refresh listed the whole pack log (a new machine's first)."""
     listed: int
+    requests: int
+    text: str = ""
+    last_collection: str | None = None
+    """The record of the remote's last garbage collection, if one ran."""
+    last_trim: str | None = None
+    """The record of the remote's last trim, if one ran."""
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class CollectReport:
+    """What ``Stash.remote_gc`` did."""
+
+    duplicates: int
+    """Packs taken out of the listing because earlier packs hold all their objects."""
+    deleted: int
+    """Bodies of packs out of the listing deleted once their grace period was over."""
+    waiting: int
+    """Bodies of packs out of the listing kept until their grace period is over."""
+    orphans: int
+    """Bodies of killed pushes deleted."""
+    bytes_freed: int
+    events_removed: int
+    requests: int
+    text: str = ""
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class TrimReport:
+    """What ``Stash.remote_trim`` did."""
+
+    size_before: int
+    size_after: int
+    """Bytes of the packs listed after the trim."""
+    unused: int
+    """Packs taken out: none of their objects was used within the age."""
+    repacked: int
+    """Packs taken out after their objects still in use went into new packs."""
+    objects_moved: int
+    new_packs: int
+    over_size: int
+    """Packs taken out, least recently used first, to fit the size."""
+    brought_back: int
+    reports: int
+    bytes_freed: int
+    """Bytes of bodies deleted (of packs out of the listing for the grace period)."""
     requests: int
     text: str = ""
 
@@ -318,8 +371,33 @@ class Stash(_Stash):
         return PullReport(**self._pull())
 
     def remote_status(self) -> RemoteStatus:
-        """Refreshes the copy of the remote's indexes and says what the remote holds."""
-        return RemoteStatus(**self._remote_status())
+        """Refreshes the copy of the remote's indexes and says what the remote holds, with
+        the records of its last collection and trim."""
+        collection, trim = self._remote_records()
+        return RemoteStatus(
+            **self._remote_status(), last_collection=collection, last_trim=trim
+        )
+
+    def remote_gc(
+        self, grace: float = 3600.0, orphan_grace: float = 86400.0
+    ) -> CollectReport:
+        """Collects the remote's garbage: duplicate packs of concurrent pushes, packs out of
+        the listing for longer than ``grace`` seconds, bodies of killed pushes older than
+        ``orphan_grace``. One machine at a time; safe beside other machines."""
+        return CollectReport(**self._remote_gc(grace, orphan_grace))
+
+    def remote_trim(
+        self,
+        max_size: int | None = None,
+        unused_for: float | None = None,
+        grace: float = 3600.0,
+    ) -> TrimReport:
+        """Keeps the remote within ``max_size`` bytes and drops objects no machine pushed,
+        pulled or read through for ``unused_for`` seconds (mostly unused packs are
+        repacked first); packs taken out stay readable for ``grace`` seconds."""
+        if max_size is None and unused_for is None:
+            raise ValueError("remote_trim needs max_size, unused_for or both")
+        return TrimReport(**self._remote_trim(max_size, unused_for, grace))
 
 
 __all__ = [
@@ -331,6 +409,8 @@ __all__ = [
     "PushReport",
     "PullReport",
     "RemoteStatus",
+    "CollectReport",
+    "TrimReport",
     "__version__",
     "errors",
     "Error",

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use objstash::{PullReport, PushReport, RemoteConfig, RemoteStatus};
+use objstash::{CollectReport, PullReport, PushReport, RemoteConfig, RemoteStatus, TrimReport};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
@@ -134,11 +134,51 @@ pub fn status<'py>(py: Python<'py>, s: &RemoteStatus) -> PyResult<Bound<'py, PyD
     d.set_item("bytes", s.bytes)?;
     d.set_item("local_index_bytes", s.local_index_bytes)?;
     d.set_item("new_packs", s.new_packs)?;
+    d.set_item("gone_packs", s.gone_packs)?;
     d.set_item("damaged_indexes", s.damaged_indexes.clone())?;
     d.set_item("unreadable_indexes", s.unreadable_indexes)?;
     d.set_item("full_listing", s.full_listing)?;
     d.set_item("listed", s.listed)?;
     d.set_item("requests", s.requests)?;
     d.set_item("text", s.to_string())?;
+    Ok(d)
+}
+
+/// A duration given in seconds.
+pub fn duration(name: &str, seconds: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(seconds).map_err(|_| {
+        PyValueError::new_err(format!(
+            "{name} must be a number of seconds, at least 0; got {seconds}"
+        ))
+    })
+}
+
+pub fn collect_report<'py>(py: Python<'py>, r: &CollectReport) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("duplicates", r.duplicates)?;
+    d.set_item("deleted", r.deleted)?;
+    d.set_item("waiting", r.waiting)?;
+    d.set_item("orphans", r.orphans)?;
+    d.set_item("bytes_freed", r.bytes_freed)?;
+    d.set_item("events_removed", r.events_removed)?;
+    d.set_item("requests", r.requests)?;
+    d.set_item("text", r.to_string())?;
+    Ok(d)
+}
+
+pub fn trim_report<'py>(py: Python<'py>, r: &TrimReport) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("size_before", r.size_before)?;
+    d.set_item("size_after", r.size_after)?;
+    d.set_item("unused", r.unused)?;
+    d.set_item("repacked", r.repacked)?;
+    d.set_item("objects_moved", r.objects_moved)?;
+    d.set_item("new_packs", r.new_packs)?;
+    d.set_item("over_size", r.over_size)?;
+    d.set_item("brought_back", r.brought_back)?;
+    d.set_item("reports", r.reports)?;
+    d.set_item("bytes_freed", r.swept.bytes_freed)?;
+    d.set_item("requests", r.requests)?;
+    d.set_item("text", r.to_string())?;
     Ok(d)
 }

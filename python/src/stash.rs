@@ -541,6 +541,55 @@ impl Stash {
         remote::status(py, &status)
     }
 
+    /// Collects the remote's garbage (as a dict: the package makes it
+    /// `objstash.CollectReport`); durations in seconds.
+    #[pyo3(signature = (grace, orphan_grace))]
+    fn _remote_gc<'py>(
+        &self,
+        py: Python<'py>,
+        grace: f64,
+        orphan_grace: f64,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let options = objstash::CollectOptions::default()
+            .grace(remote::duration("grace", grace)?)
+            .orphan_grace(remote::duration("orphan_grace", orphan_grace)?);
+        let report =
+            self.waiting(py, move |s| s.remote().ok_or_else(remote::none)?.collect(&options))?;
+        remote::collect_report(py, &report)
+    }
+
+    /// Trims the remote to a size and an age (as a dict: the package makes it
+    /// `objstash.TrimReport`); durations in seconds.
+    #[pyo3(signature = (max_size, unused_for, grace))]
+    fn _remote_trim<'py>(
+        &self,
+        py: Python<'py>,
+        max_size: Option<u64>,
+        unused_for: Option<f64>,
+        grace: f64,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let mut options = objstash::TrimOptions::default().grace(remote::duration("grace", grace)?);
+        if let Some(bytes) = max_size {
+            options = options.max_size(bytes);
+        }
+        if let Some(age) = unused_for {
+            options = options.unused_for(remote::duration("unused_for", age)?);
+        }
+        let report =
+            self.waiting(py, move |s| s.remote().ok_or_else(remote::none)?.trim(&options))?;
+        remote::trim_report(py, &report)
+    }
+
+    /// The records of the remote's last collection and trim, as text (None where none
+    /// ran).
+    fn _remote_records(&self, py: Python<'_>) -> PyResult<(Option<String>, Option<String>)> {
+        self.waiting(py, |s| {
+            let tier = s.remote().ok_or_else(remote::none)?;
+            let collection = tier.last_collection()?.map(|c| c.to_string());
+            Ok((collection, tier.last_trim()?))
+        })
+    }
+
     /// The keys, of `keys`, that the remote does not hold (from the local copy of its
     /// indexes, refreshed first if due): no request per key.
     fn remote_missing(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {

@@ -154,3 +154,33 @@ def test_bad_settings_and_a_remote_that_is_down_say_so(tmp_path):
 def test_a_remote_prints_without_its_secrets():
     remote = Remote("s3://abc/x", access_key="AKIA-visible", secret_key="hidden-secret")
     assert "hidden-secret" not in repr(remote) and "AKIA-visible" not in repr(remote)
+
+
+def test_trim_and_collect_the_remote_from_python(server, tmp_path):
+    import time
+
+    remote = server.remote("py-trim", pack_size=64 << 10, clock_skew=0)
+    old, new = objects(1_000, 5), objects(1_000, 6)
+    with Stash(tmp_path / "a.db", remote=remote) as a:
+        old_keys = a.save_all(old)
+        a.push()
+    cut = time.time()
+    while time.time() <= cut + 0.002:
+        pass
+    with Stash(tmp_path / "b.db", remote=remote) as b:
+        new_keys = b.save_all(new)
+        b.push()
+    with Stash(tmp_path / "t.db", remote=remote) as t:
+        trimmed = t.remote_trim(unused_for=time.time() - cut, grace=0)
+        assert trimmed.unused >= 1 and trimmed.size_after < trimmed.size_before, trimmed
+        assert "unused packs" in str(trimmed)
+        assert t.remote_missing(old_keys) == old_keys
+        assert t.remote_missing(new_keys) == []
+        assert t.get_many(new_keys) == new
+        collected = t.remote_gc(grace=0, orphan_grace=0)
+        assert (collected.duplicates, collected.orphans) == (0, 0), collected
+        status = t.remote_status()
+        assert status.last_collection and status.last_trim, status
+        assert status.objects == 1_000, status
+        with pytest.raises(ValueError, match="max_size, unused_for"):
+            t.remote_trim()
