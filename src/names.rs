@@ -115,6 +115,27 @@ pub(crate) fn count(conn: &Connection) -> Result<u64> {
     Ok(names as u64)
 }
 
+/// Calls `f` with every name and its key (names whose key has the wrong length are left
+/// out).
+#[cfg(feature = "remote")]
+pub(crate) fn each(conn: &Connection, mut f: impl FnMut(&[u8], Key)) -> Result<()> {
+    if !table_exists(conn)? {
+        return Ok(());
+    }
+    let mut stmt = conn
+        .prepare(&format!("SELECT name, key FROM {TABLE}"))
+        .context(|| "preparing a scan of the names".to_string())?;
+    let mut rows = stmt.query([]).context(|| "scanning the names".to_string())?;
+    while let Some(row) = rows.next().context(|| "scanning the names".to_string())? {
+        let name = row.get_ref(0).ok().and_then(|v| v.as_blob().ok());
+        let key = row.get_ref(1).ok().and_then(|v| v.as_blob().ok()).and_then(Key::from_slice);
+        if let (Some(name), Some(key)) = (name, key) {
+            f(name, key);
+        }
+    }
+    Ok(())
+}
+
 /// Calls `f` with the key of every name (`None` for a key of the wrong length).
 pub(crate) fn each_key(conn: &Connection, mut f: impl FnMut(Option<Key>)) -> Result<()> {
     if !table_exists(conn)? {

@@ -19,6 +19,7 @@
 //! - `report.rs`: what push, pull and refresh did.
 //! - `collect.rs`: garbage collection, two-phase (out of the listing, then deleted).
 //! - `lease.rs`: the lease that keeps two collections from running at once.
+//! - `names.rs`: names on the remote, so objects are read through by an application's ids.
 //! - `usage.rs`: use reports, which objects machines used and when.
 //! - `trim.rs`: keeping the remote within a size and an age.
 //! - `stash/remote.rs`: push, pull and read-through on [`Stash`](crate::Stash).
@@ -28,6 +29,7 @@ mod client;
 mod collect;
 mod config;
 mod lease;
+mod names;
 mod pack;
 mod pack_log;
 mod report;
@@ -48,6 +50,7 @@ pub use report::{DamagedPack, PullReport, PushReport, RemoteStatus};
 pub use trim::{TrimOptions, TrimReport};
 
 pub(crate) use catalog::Location;
+pub(crate) use names::{key_of as name_key, parse_any as parse_name, record as name_record};
 pub(crate) use pack::{Builder, Kind, Sealed};
 
 use crate::codec;
@@ -330,6 +333,40 @@ impl Remote {
             .as_ref()
             .is_some_and(|(at, _)| at.elapsed() < Duration::from_secs(60));
         if failing { Ok(()) } else { self.send_uses() }
+    }
+
+    /// The keys the remote's names say `names` map to; `None` for a name the remote does
+    /// not hold (or whose pack went). A damaged record is refused and its pack quarantined.
+    pub(crate) fn resolve(&self, names: &[&[u8]]) -> Result<Vec<Option<Key>>> {
+        let keys: Vec<Key> = names.iter().map(|n| names::key_of(n)).collect();
+        let located = self.locate(&keys)?;
+        let (at, wanted): (Vec<usize>, Vec<Location>) = located
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, l)| l.filter(|l| l.entry.kind == Kind::Name).map(|l| (i, l)))
+            .unzip();
+        let mut found = vec![None; names.len()];
+        let mut damaged = std::collections::BTreeSet::new();
+        for ((i, location), member) in at.into_iter().zip(&wanted).zip(self.fetch(&wanted)) {
+            let member = match member {
+                Ok(member) => member,
+                Err(e) if Self::is_gone(&e) => continue,
+                Err(e) => return Err(e),
+            };
+            let parsed = codec::decompress(&member, location.entry.raw_len)
+                .and_then(|record| names::parse(&record, names[i]));
+            match parsed {
+                Ok(key) => found[i] = Some(key),
+                Err(reason) => {
+                    log::error!("name record in remote pack {}: {reason}", location.pack);
+                    damaged.insert(location.pack.clone());
+                }
+            }
+        }
+        for pack in damaged {
+            self.quarantine(&pack)?;
+        }
+        Ok(found)
     }
 
     /// Whether a fetch failed because the pack's body is not there.

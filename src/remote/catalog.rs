@@ -310,7 +310,8 @@ impl Catalog {
         })
     }
 
-    /// Packs and objects known (chunks are parts of objects, not counted).
+    /// Packs and objects known (chunks are parts of objects and names are not objects: not
+    /// counted).
     pub(crate) fn counts(&self) -> Result<Counts> {
         // The file and its write-ahead log: what this machine holds of the indexes.
         let file_bytes = files::database_bytes(&self.path)
@@ -322,8 +323,9 @@ impl Catalog {
             Ok(Counts {
                 packs: count("SELECT count(*) FROM packs")?,
                 objects: count(&format!(
-                    "SELECT count(DISTINCT key) FROM keys WHERE kind <> {}",
-                    Kind::Chunk as i64
+                    "SELECT count(DISTINCT key) FROM keys WHERE kind NOT IN ({}, {})",
+                    Kind::Chunk as i64,
+                    Kind::Name as i64
                 ))?,
                 bytes: count("SELECT coalesce(sum(body_len), 0) FROM packs")?,
                 file_bytes,

@@ -14,7 +14,8 @@
 //! "OSTPACK2", whose entries end with a kind byte (53 bytes): 0 an object, 1 a chunk of a
 //! large object (its member inflates to bytes that hash to its key), 2 a large object's
 //! manifest (its member inflates to the manifest, whose chunks hash to the object's key
-//! once read in order). A pack of objects only stays "OSTPACK1", byte for byte what
+//! once read in order), 3 a name (`names.rs`: its member inflates to a record of the name
+//! and its object's key, under a key derived from the name). A pack of objects only stays "OSTPACK1", byte for byte what
 //! versions before chunks write; those versions list an "OSTPACK2" index as one they
 //! cannot read and leave it alone. The pack's name is the blake3 hash of its index, which holds
 //! the body's hash: two machines that push the same objects in the same order write the
@@ -43,6 +44,8 @@ pub(crate) enum Kind {
     Chunk = 1,
     /// A large object's manifest, under the object's key.
     Manifest = 2,
+    /// A name's record, under a key derived from the name (`names.rs`).
+    Name = 3,
 }
 
 impl Kind {
@@ -51,6 +54,7 @@ impl Kind {
             0 => Some(Kind::Object),
             1 => Some(Kind::Chunk),
             2 => Some(Kind::Manifest),
+            3 => Some(Kind::Name),
             _ => None,
         }
     }

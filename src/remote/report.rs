@@ -16,6 +16,8 @@ pub struct PushReport {
     pub already_remote: u64,
     /// Local objects that failed their hash check and were not uploaded (run verify).
     pub corrupt: u64,
+    /// Names uploaded (with the objects they name).
+    pub names: u64,
     /// Requests sent to the remote, the listing included.
     pub requests: u64,
 }
@@ -48,6 +50,8 @@ pub struct PullReport {
     /// Packs that could not be read (their index or body: the remote failed for them);
     /// pull again to get their objects.
     pub unreachable: u64,
+    /// Names of the remote now saved here too (those whose objects are here).
+    pub names: u64,
     /// Requests sent to the remote, the listing included.
     pub requests: u64,
 }
@@ -92,6 +96,9 @@ impl fmt::Display for PushReport {
             "pushed {} objects ({} bytes) in {} packs; {} already on the remote; {} requests",
             self.objects, self.bytes, self.packs, self.already_remote, self.requests
         )?;
+        if self.names > 0 {
+            write!(f, "; {} names", self.names)?;
+        }
         if self.corrupt > 0 {
             write!(f, "; {} corrupt local objects NOT pushed (run verify)", self.corrupt)?;
         }
@@ -113,6 +120,9 @@ impl fmt::Display for PullReport {
             "pulled {} objects ({} bytes); {} already here; {} requests",
             self.objects, self.bytes, self.already_local, self.requests
         )?;
+        if self.names > 0 {
+            write!(f, "; {} names", self.names)?;
+        }
         if self.unreachable > 0 {
             write!(f, "\n{} packs could not be read: pull again", self.unreachable)?;
         }

@@ -428,12 +428,23 @@ impl Remote {
         for (location, member) in wanted.iter().zip(members) {
             let member = member?;
             let entry = location.entry;
+            let damaged = |reason| Error::RemoteCorrupt {
+                key: entry.key,
+                pack: location.pack.clone(),
+                reason,
+            };
             match entry.kind {
                 // A manifest inflates to itself; its chunks are checked when it is read.
                 Kind::Manifest => {
-                    codec::decompress(&member, entry.raw_len).map_err(|reason| {
-                        Error::RemoteCorrupt { key: entry.key, pack: location.pack.clone(), reason }
-                    })?;
+                    codec::decompress(&member, entry.raw_len).map_err(damaged)?;
+                }
+                // A name's record checks itself and is kept under its name's key.
+                Kind::Name => {
+                    let record = codec::decompress(&member, entry.raw_len).map_err(damaged)?;
+                    let (name, _) = super::names::parse_any(&record).map_err(damaged)?;
+                    if super::names::key_of(name) != entry.key {
+                        return Err(damaged("a name record under another name's key".into()));
+                    }
                 }
                 Kind::Object | Kind::Chunk => {
                     super::check(location, &member)?;

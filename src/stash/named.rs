@@ -140,17 +140,57 @@ impl Stash {
     /// The objects saved under `names`, in input order; `None` for a name not saved. Every
     /// object is checked against its key, as [`Stash::get`] does. Like
     /// [`Stash::get_many`], the names are sorted and split into one part per thread, each
-    /// part found and read in one read transaction, then decoded in parallel.
+    /// part found and read in one read transaction, then decoded in parallel. With a remote,
+    /// names not saved here are looked up among the remote's names and their objects read
+    /// through (checked, stored and named here).
     ///
     /// # Errors
     /// [`Error::Corrupt`](crate::Error::Corrupt) for the first damaged object; otherwise
     /// as [`Stash::resolve`] and [`Stash::get_many`].
     pub fn get_named<N: AsRef<[u8]> + Sync>(&self, names: &[N]) -> Result<Vec<Option<Vec<u8>>>> {
-        if let [name] = names {
-            return Ok(vec![self.get_one_named(name.as_ref())?]);
+        let mut found: Vec<Option<Vec<u8>>> = if let [name] = names {
+            vec![self.get_one_named(name.as_ref())?]
+        } else {
+            let found = self.by_parts(names, |part| self.get_named_part(part))?;
+            found.into_iter().collect::<Result<_>>()?
+        };
+        #[cfg(feature = "remote")]
+        if self.remote.is_some() && found.iter().any(Option::is_none) {
+            self.get_named_through(names, &mut found)?;
         }
-        let found = self.by_parts(names, |part| self.get_named_part(part))?;
-        found.into_iter().collect()
+        Ok(found)
+    }
+
+    /// Reads through the remote the objects of the names not found here (`found[i]` is
+    /// `None`), by the remote's names; each object is checked as any read-through, and its
+    /// name saved here with it (unless the handle is read-only).
+    #[cfg(feature = "remote")]
+    fn get_named_through<N: AsRef<[u8]>>(
+        &self,
+        names: &[N],
+        found: &mut [Option<Vec<u8>>],
+    ) -> Result<()> {
+        let Some(remote) = self.remote.as_deref() else { return Ok(()) };
+        let missing: Vec<usize> = (0..names.len()).filter(|&i| found[i].is_none()).collect();
+        let asked: Vec<&[u8]> = missing.iter().map(|&i| names[i].as_ref()).collect();
+        let resolved = remote.resolve(&asked)?;
+        let (at, keys): (Vec<usize>, Vec<Key>) =
+            missing.iter().zip(&resolved).filter_map(|(&i, k)| k.map(|k| (i, k))).unzip();
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let objects = self.get_many(&keys)?;
+        let mut bind = Vec::new();
+        for ((i, key), object) in at.into_iter().zip(keys).zip(objects) {
+            if object.is_some() {
+                bind.push((names[i].as_ref(), key));
+            }
+            found[i] = object;
+        }
+        if !self.is_read_only() {
+            self.name(&bind)?;
+        }
+        Ok(())
     }
 
     /// Checks `names`, sorts them, splits them into parts on the pool, runs `part` on each

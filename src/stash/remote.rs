@@ -191,6 +191,7 @@ impl Stash {
         again: bool,
     ) -> Result<PushReport> {
         let before = remote.requests();
+        let all = keys.is_none();
         let mut report = PushReport::default();
         let mut unpushed = Vec::new();
         let mut relied = Vec::new();
@@ -246,6 +247,13 @@ impl Stash {
         // What this stash holds and found on the remote counts as used there, reported
         // before the push says it is done: a trim that reads the report keeps it, and one
         // that took it out before is seen by the refresh below.
+        // The names of what is now on the remote, after it (a push of every object).
+        if all {
+            let (names, uploaded) = self.push_names(remote)?;
+            report.names = names;
+            report.packs += uploaded.packs;
+            report.bytes += uploaded.bytes;
+        }
         remote.note_used(relied.iter().copied());
         remote.send_uses()?;
         if again && !relied.is_empty() && remote.refresh()?.gone_packs > 0 {
@@ -278,10 +286,16 @@ impl Stash {
         let mut unreachable = HashSet::new();
         let mut wanted: Vec<Location> = Vec::new();
         let mut wanted_bytes = 0;
+        let mut named: Vec<Location> = Vec::new();
         for pack in remote.packs()? {
-            // Chunks come with the manifests that list them, not as objects.
-            let entries: Vec<_> =
-                remote.entries(&pack)?.into_iter().filter(|e| e.kind != Kind::Chunk).collect();
+            // Chunks come with the manifests that list them, not as objects; names after
+            // the objects.
+            let (names, entries): (Vec<_>, Vec<_>) = remote
+                .entries(&pack)?
+                .into_iter()
+                .filter(|e| e.kind != Kind::Chunk)
+                .partition(|e| e.kind == Kind::Name);
+            named.extend(names.into_iter().map(|entry| Location { pack: pack.clone(), entry }));
             let keys: Vec<Key> = entries.iter().map(|e| e.key).collect();
             let missing: HashSet<Key> = self.missing(&keys)?.into_iter().collect();
             report.already_local += (keys.len() - missing.len()) as u64;
@@ -301,9 +315,109 @@ impl Stash {
         }
         self.pull_batch(remote, &wanted, &mut report, &mut unreachable)?;
         self.flush()?;
+        report.names = self.pull_names(remote, &named, &mut unreachable)?;
+        self.flush()?;
         report.unreachable = status.unreadable_indexes + unreachable.len() as u64;
         report.requests = remote.requests() - before;
         Ok(report)
+    }
+
+    /// Saves here the remote's names of `named` whose objects are here and whose names are
+    /// not; the number saved.
+    fn pull_names(
+        &self,
+        remote: &Remote,
+        named: &[Location],
+        unreachable: &mut HashSet<String>,
+    ) -> Result<u64> {
+        let mut saved = 0;
+        for batch in named.chunks(PUSH_CHUNK) {
+            let mut pairs: Vec<(Vec<u8>, Key)> = Vec::new();
+            for (location, member) in batch.iter().zip(remote.fetch(batch)) {
+                let member = match member {
+                    Ok(member) => member,
+                    Err(Error::Remote { .. }) => {
+                        unreachable.insert(location.pack.clone());
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
+                let parsed =
+                    codec::decompress(&member, location.entry.raw_len).and_then(|record| {
+                        let (name, key) = remote::parse_name(&record)?;
+                        (remote::name_key(name) == location.entry.key)
+                            .then(|| (name.to_vec(), key))
+                            .ok_or_else(|| "a name record under another name's key".to_string())
+                    });
+                match parsed {
+                    Ok(pair) => pairs.push(pair),
+                    Err(reason) => {
+                        log::error!("name record in remote pack {}: {reason}", location.pack);
+                        remote.quarantine(&location.pack)?;
+                    }
+                }
+            }
+            let names: Vec<&[u8]> = pairs.iter().map(|(n, _)| n.as_slice()).collect();
+            let local = self.resolve(&names)?;
+            let new: Vec<(Vec<u8>, Key)> =
+                pairs.into_iter().zip(local).filter(|(_, l)| l.is_none()).map(|(p, _)| p).collect();
+            saved += self.name(&new)?.into_iter().filter(|named| *named).count() as u64;
+        }
+        Ok(saved)
+    }
+
+    /// Pushes the names whose objects the remote holds and whose names it lacks, in packs
+    /// of their own: the names pushed and what went up.
+    fn push_names(&self, remote: &Remote) -> Result<(u64, remote::Uploaded)> {
+        let mut records: Vec<(Key, Vec<u8>)> = Vec::new();
+        let mut chunk: Vec<(Vec<u8>, Key)> = Vec::with_capacity(PUSH_CHUNK);
+        let mut sort = |chunk: &mut Vec<(Vec<u8>, Key)>| -> Result<()> {
+            let derived: Vec<Key> = chunk.iter().map(|(n, _)| remote::name_key(n)).collect();
+            let targets: Vec<Key> = chunk.iter().map(|(_, k)| *k).collect();
+            let named = remote.known(&derived)?;
+            let held = remote.known(&targets)?;
+            for (((name, key), derived), (named, held)) in
+                chunk.drain(..).zip(derived).zip(named.into_iter().zip(held))
+            {
+                if !named && held {
+                    records.push((derived, remote::name_record(&name, &key)));
+                }
+            }
+            Ok(())
+        };
+        let reader = self.readers.checkout()?;
+        let mut failed = None;
+        crate::names::each(&reader, |name, key| {
+            chunk.push((name.to_vec(), key));
+            if chunk.len() == PUSH_CHUNK
+                && failed.is_none()
+                && let Err(e) = sort(&mut chunk)
+            {
+                failed = Some(e);
+            }
+        })?;
+        drop(reader);
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        sort(&mut chunk)?;
+        let count = records.len() as u64;
+        let pack_size = remote.config.pack_size as usize;
+        let level = self.saving.level;
+        let mut records = records.into_iter().peekable();
+        let packs = std::iter::from_fn(|| {
+            let mut builder = Builder::default();
+            while builder.body_len() < pack_size {
+                let (derived, record) = records.next()?;
+                let member = codec::compress(&record, level);
+                builder.push(derived, record.len() as u64, &member, Kind::Name);
+                if records.peek().is_none() {
+                    break;
+                }
+            }
+            (!builder.is_empty()).then(|| Ok(builder.seal()))
+        });
+        Ok((count, remote.upload(packs, true)?))
     }
 
     /// Fetches, checks and stores `wanted`; packs that cannot be read go into

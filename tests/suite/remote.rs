@@ -726,3 +726,42 @@ fn a_damaged_chunk_on_the_remote_is_never_served_and_a_later_push_heals_it() -> 
     }
     anyhow::bail!("the remote never healed")
 }
+
+#[test]
+fn names_travel_with_their_objects_and_are_read_through_by_name() -> TestResult {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir()?;
+    let remote = small_packs(server.remote("named"));
+    let a = open(dir.path(), "a.db", remote.clone())?;
+    let objects = crate::common::objects(8, 2_000);
+    let names: Vec<String> = (0..objects.len()).map(|i| format!("speckle-id-{i:032x}")).collect();
+    let items: Vec<(&str, &[u8])> =
+        names.iter().map(String::as_str).zip(objects.iter().map(Vec::as_slice)).collect();
+    a.save_named(&items)?;
+    let pushed = a.remote().expect("a remote").push()?;
+    assert_eq!((pushed.objects, pushed.names), (2_000, 2_000), "{pushed}");
+    let again = a.remote().expect("a remote").push()?;
+    assert_eq!((again.objects, again.names), (0, 0), "{again}");
+    // The remote counts objects, not names.
+    assert_eq!(a.remote().expect("a remote").refresh()?.objects, 2_000);
+
+    // A machine that never saw them reads objects by name, one and many.
+    let b = open(dir.path(), "b.db", remote.clone())?;
+    assert_eq!(b.get_named(&[names[7].as_str()])?[0].as_deref(), Some(&objects[7][..]));
+    let got = b.get_named(&names)?;
+    assert!(got.iter().zip(&objects).all(|(g, o)| g.as_deref() == Some(&o[..])));
+    assert_eq!(b.get_named(&["no-such-name"])?, vec![None]);
+    // Read through once, then named here.
+    assert!(b.resolve(&names)?.iter().all(Option::is_some));
+    assert!(b.verify()?.is_ok());
+
+    // A pull brings the names with the objects.
+    let c = open(dir.path(), "c.db", remote)?;
+    let pulled = c.remote().expect("a remote").pull()?;
+    assert!(pulled.is_complete(), "{pulled}");
+    assert_eq!((pulled.objects, pulled.names), (2_000, 2_000), "{pulled}");
+    let resolved = c.resolve(&names)?;
+    let keys: Vec<Key> = objects.iter().map(|o| Key::of(o)).collect();
+    assert!(resolved.iter().zip(&keys).all(|(r, k)| *r == Some(*k)));
+    Ok(())
+}
