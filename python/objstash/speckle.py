@@ -21,6 +21,9 @@ Reads follow a receive: when ``get_object`` reads an object that lists its child
 batch call each (read and checked in parallel), so the deserializer's one-by-one requests
 are served from memory. At most ``READ_AHEAD_MAX`` objects are held ahead.
 
+With a remote, the cache is a team's: objects sent on one machine are pushed in the
+background, and a receive on another machine reads them through by id.
+
 Needs specklepy (``pip install 'objstash[speckle]'``).
 """
 
@@ -75,6 +78,11 @@ class ObjstashTransport(AbstractTransport):
     on the cache's own objects compresses to 0.35x the bytes of SQLiteTransport's cache
     (gzip: 0.48x) and stores faster (python/bench/transports.py). ``max_size`` (bytes)
     caps the cache: the least recently used objects are evicted to stay within it.
+
+    ``remote`` (a URL ``s3://bucket/prefix`` or an ``objstash.Remote``) shares the cache
+    with a team: after each ``end_write`` the objects and their ids are pushed in the
+    background (``flush_remote`` waits; ``close`` waits and raises a failed push), and an
+    object this cache lacks is read through the remote by its id, checked, and kept.
     """
 
     def __init__(
@@ -89,6 +97,7 @@ class ObjstashTransport(AbstractTransport):
         durability: Optional[str] = None,
         codec: Optional[str] = None,
         max_size: Optional[int] = None,
+        remote: Optional[Any] = None,
     ) -> None:
         super().__init__()
         self._name = name
@@ -103,7 +112,13 @@ class ObjstashTransport(AbstractTransport):
             if codec is None and not os.path.exists(path):
                 codec = "zstd-dict"
             try:
-                stash = Stash(path, durability=durability, codec=codec, max_size=max_size)
+                stash = Stash(
+                    path,
+                    durability=durability,
+                    codec=codec,
+                    max_size=max_size,
+                    remote=remote,
+                )
             except Exception as ex:
                 raise SpeckleException(
                     f"ObjstashTransport could not open {path}: {ex}"
@@ -124,6 +139,13 @@ class ObjstashTransport(AbstractTransport):
         self._fetched: Dict[str, str] = {}
         self._buffer_bytes = 0
         self.saved_obj_count = 0
+        # The background push (with a remote): one thread at a time; a commit while it
+        # runs makes it push once more.
+        self._pusher: Optional[threading.Thread] = None
+        self._push_again = False
+        self.push_error: Optional[BaseException] = None
+        """Why the last background push failed (None once one succeeds); ``close``
+        raises it."""
 
     def __repr__(self) -> str:
         return f"ObjstashTransport({str(self.stash.path)!r})"
@@ -167,6 +189,39 @@ class ObjstashTransport(AbstractTransport):
         self._batches.join()
         self._raise_saver_error()
         self.stash.flush()
+        if self.stash.remote_url is not None:
+            self._push_in_background()
+
+    # The remote ----------------------------------------------------------------------
+
+    def _push_in_background(self) -> None:
+        """Starts a push of what the remote lacks (objects, then their ids), or asks the
+        one running to push once more."""
+        with self._lock:
+            if self._pusher is not None and self._pusher.is_alive():
+                self._push_again = True
+                return
+            self._pusher = threading.Thread(target=self._push, daemon=True)
+            self._pusher.start()
+
+    def _push(self) -> None:
+        while True:
+            try:
+                self.stash.push()
+                self.push_error = None
+            except BaseException as ex:  # kept for close(); the local cache is unaffected
+                self.push_error = ex
+            with self._lock:
+                if not self._push_again:
+                    return
+                self._push_again = False
+
+    def flush_remote(self) -> None:
+        """Waits for the background push: once it returns, every object written before
+        is on the remote with its id, or ``push_error`` says why not."""
+        pusher = self._pusher
+        if pusher is not None:
+            pusher.join()
 
     def _send_buffer(self) -> None:
         """Hands the buffer to the background saver."""
@@ -311,6 +366,12 @@ class ObjstashTransport(AbstractTransport):
                 self._saver.join()
                 self._saver = None
             self._raise_saver_error()
+            self.flush_remote()
+            if self.push_error is not None:
+                error, self.push_error = self.push_error, None
+                raise SpeckleException(
+                    f"{self.name} could not push to {self.stash.remote_url}: {error}"
+                ) from error
         finally:
             if self._owns_stash:
                 self.stash.close()
