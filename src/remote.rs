@@ -418,11 +418,9 @@ impl Remote {
     /// Uploads sealed packs, at most `uploads` at once, and records each in the catalog
     /// once both its files are written. Returns what went up, or the first error (packs
     /// uploaded before it stay recorded).
-    /// With `note`, the objects uploaded are noted as used (a push's; not a trim's moves).
     pub(crate) fn upload(
         &self,
         packs: impl Iterator<Item = Result<Sealed>>,
-        note: bool,
     ) -> Result<Uploaded> {
         let mut running: std::collections::VecDeque<tokio::task::JoinHandle<Result<Sealed>>> =
             std::collections::VecDeque::new();
@@ -435,9 +433,6 @@ impl Remote {
             let index = pack::parse_index(&sealed.name, &sealed.index)
                 .expect("a pack this process sealed parses");
             self.catalog.add(&sealed.name, &index)?;
-            if note {
-                self.note_used(sealed.entries.iter().map(|e| e.key));
-            }
             done.packs += 1;
             // Chunks are parts of the objects counted, not objects of their own.
             done.objects +=

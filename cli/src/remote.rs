@@ -50,6 +50,7 @@ struct Pushed {
     packs: u64,
     already_remote: u64,
     corrupt: u64,
+    names: u64,
     requests: u64,
 }
 
@@ -71,6 +72,7 @@ pub fn push(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
             packs: report.packs,
             already_remote: report.already_remote,
             corrupt: report.corrupt,
+            names: report.names,
             requests: report.requests,
         })?;
     } else {
@@ -93,6 +95,7 @@ struct Pulled<'a> {
     already_local: u64,
     unreachable_packs: u64,
     damaged_packs: Vec<&'a str>,
+    names: u64,
     requests: u64,
 }
 
@@ -105,6 +108,7 @@ pub fn pull(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
             already_local: report.already_local,
             unreachable_packs: report.unreachable,
             damaged_packs: report.damaged.iter().map(|d| d.pack.as_str()).collect(),
+            names: report.names,
             requests: report.requests,
         })?;
     }

@@ -177,6 +177,8 @@ class PushReport:
     """Local objects that failed their check and were not uploaded (run verify)."""
     requests: int
     text: str = ""
+    names: int = 0
+    """Names (ids) uploaded with the objects they name."""
 
     def __str__(self) -> str:
         return self.text
@@ -195,6 +197,8 @@ class PullReport:
     """Packs that could not be read: pull again."""
     requests: int
     text: str = ""
+    names: int = 0
+    """Names of the remote saved here with their objects."""
 
     @property
     def complete(self) -> bool:

@@ -107,6 +107,7 @@ pub fn push_report<'py>(py: Python<'py>, r: &PushReport) -> PyResult<Bound<'py, 
     d.set_item("packs", r.packs)?;
     d.set_item("already_remote", r.already_remote)?;
     d.set_item("corrupt", r.corrupt)?;
+    d.set_item("names", r.names)?;
     d.set_item("requests", r.requests)?;
     d.set_item("text", r.to_string())?;
     Ok(d)
@@ -121,6 +122,7 @@ pub fn pull_report<'py>(py: Python<'py>, r: &PullReport) -> PyResult<Bound<'py, 
         r.damaged.iter().map(|d| (d.pack.clone(), d.objects, d.reason.clone())).collect();
     d.set_item("damaged", damaged)?;
     d.set_item("unreachable", r.unreachable)?;
+    d.set_item("names", r.names)?;
     d.set_item("requests", r.requests)?;
     d.set_item("text", r.to_string())?;
     Ok(d)

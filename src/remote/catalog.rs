@@ -287,26 +287,34 @@ impl Catalog {
         })
     }
 
-    /// Packs holding at least one key another pack holds too.
-    pub(crate) fn sharing_packs(&self) -> Result<Vec<String>> {
+    /// Every pack known: its name and how many keys it holds, by the catalog's id.
+    pub(crate) fn pack_keys(&self) -> Result<std::collections::HashMap<i64, (String, u64)>> {
         self.read(|conn| {
             let mut stmt = conn.prepare(
-                "SELECT DISTINCT p.name FROM keys k JOIN packs p ON p.id = k.pack WHERE EXISTS \
-                 (SELECT 1 FROM keys o WHERE o.key = k.key AND o.pack <> k.pack)",
+                "SELECT p.id, p.name, (SELECT count(*) FROM keys k WHERE k.pack = p.id) \
+                 FROM packs p",
             )?;
-            stmt.query_map([], |r| r.get(0))?.collect()
+            stmt.query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get::<_, i64>(2)? as u64))))?
+                .collect()
         })
     }
 
-    /// The packs known to hold each of `keys`.
-    pub(crate) fn holders(&self, keys: &[Key]) -> Result<Vec<Vec<String>>> {
+    /// Calls `f` with the packs (catalog ids) of every key more than one pack holds: one
+    /// pass over the key table in key order.
+    pub(crate) fn shared_keys(&self, mut f: impl FnMut(&[i64])) -> Result<()> {
         self.read(|conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT p.name FROM keys k JOIN packs p ON p.id = k.pack WHERE k.key = ?1",
+            let mut stmt = conn.prepare(
+                "SELECT group_concat(pack) FROM keys GROUP BY key HAVING count(*) > 1",
             )?;
-            keys.iter()
-                .map(|key| stmt.query_map([&key.as_bytes()[..]], |r| r.get(0))?.collect())
-                .collect()
+            let mut rows = stmt.query([])?;
+            let mut packs = Vec::new();
+            while let Some(row) = rows.next()? {
+                let list: String = row.get(0)?;
+                packs.clear();
+                packs.extend(list.split(',').filter_map(|id| id.parse::<i64>().ok()));
+                f(&packs);
+            }
+            Ok(())
         })
     }
 

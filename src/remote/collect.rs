@@ -13,7 +13,7 @@
 //!
 //! Which duplicates go: the packs are ordered by their first `added` event in the log (then
 //! by name), the same order for every machine. A pack goes when each of its keys is in an
-//! earlier pack that stays. The earliest pack holding a key never goes, so whichever packs
+//! earlier pack. The earliest pack holding a key never goes this way, so whichever packs
 //! two collectors take out, even without the lease, every key keeps a pack. A pack
 //! sharing only some of its keys stays (repacking it is left to a trim).
 //!
@@ -25,7 +25,7 @@
 //! safe beside the other anyway. A collection killed at any moment leaves packs either
 //! listed and whole or out of the listing; the next collection finishes the job.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::time::Duration;
 
@@ -285,30 +285,35 @@ impl Remote {
             let first = histories.get(pack).and_then(|h| h.first_added).unwrap_or(u64::MAX);
             (first, pack.to_string())
         };
-        let mut candidates = self.catalog.sharing_packs()?;
+        // A pack goes when each of its keys has an earlier holder: counted in one pass over
+        // the keys two packs hold.
+        let packs = self.catalog.pack_keys()?;
+        let ordered = |id: &i64| packs.get(id).map(|(name, _)| order(name));
+        let mut covered: HashMap<i64, u64> = HashMap::new();
+        self.catalog.shared_keys(|holders| {
+            let first = holders.iter().min_by_key(|id| ordered(id)).copied();
+            for id in holders.iter().filter(|id| Some(**id) != first) {
+                *covered.entry(*id).or_default() += 1;
+            }
+        })?;
+        let mut candidates: Vec<&String> = covered
+            .iter()
+            .filter_map(|(id, n)| packs.get(id).filter(|(_, keys)| keys == n).map(|(name, _)| name))
+            .collect();
         candidates.sort_by_cached_key(|p| order(p));
-        let mut taken_out: HashSet<String> = HashSet::new();
+        let mut taken_out = 0;
         for pack in candidates {
             let listed =
-                histories.get(&pack).and_then(|h| h.last).is_some_and(|(_, w)| w == What::Added);
+                histories.get(pack).and_then(|h| h.last).is_some_and(|(_, w)| w == What::Added);
             if !listed {
                 continue;
             }
-            let mine = order(&pack);
-            let keys: Vec<_> = self.catalog.entries(&pack)?.into_iter().map(|e| e.key).collect();
-            let holders = self.catalog.holders(&keys)?;
-            let covered = !keys.is_empty()
-                && holders.iter().all(|packs| {
-                    packs.iter().any(|p| *p != pack && !taken_out.contains(p) && order(p) < mine)
-                });
-            if covered {
-                log::info!("taking duplicate pack {pack} out of the listing of {}", self.url());
-                self.take_out(&pack, None)?;
-                taken_out.insert(pack);
-                self.renew_if_due(lease)?;
-            }
+            log::info!("taking duplicate pack {pack} out of the listing of {}", self.url());
+            self.take_out(pack, None)?;
+            taken_out += 1;
+            self.renew_if_due(lease)?;
         }
-        Ok(taken_out.len() as u64)
+        Ok(taken_out)
     }
 
     /// Phase one: the pack leaves the listing (its `gone` event, then its index); its body

@@ -320,7 +320,9 @@ impl Remote {
         }
         self.renew_if_due(lease)?;
         let sweep = CollectOptions::default().grace(options.grace).duplicates(false);
+        let before = self.client.requests();
         self.sweep(lease, &sweep, &mut report.swept)?;
+        report.swept.requests = self.client.requests() - before;
         Ok(report)
     }
 
@@ -459,7 +461,7 @@ impl Remote {
             sealed.push(builder.seal());
         }
         let names: Vec<String> = sealed.iter().map(|s| s.name.clone()).collect();
-        let uploaded = self.upload(sealed.into_iter().map(Ok), false)?;
+        let uploaded = self.upload(sealed.into_iter().map(Ok))?;
         // Marked as made of moved objects: their uses stay what they were.
         self.runtime.block_on(async {
             for name in &names {

@@ -1,8 +1,9 @@
 //! Use reports: which remote objects a machine used, and when, so that a trim
 //! (`trim.rs`) keeps what any machine still uses.
 //!
-//! A push (the objects it uploaded and those it found on the remote already), a pull and
-//! a read-through (the objects and chunks fetched) note the keys they used; the notes go
+//! A push (the objects it found on the remote already: those it uploaded are dated by
+//! their pack's `added` event), a pull and a read-through (the objects and chunks
+//! fetched) note the keys they used; the notes go
 //! up in batches as one file, `uses/<ms>-<random>.uses`, at the end of a push or a pull,
 //! once 100,000 keys wait, when a note finds the oldest waiting for more than 10 minutes,
 //! and when the stash closes: never a request per read.

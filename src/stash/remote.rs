@@ -239,7 +239,7 @@ impl Stash {
             pack_size: remote.config.pack_size as usize,
             corrupt: &corrupt,
         };
-        let uploaded = remote.upload(packs, true)?;
+        let uploaded = remote.upload(packs)?;
         report.packs = uploaded.packs;
         report.objects = uploaded.objects;
         report.bytes = uploaded.bytes;
@@ -417,7 +417,7 @@ impl Stash {
             }
             (!builder.is_empty()).then(|| Ok(builder.seal()))
         });
-        Ok((count, remote.upload(packs, true)?))
+        Ok((count, remote.upload(packs)?))
     }
 
     /// Fetches, checks and stores `wanted`; packs that cannot be read go into

@@ -107,20 +107,40 @@ impl RemoteChunks<'_> {
             end += 1;
         }
         let keys: Vec<Key> = chunks[self.next..end].iter().map(|c| c.key).collect();
-        let located = match self.remote.locate(&keys) {
-            Ok(located) => located,
-            Err(e) => return Err(self.fail(Failure::Error(e))),
-        };
-        let Some(located) = located.into_iter().collect::<Option<Vec<Location>>>() else {
-            return Err(self.fail(Failure::Missing));
-        };
         let mut buffer = Vec::with_capacity(bytes);
-        for (location, member) in located.iter().zip(self.remote.fetch(&located)) {
-            let checked = member.and_then(|member| remote::check(location, &member));
-            match checked {
-                Ok(raw) => buffer.extend_from_slice(&raw),
+        // A chunk whose pack a collection deleted since the copy of the indexes was
+        // refreshed: the packs are forgotten, the copy refreshed, and the chunks read again
+        // where the remote still holds them (once).
+        for retry in [true, false] {
+            let located = match self.remote.locate(&keys) {
+                Ok(located) => located,
                 Err(e) => return Err(self.fail(Failure::Error(e))),
+            };
+            let Some(located) = located.into_iter().collect::<Option<Vec<Location>>>() else {
+                return Err(self.fail(Failure::Missing));
+            };
+            let members = self.remote.fetch(&located);
+            let gone: std::collections::BTreeSet<String> = located
+                .iter()
+                .zip(&members)
+                .filter(|(_, m)| m.as_ref().is_err_and(Remote::is_gone))
+                .map(|(l, _)| l.pack.clone())
+                .collect();
+            if retry && !gone.is_empty() {
+                let gone: Vec<String> = gone.into_iter().collect();
+                if let Err(e) = self.remote.forget(&gone) {
+                    return Err(self.fail(Failure::Error(e)));
+                }
+                continue;
             }
+            for (location, member) in located.iter().zip(members) {
+                let checked = member.and_then(|member| remote::check(location, &member));
+                match checked {
+                    Ok(raw) => buffer.extend_from_slice(&raw),
+                    Err(e) => return Err(self.fail(Failure::Error(e))),
+                }
+            }
+            break;
         }
         self.buffer = buffer;
         self.at = 0;
