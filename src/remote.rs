@@ -418,10 +418,7 @@ impl Remote {
     /// Uploads sealed packs, at most `uploads` at once, and records each in the catalog
     /// once both its files are written. Returns what went up, or the first error (packs
     /// uploaded before it stay recorded).
-    pub(crate) fn upload(
-        &self,
-        packs: impl Iterator<Item = Result<Sealed>>,
-    ) -> Result<Uploaded> {
+    pub(crate) fn upload(&self, packs: impl Iterator<Item = Result<Sealed>>) -> Result<Uploaded> {
         let mut running: std::collections::VecDeque<tokio::task::JoinHandle<Result<Sealed>>> =
             std::collections::VecDeque::new();
         let mut done = Uploaded::default();

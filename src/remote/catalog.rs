@@ -303,9 +303,8 @@ impl Catalog {
     /// pass over the key table in key order.
     pub(crate) fn shared_keys(&self, mut f: impl FnMut(&[i64])) -> Result<()> {
         self.read(|conn| {
-            let mut stmt = conn.prepare(
-                "SELECT group_concat(pack) FROM keys GROUP BY key HAVING count(*) > 1",
-            )?;
+            let mut stmt = conn
+                .prepare("SELECT group_concat(pack) FROM keys GROUP BY key HAVING count(*) > 1")?;
             let mut rows = stmt.query([])?;
             let mut packs = Vec::new();
             while let Some(row) = rows.next()? {

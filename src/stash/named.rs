@@ -148,6 +148,7 @@ impl Stash {
     /// [`Error::Corrupt`](crate::Error::Corrupt) for the first damaged object; otherwise
     /// as [`Stash::resolve`] and [`Stash::get_many`].
     pub fn get_named<N: AsRef<[u8]> + Sync>(&self, names: &[N]) -> Result<Vec<Option<Vec<u8>>>> {
+        #[cfg_attr(not(feature = "remote"), allow(unused_mut))]
         let mut found: Vec<Option<Vec<u8>>> = if let [name] = names {
             vec![self.get_one_named(name.as_ref())?]
         } else {
