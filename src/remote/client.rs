@@ -276,14 +276,7 @@ impl Client {
 
     /// A whole file, `None` if there is none by that name.
     pub(crate) async fn get_if_there(&self, part: Part, name: &str) -> Result<Option<Bytes>> {
-        let path = self.path(part, name);
-        self.count(1);
-        let result = match self.store.get(&path).await {
-            Ok(result) => result,
-            Err(object_store::Error::NotFound { .. }) => return Ok(None),
-            Err(e) => return Err(self.error("reading", &path, e)),
-        };
-        result.bytes().await.map(Some).map_err(|e| self.error("reading", &path, e))
+        Ok(self.get_tagged(part, name).await?.map(|(bytes, _)| bytes))
     }
 
     /// Ranges of a pack's body, neighbours merged into one request (`object_store`

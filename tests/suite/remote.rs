@@ -765,3 +765,86 @@ fn names_travel_with_their_objects_and_are_read_through_by_name() -> TestResult 
     assert!(resolved.iter().zip(&keys).all(|(r, k)| *r == Some(*k)));
     Ok(())
 }
+
+/// Starts a child process pushing each of `dbs` to `prefix` (`push_child`), each running
+/// once it has opened its stash.
+pub(crate) fn start_pushes(
+    server: &S3Server,
+    dbs: &[std::path::PathBuf],
+    prefix: &str,
+) -> anyhow::Result<Vec<crate::common::Reaped>> {
+    let mut children = Vec::new();
+    for db in dbs {
+        let spec = format!("{}|{}|{prefix}", db.display(), server.endpoint());
+        let mut child = crate::common::spawn_child("remote::push_child", PUSH_CHILD, spec)?;
+        crate::common::wait_until_open(db, &mut child)?;
+        children.push(child);
+    }
+    Ok(children)
+}
+
+/// Waits for pushes `start_pushes` started; each must succeed.
+pub(crate) fn finish_pushes(children: Vec<crate::common::Reaped>) -> TestResult {
+    for child in children {
+        let status = child.into_inner().wait()?;
+        anyhow::ensure!(status.success(), "a push failed: {status}");
+    }
+    Ok(())
+}
+
+/// A machine reading random objects of `objects` through the remote in a thread of its own
+/// (read-only, refreshing at every miss) until stopped: every object it gets must be
+/// right, and a read must never fail; objects the remote does not hold are misses.
+pub(crate) struct ReadingMachine {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    served: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    thread: std::thread::JoinHandle<anyhow::Result<()>>,
+}
+
+impl ReadingMachine {
+    pub(crate) fn start(
+        db: &Path,
+        remote: RemoteConfig,
+        objects: std::sync::Arc<Vec<Vec<u8>>>,
+    ) -> anyhow::Result<ReadingMachine> {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let served = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        Stash::open(db)?.close()?;
+        let stash = Stash::builder()
+            .remote(remote.refresh_interval(Duration::ZERO))
+            .read_only(true)
+            .open(db)?;
+        let keys: Vec<Key> = objects.iter().map(|o| Key::of(o)).collect();
+        let (halt, count) = (stop.clone(), served.clone());
+        let thread = std::thread::spawn(move || -> anyhow::Result<()> {
+            let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+            while !halt.load(Ordering::Relaxed) {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let i = (seed % keys.len() as u64) as usize;
+                if let Some(value) = stash.get(&keys[i])? {
+                    anyhow::ensure!(value == objects[i], "object {i} came back wrong");
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Ok(())
+        });
+        Ok(ReadingMachine { stop, served, thread })
+    }
+
+    /// Goes on until it has served `more` objects more, then stops; what it served in all.
+    pub(crate) fn stop_after(self, more: u64) -> anyhow::Result<u64> {
+        use std::sync::atomic::Ordering;
+        let target = self.served.load(Ordering::Relaxed) + more;
+        let deadline = Instant::now() + Duration::from_secs(300);
+        while self.served.load(Ordering::Relaxed) < target && !self.thread.is_finished() {
+            anyhow::ensure!(Instant::now() < deadline, "the reader stopped serving");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().expect("the reader panicked")?;
+        Ok(self.served.load(Ordering::Relaxed))
+    }
+}

@@ -5,7 +5,6 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -15,7 +14,10 @@ use object_store::path::Path as StorePath;
 
 use crate::common::TestResult;
 use crate::common::s3::S3Server;
-use crate::remote::{PUSH_CHILD, child_spec, flip_middle_byte, list, open, small_packs};
+use crate::remote::{
+    ReadingMachine, child_spec, finish_pushes, flip_middle_byte, list, open, small_packs,
+    start_pushes,
+};
 use objstash::{CollectOptions, CollectReport, Error, Key, RemoteConfig, Stash};
 
 /// A machine that collects: no clock margin, so that a grace period of zero is zero.
@@ -215,7 +217,7 @@ fn a_collection_beside_two_pushing_processes_and_a_reader_loses_nothing() -> Tes
     let server = S3Server::start();
     let dir = tempfile::tempdir()?;
     let objects = Arc::new(crate::common::objects(21, 12_000));
-    let keys: Arc<Vec<Key>> = Arc::new(objects.iter().map(|o| Key::of(o)).collect());
+    let keys: Vec<Key> = objects.iter().map(|o| Key::of(o)).collect();
     // Two machines hold the same model, saved in opposite orders: their pushes make
     // different packs of the same objects.
     for (name, order) in [("a.db", false), ("b.db", true)] {
@@ -227,40 +229,15 @@ fn a_collection_beside_two_pushing_processes_and_a_reader_loses_nothing() -> Tes
         }
         stash.close()?;
     }
-    let mut children = Vec::new();
-    for name in ["a.db", "b.db"] {
-        let db = dir.path().join(name);
-        let spec = format!("{}|{}|busy", db.display(), server.endpoint());
-        let mut child = crate::common::spawn_child("remote::push_child", PUSH_CHILD, spec)?;
-        crate::common::wait_until_open(&db, &mut child)?;
-        children.push(child);
-    }
+    let dbs = ["a.db", "b.db"].map(|name| dir.path().join(name));
+    let mut children = start_pushes(&server, &dbs, "busy")?;
     // A third machine reads through all along: every object it gets is right, and it never
     // gets an error.
-    let stop = Arc::new(AtomicBool::new(false));
-    let served = Arc::new(AtomicU64::new(0));
-    let reader = {
-        let (stop, served, objects, keys) =
-            (stop.clone(), served.clone(), objects.clone(), keys.clone());
-        let remote = server.remote("busy").refresh_interval(Duration::ZERO);
-        let db = dir.path().join("reader.db");
-        Stash::open(&db)?.close()?;
-        let stash = Stash::builder().remote(remote).read_only(true).open(&db)?;
-        std::thread::spawn(move || -> anyhow::Result<()> {
-            let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-            while !stop.load(Ordering::Relaxed) {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                let i = (seed % keys.len() as u64) as usize;
-                if let Some(value) = stash.get(&keys[i])? {
-                    anyhow::ensure!(value == objects[i], "object {i} came back wrong");
-                    served.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-            Ok(())
-        })
-    };
+    let reader = ReadingMachine::start(
+        &dir.path().join("reader.db"),
+        server.remote("busy"),
+        objects.clone(),
+    )?;
     // Collections run as fast as they can until both pushes are over: duplicates go out of
     // the listing and their bodies at once (no grace period); bodies of pushes in flight
     // are not orphans (a day's grace).
@@ -272,25 +249,14 @@ fn a_collection_beside_two_pushing_processes_and_a_reader_loses_nothing() -> Tes
         taken_out += c.remote().expect("a remote").collect(&options)?.duplicates;
         rounds += 1;
     }
-    for child in children {
-        let status = child.into_inner().wait()?;
-        assert!(status.success(), "a push failed: {status}");
-    }
+    finish_pushes(children)?;
     taken_out += c.remote().expect("a remote").collect(&options)?.duplicates;
     let last = c.remote().expect("a remote").collect(&options)?;
     // The reader goes on until it has served objects from the collected remote.
-    let target = served.load(Ordering::Relaxed) + 500;
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while served.load(Ordering::Relaxed) < target && !reader.is_finished() {
-        anyhow::ensure!(Instant::now() < deadline, "the reader stopped serving");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    stop.store(true, Ordering::Relaxed);
-    reader.join().expect("the reader panicked")?;
+    let served = reader.stop_after(500)?;
     eprintln!(
         "{rounds} collections during the pushes took out {taken_out} duplicate packs; the \
-         reader served {} objects; last: {last}",
-        served.load(Ordering::Relaxed)
+         reader served {served} objects; last: {last}"
     );
     // Every object pushed is on the remote and right; nothing was taken for damage.
     let fresh = open(dir.path(), "fresh.db", server.remote("busy"))?;

@@ -5,12 +5,11 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::common::TestResult;
 use crate::common::s3::S3Server;
-use crate::remote::{PUSH_CHILD, open, small_packs};
+use crate::remote::{ReadingMachine, finish_pushes, open, small_packs, start_pushes};
 use objstash::{CollectOptions, Key, RemoteConfig, Stash, TrimOptions};
 
 /// A machine that trims: no clock margin, so that a grace period of zero is zero.
@@ -206,39 +205,13 @@ fn trims_and_collections_beside_pushing_processes_and_a_reader_lose_nothing_in_u
         stash.close()?;
     }
     let everything: Arc<Vec<Vec<u8>>> = Arc::new(x.iter().chain(&y).cloned().collect());
-    let keys = Arc::new(keys_of(&everything));
-    let mut children = Vec::new();
-    for name in ["a.db", "b.db"] {
-        let db = dir.path().join(name);
-        let spec = format!("{}|{}|busy", db.display(), server.endpoint());
-        let mut child = crate::common::spawn_child("remote::push_child", PUSH_CHILD, spec)?;
-        crate::common::wait_until_open(&db, &mut child)?;
-        children.push(child);
-    }
-    let stop = Arc::new(AtomicBool::new(false));
-    let served = Arc::new(AtomicU64::new(0));
-    let reader = {
-        let (stop, served, objects, keys) =
-            (stop.clone(), served.clone(), everything.clone(), keys.clone());
-        let remote = server.remote("busy").refresh_interval(Duration::ZERO);
-        let db = dir.path().join("reader.db");
-        Stash::open(&db)?.close()?;
-        let stash = Stash::builder().remote(remote).read_only(true).open(&db)?;
-        std::thread::spawn(move || -> anyhow::Result<()> {
-            let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-            while !stop.load(Ordering::Relaxed) {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                let i = (seed % keys.len() as u64) as usize;
-                if let Some(value) = stash.get(&keys[i])? {
-                    anyhow::ensure!(value == objects[i], "object {i} came back wrong");
-                    served.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-            Ok(())
-        })
-    };
+    let dbs = ["a.db", "b.db"].map(|name| dir.path().join(name));
+    let mut children = start_pushes(&server, &dbs, "busy")?;
+    let reader = ReadingMachine::start(
+        &dir.path().join("reader.db"),
+        server.remote("busy"),
+        everything.clone(),
+    )?;
     let t = trimmer(dir.path(), "t.db", server.remote("busy"))?;
     let collect = CollectOptions::default().grace(Duration::ZERO);
     let mut rounds = 0;
@@ -249,27 +222,16 @@ fn trims_and_collections_beside_pushing_processes_and_a_reader_lose_nothing_in_u
         t.remote().expect("a remote").collect(&collect)?;
         rounds += 1;
     }
-    for child in children {
-        let status = child.into_inner().wait()?;
-        assert!(status.success(), "a push failed: {status}");
-    }
+    finish_pushes(children)?;
     // Everything the pushes acknowledged is in use: the last trims keep it.
     for _ in 0..2 {
         t.remote().expect("a remote").trim(&unused_since(cut))?;
         t.remote().expect("a remote").collect(&collect)?;
     }
-    let target = served.load(Ordering::Relaxed) + 500;
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while served.load(Ordering::Relaxed) < target && !reader.is_finished() {
-        anyhow::ensure!(Instant::now() < deadline, "the reader stopped serving");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    stop.store(true, Ordering::Relaxed);
-    reader.join().expect("the reader panicked")?;
+    let served = reader.stop_after(500)?;
     eprintln!(
         "{rounds} trims and collections during the pushes took out {taken_out} packs; the \
-         reader served {}",
-        served.load(Ordering::Relaxed)
+         reader served {served}"
     );
     let fresh = open(dir.path(), "fresh.db", server.remote("busy"))?;
     assert_remote_holds(&fresh, &everything, &[], "after the pushes")?;
