@@ -43,8 +43,9 @@ fn files(
 /// Pushes `objects` from stash `a`, then the same objects in the opposite order from stash
 /// `b` as a push running at the same moment would: without seeing `a`'s packs (their log
 /// events are hidden while `b` lists the log). `b`'s packs then hold only what earlier
-/// packs hold. Returns the packs each pushed; `reader`, if given, refreshes while only
-/// `b`'s packs are listed, so its copy of the indexes locates every object in them.
+/// packs hold. Returns the index files of `a`'s packs and how many `b` pushed; `reader`, if
+/// given, refreshes while only `b`'s packs are listed, so its copy of the indexes locates
+/// every object in them.
 fn push_twice(
     server: &S3Server,
     dir: &Path,
@@ -52,10 +53,35 @@ fn push_twice(
     objects: &[Vec<u8>],
     reader: Option<&Stash>,
 ) -> anyhow::Result<(Vec<String>, u64)> {
+    let reversed: Vec<Vec<u8>> = objects.iter().rev().cloned().collect();
+    let (indexes_a, pushed_b) = push_unaware(
+        server,
+        prefix,
+        open(dir, "a.db", small_packs(server.remote(prefix)))?,
+        |a| a.save_all(objects).map(drop),
+        open(dir, "b.db", small_packs(server.remote(prefix)))?,
+        |b| b.save_all(&reversed).map(drop),
+        reader,
+    )?;
+    assert_eq!(pushed_b.objects, objects.len() as u64, "{pushed_b}");
+    Ok((indexes_a, pushed_b.packs))
+}
+
+/// `a` saves (`fill_a`) and pushes; `b` saves (`fill_b`) and pushes without seeing `a`'s
+/// packs (their events hidden meanwhile); `reader`, if given, refreshes then. Returns the
+/// index files of `a`'s packs and `b`'s push.
+fn push_unaware(
+    server: &S3Server,
+    prefix: &str,
+    a: Stash,
+    fill_a: impl FnOnce(&Stash) -> objstash::Result<()>,
+    b: Stash,
+    fill_b: impl FnOnce(&Stash) -> objstash::Result<()>,
+    reader: Option<&Stash>,
+) -> anyhow::Result<(Vec<String>, objstash::PushReport)> {
     let rt = tokio::runtime::Runtime::new()?;
     let store = server.store();
-    let a = open(dir, "a.db", small_packs(server.remote(prefix)))?;
-    a.save_all(objects)?;
+    fill_a(&a)?;
     let pushed_a = a.remote().expect("a remote").push()?;
     a.close()?;
     let indexes_a = files(&rt, &store, prefix, "indexes");
@@ -67,11 +93,8 @@ fn push_twice(
         }
         anyhow::Ok(())
     })?;
-    let b = open(dir, "b.db", small_packs(server.remote(prefix)))?;
-    let reversed: Vec<Vec<u8>> = objects.iter().rev().cloned().collect();
-    b.save_all(&reversed)?;
+    fill_b(&b)?;
     let pushed_b = b.remote().expect("a remote").push()?;
-    assert_eq!(pushed_b.objects, objects.len() as u64, "{pushed_b}");
     b.close()?;
     if let Some(reader) = reader {
         reader.remote().expect("a remote").refresh()?;
@@ -82,7 +105,67 @@ fn push_twice(
         }
         anyhow::Ok(())
     })?;
-    Ok((indexes_a, pushed_b.packs))
+    Ok((indexes_a, pushed_b))
+}
+
+#[test]
+fn a_large_object_is_read_through_after_packs_of_its_chunks_are_collected() -> TestResult {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir()?;
+    let rt = tokio::runtime::Runtime::new()?;
+    let store = server.store();
+    let large = crate::common::noise(6, 20 << 20);
+    // The same large object pushed by two machines in packs of different sizes: the second
+    // machine's packs of chunks are all duplicates.
+    let (indexes_a, pushed_b) = push_unaware(
+        &server,
+        "big",
+        open(dir.path(), "a.db", server.remote("big").pack_size(4 << 20))?,
+        |a| a.save_reader(&large[..]).map(drop),
+        open(dir.path(), "b.db", server.remote("big").pack_size(3 << 20).uploads(1))?,
+        |b| b.save_reader(&large[..]).map(drop),
+        None,
+    )?;
+    assert!(pushed_b.packs > 2, "{pushed_b}");
+    // A reader that finds the manifest in the first machine's packs and the chunks in the
+    // second's: it learns the second's packs of chunks first (the first's events hidden,
+    // and the second's last pack, its manifest's, never announced), then the first's.
+    let is_a = |event: &String| {
+        indexes_a.iter().any(|i| event.contains(i.rsplit('/').next().unwrap_or(i)))
+    };
+    let events = files(&rt, &store, "big", "log");
+    let (events_a, events_b): (Vec<String>, Vec<String>) = events.into_iter().partition(is_a);
+    let manifest_b = events_b.last().expect("b's events").clone();
+    rt.block_on(async {
+        store.delete(&StorePath::from(manifest_b.as_str())).await?;
+        for e in &events_a {
+            store.delete(&StorePath::from(e.as_str())).await?;
+        }
+        anyhow::Ok(())
+    })?;
+    let reader = open(dir.path(), "reader.db", server.remote("big"))?;
+    reader.remote().expect("a remote").refresh()?;
+    rt.block_on(async {
+        for e in &events_a {
+            store.put(&StorePath::from(e.as_str()), Bytes::new().into()).await?;
+        }
+        anyhow::Ok(())
+    })?;
+    reader.remote().expect("a remote").refresh()?;
+    // The second machine's packs go: taken out and, with no grace period, deleted at once
+    // (its unannounced manifest pack as an orphan).
+    let c = collector(dir.path(), "c.db", server.remote("big"))?;
+    let collected = c.remote().expect("a remote").collect(&at_once())?;
+    let chunk_packs = pushed_b.packs - 1;
+    assert_eq!(
+        (collected.duplicates, collected.deleted, collected.orphans),
+        (chunk_packs, chunk_packs, 1)
+    );
+    let key = Key::of(&large);
+    let mut read = Vec::new();
+    std::io::Read::read_to_end(&mut reader.open_reader(&key)?.expect("read through"), &mut read)?;
+    assert!(read == large, "the object read through differs");
+    Ok(())
 }
 
 #[test]

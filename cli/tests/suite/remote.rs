@@ -102,6 +102,18 @@ fn push_pull_status_missing_and_read_through() -> TestResult {
     assert_eq!(pulled["objects"], 50);
     let out = run(&server, &c, "cli", &["verify"], b"");
     assert!(out.status.success(), "{}", text(&out.stderr));
+
+    // A trim needs a size or an age; with a size of 0 every pack goes.
+    let out = run(&server, &c, "cli", &["remote", "trim"], b"");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("--max-size"), "{}", text(&out.stderr));
+    let out = run(&server, &c, "cli", &["--json", "remote", "trim", "--max-size", "0"], b"");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let trimmed: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!((trimmed["over_size"].as_u64(), trimmed["size_after"].as_u64()), (Some(1), Some(0)));
+    let out = run(&server, &c, "cli", &["remote", "status"], b"");
+    assert!(text(&out.stdout).contains("0 objects in 0 packs"), "{}", text(&out.stdout));
+    assert!(text(&out.stdout).contains("last trim"), "{}", text(&out.stdout));
     Ok(())
 }
 
