@@ -53,6 +53,17 @@ pub struct TrimOptions {
     pub(crate) repack_below: f64,
     pub(crate) grace: Duration,
     pub(crate) lease: Duration,
+    pub(crate) after_taking_out: Option<Hook>,
+}
+
+/// A function a test runs at a given moment of a trim.
+#[derive(Clone)]
+pub(crate) struct Hook(std::sync::Arc<dyn Fn() + Send + Sync>);
+
+impl fmt::Debug for Hook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Hook")
+    }
 }
 
 impl Default for TrimOptions {
@@ -63,6 +74,7 @@ impl Default for TrimOptions {
             repack_below: DEFAULT_REPACK_BELOW,
             grace: DEFAULT_GRACE,
             lease: CollectOptions::default().lease,
+            after_taking_out: None,
         }
     }
 }
@@ -92,6 +104,14 @@ impl TrimOptions {
     /// hour), as [`CollectOptions::grace`].
     pub fn grace(mut self, grace: Duration) -> Self {
         self.grace = grace;
+        self
+    }
+
+    /// Runs `f` once the trim has taken its packs out and before it reads the use reports
+    /// again (for tests: a machine using a pack at that moment).
+    #[doc(hidden)]
+    pub fn after_taking_out(mut self, f: impl Fn() + Send + Sync + 'static) -> Self {
+        self.after_taking_out = Some(Hook(std::sync::Arc::new(f)));
         self
     }
 
@@ -309,6 +329,9 @@ impl Remote {
         }
         report.size_after = size;
 
+        if let Some(Hook(f)) = &options.after_taking_out {
+            f();
+        }
         // Uses reported since the reports were read bring their packs back.
         let (_, since) = self.read_uses(&read)?;
         report.brought_back = self.bring_back(&out, &since)?;

@@ -237,3 +237,40 @@ fn trims_and_collections_beside_pushing_processes_and_a_reader_lose_nothing_in_u
     assert_remote_holds(&fresh, &everything, &[], "after the pushes")?;
     Ok(())
 }
+
+#[test]
+fn a_pack_a_machine_uses_while_a_trim_takes_it_out_comes_back() -> TestResult {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir()?;
+    let x = crate::common::objects(81, 1_000);
+    let y = crate::common::objects(82, 1_000);
+    let a = open(dir.path(), "a.db", small_packs(server.remote("back")))?;
+    for model in [&x, &y] {
+        a.save_all(model)?;
+        a.remote().expect("a remote").push()?;
+    }
+    a.close()?;
+    let cut = moment();
+    // A machine that knows where X is reads it right after the trim took it out (nobody
+    // had used it since the cut), and reports the use.
+    let db = dir.path().join("reader.db");
+    Stash::open(&db)?.close()?;
+    let reader =
+        Arc::new(Stash::builder().remote(server.remote("back")).read_only(true).open(&db)?);
+    reader.remote().expect("a remote").refresh()?;
+    let (x_keys, x_objects, user) = (keys_of(&x), x.clone(), reader.clone());
+    let options = unused_since(cut).after_taking_out(move || {
+        let got = user.get_many(&x_keys).expect("a read during the trim");
+        assert!(got.iter().zip(&x_objects).all(|(g, o)| g.as_deref() == Some(&o[..])));
+        user.remote().expect("a remote").flush().expect("the use reported");
+    });
+    let t = trimmer(dir.path(), "t.db", server.remote("back"))?;
+    let trimmed = t.remote().expect("a remote").trim(&options)?;
+    assert!(trimmed.unused >= 2 && trimmed.brought_back >= 1, "{trimmed}");
+    let fresh = open(dir.path(), "fresh.db", server.remote("back"))?;
+    assert_remote_holds(&fresh, &x, &y, "after the trim")?;
+    // And the next trim keeps X: its use is on record.
+    let again = t.remote().expect("a remote").trim(&unused_since(cut))?;
+    assert_eq!((again.unused, again.repacked), (0, 0), "{again}");
+    Ok(())
+}
