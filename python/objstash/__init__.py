@@ -395,13 +395,17 @@ class Stash(_Stash):
         max_size: int | None = None,
         unused_for: float | None = None,
         grace: float = 3600.0,
+        unused_since: float | None = None,
     ) -> TrimReport:
         """Keeps the remote within ``max_size`` bytes and drops objects no machine pushed,
-        pulled or read through for ``unused_for`` seconds (mostly unused packs are
-        repacked first); packs taken out stay readable for ``grace`` seconds."""
-        if max_size is None and unused_for is None:
+        pulled or read through for ``unused_for`` seconds, or since the time
+        ``unused_since`` (seconds since 1970, as ``time.time()``); mostly unused packs are
+        repacked first. Packs taken out stay readable for ``grace`` seconds."""
+        if max_size is None and unused_for is None and unused_since is None:
             raise ValueError("remote_trim needs max_size, unused_for or both")
-        return TrimReport(**self._remote_trim(max_size, unused_for, grace))
+        return TrimReport(
+            **self._remote_trim(max_size, unused_for, grace, unused_since)
+        )
 
 
 __all__ = [

@@ -560,13 +560,14 @@ impl Stash {
 
     /// Trims the remote to a size and an age (as a dict: the package makes it
     /// `objstash.TrimReport`); durations in seconds.
-    #[pyo3(signature = (max_size, unused_for, grace))]
+    #[pyo3(signature = (max_size, unused_for, grace, unused_since=None))]
     fn _remote_trim<'py>(
         &self,
         py: Python<'py>,
         max_size: Option<u64>,
         unused_for: Option<f64>,
         grace: f64,
+        unused_since: Option<f64>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let mut options = objstash::TrimOptions::default().grace(remote::duration("grace", grace)?);
         if let Some(bytes) = max_size {
@@ -574,6 +575,10 @@ impl Stash {
         }
         if let Some(age) = unused_for {
             options = options.unused_for(remote::duration("unused_for", age)?);
+        }
+        if let Some(time) = unused_since {
+            let since = remote::duration("unused_since", time)?;
+            options = options.unused_since(std::time::UNIX_EPOCH + since);
         }
         let report =
             self.waiting(py, move |s| s.remote().ok_or_else(remote::none)?.trim(&options))?;

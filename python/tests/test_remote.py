@@ -164,14 +164,14 @@ def test_trim_and_collect_the_remote_from_python(server, tmp_path):
     with Stash(tmp_path / "a.db", remote=remote) as a:
         old_keys = a.save_all(old)
         a.push()
-    cut = time.time()
-    while time.time() <= cut + 0.002:
+    cut = time.time() + 0.002
+    while time.time() <= cut:
         pass
     with Stash(tmp_path / "b.db", remote=remote) as b:
         new_keys = b.save_all(new)
         b.push()
     with Stash(tmp_path / "t.db", remote=remote) as t:
-        trimmed = t.remote_trim(unused_for=time.time() - cut, grace=0)
+        trimmed = t.remote_trim(unused_since=cut, grace=0)
         assert trimmed.unused >= 1 and trimmed.size_after < trimmed.size_before, trimmed
         assert "unused packs" in str(trimmed)
         assert t.remote_missing(old_keys) == old_keys

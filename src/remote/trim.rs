@@ -49,11 +49,18 @@ const RECORD: &str = "last-trim";
 #[must_use]
 pub struct TrimOptions {
     pub(crate) max_size: Option<u64>,
-    pub(crate) unused_for: Option<Duration>,
+    pub(crate) unused: Option<Unused>,
     pub(crate) repack_below: f64,
     pub(crate) grace: Duration,
     pub(crate) lease: Duration,
     pub(crate) after_taking_out: Option<Hook>,
+}
+
+/// What a trim by age drops: objects unused for an age, or since a moment (ms since 1970).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Unused {
+    For(Duration),
+    Since(u64),
 }
 
 /// A function a test runs at a given moment of a trim.
@@ -70,7 +77,7 @@ impl Default for TrimOptions {
     fn default() -> Self {
         TrimOptions {
             max_size: None,
-            unused_for: None,
+            unused: None,
             repack_below: DEFAULT_REPACK_BELOW,
             grace: DEFAULT_GRACE,
             lease: CollectOptions::default().lease,
@@ -89,7 +96,15 @@ impl TrimOptions {
 
     /// Objects no machine used for this long go (default: no limit).
     pub fn unused_for(mut self, age: Duration) -> Self {
-        self.unused_for = Some(age);
+        self.unused = Some(Unused::For(age));
+        self
+    }
+
+    /// Objects no machine used since `time` go (what [`TrimOptions::unused_for`] says
+    /// with a moment instead of an age).
+    pub fn unused_since(mut self, time: std::time::SystemTime) -> Self {
+        let ms = time.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        self.unused = Some(Unused::Since(ms));
         self
     }
 
@@ -232,7 +247,10 @@ impl Remote {
             .map(|f| f.name)
             .collect();
         report.reports = read.len() as u64;
-        let cut = options.unused_for.map(|age| now.saturating_sub(age.as_millis() as u64));
+        let cut = options.unused.map(|unused| match unused {
+            Unused::For(age) => now.saturating_sub(age.as_millis() as u64),
+            Unused::Since(ms) => ms,
+        });
 
         let mut seen = Vec::new();
         for (name, body_len) in self.catalog.pack_sizes()? {

@@ -317,6 +317,9 @@ impl Stash {
         self.flush()?;
         report.names = self.pull_names(remote, &named, &mut unreachable)?;
         self.flush()?;
+        if let Err(e) = remote.send_uses() {
+            log::warn!("{e}");
+        }
         report.unreachable = status.unreadable_indexes + unreachable.len() as u64;
         report.requests = remote.requests() - before;
         Ok(report)

@@ -34,7 +34,7 @@ fn moment() -> u64 {
 /// A trim that drops what was not used since `cut` (ms), with no grace period.
 fn unused_since(cut: u64) -> TrimOptions {
     TrimOptions::default()
-        .unused_for(Duration::from_millis(now_ms().saturating_sub(cut)))
+        .unused_since(UNIX_EPOCH + Duration::from_millis(cut))
         .grace(Duration::ZERO)
 }
 
@@ -272,5 +272,136 @@ fn a_pack_a_machine_uses_while_a_trim_takes_it_out_comes_back() -> TestResult {
     // And the next trim keeps X: its use is on record.
     let again = t.remote().expect("a remote").trim(&unused_since(cut))?;
     assert_eq!((again.unused, again.repacked), (0, 0), "{again}");
+    Ok(())
+}
+
+/// Environment variable that makes `trim_child` trim: `<db>|<endpoint>|<prefix>:<cut ms>`.
+const TRIM_CHILD: &str = "OBJSTASH_TEST_TRIM_CHILD";
+
+/// Trims what was not used since the cut, in a child process, to be killed mid-trim by
+/// `trims_killed_at_random_moments_lose_nothing_in_use`; waits for a killed trim's lease.
+#[test]
+#[ignore = "child process of a kill test"]
+fn trim_child() -> TestResult {
+    let Some((db, endpoint, spec)) = crate::remote::child_spec(TRIM_CHILD) else { return Ok(()) };
+    let (prefix, cut) = spec.split_once(':').expect("prefix:cut");
+    let remote = crate::common::s3::remote_at(&endpoint, prefix).clock_skew(Duration::ZERO);
+    let stash = Stash::builder().remote(remote).open(&db)?;
+    std::fs::write(crate::common::sibling(Path::new(&db), ".acked"), "open")?;
+    let options = unused_since(cut.parse()?).lease(Duration::from_secs(2));
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        match stash.remote().expect("a remote").trim(&options) {
+            Err(e)
+                if e.to_string().contains("holds it") && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            other => return other.map(drop).map_err(Into::into),
+        }
+    }
+}
+
+#[test]
+fn trims_killed_at_random_moments_lose_nothing_in_use() -> TestResult {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir()?;
+    let rt = tokio::runtime::Runtime::new()?;
+    let store = server.store();
+    let x = crate::common::objects(91, 3_000);
+    let y = crate::common::objects(92, 3_000);
+    let z = crate::common::objects(93, 3_000);
+    let (z_used, z_unused): (Vec<_>, Vec<_>) =
+        z.chunks(3).map(|c| (c[0].clone(), c[1..].to_vec())).unzip();
+    let z_unused: Vec<Vec<u8>> = z_unused.into_iter().flatten().collect();
+    let a = open(dir.path(), "a.db", small_packs(server.remote("trimkill")))?;
+    for model in [&x, &y, &z] {
+        a.save_all(model)?;
+        a.remote().expect("a remote").push()?;
+    }
+    a.close()?;
+    let cut = moment();
+    let in_use: Vec<Vec<u8>> = y.iter().chain(&z_used).cloned().collect();
+    let reader = open(dir.path(), "reader.db", server.remote("trimkill"))?;
+    assert!(reader.get_many(&keys_of(&in_use))?.iter().all(Option::is_some));
+    reader.close()?;
+    // Progress of a trim, as the remote shows it: packs taken out, new packs, bodies gone.
+    let files =
+        |folder: &str| rt.block_on(crate::remote::list(&store, &format!("trimkill/{folder}")));
+    let count = |folder: &str| files(folder).map(|f| f.len());
+    let progress = || -> anyhow::Result<usize> {
+        let gone = rt
+            .block_on(crate::remote::list(&store, "trimkill/log"))?
+            .iter()
+            .filter(|e| e.ends_with(".gone"))
+            .count();
+        Ok(gone + count("moved")? + count("uses")?)
+    };
+    let db = dir.path().join("trimmer.db");
+    let spec = format!("{}|{}|trimkill:{cut}", db.display(), server.endpoint());
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64 ^ u64::from(std::process::id());
+    let mut killed_mid_trim = 0;
+    for round in 0..8 {
+        let _ = std::fs::remove_file(crate::common::sibling(&db, ".acked"));
+        let mut child =
+            crate::common::spawn_child("remote_trim::trim_child", TRIM_CHILD, spec.clone())?;
+        crate::common::wait_until_open(&db, &mut child)?;
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let goal = progress()? + 1 + (seed % 5) as usize;
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        let reached = loop {
+            if progress()? >= goal {
+                break true;
+            }
+            if child.try_wait()?.is_some() {
+                break false;
+            }
+            anyhow::ensure!(std::time::Instant::now() < deadline, "round {round}: no progress");
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        child.kill()?; // SIGKILL
+        child.wait()?;
+        killed_mid_trim += usize::from(reached);
+        // Every listed pack has its body, and everything in use is on the remote and reads
+        // back (reading only what is in use: a pull would be a use of everything).
+        let bodies: std::collections::HashSet<String> = files("packs")?
+            .into_iter()
+            .filter_map(|p| p.rsplit('/').next().map(str::to_string))
+            .collect();
+        for index in files("indexes")? {
+            let name = index.rsplit('/').next().unwrap_or_default();
+            anyhow::ensure!(
+                bodies.contains(name),
+                "round {round}: pack {name} listed without a body"
+            );
+        }
+        let fresh = open(dir.path(), &format!("fresh{round}.db"), server.remote("trimkill"))?;
+        assert_remote_holds(&fresh, &in_use, &[], &format!("round {round}"))?;
+        fresh.close()?;
+        if !reached {
+            break;
+        }
+    }
+    // A trim that runs to the end leaves exactly what is in use.
+    let t = trimmer(dir.path(), "t.db", server.remote("trimkill"))?;
+    let options = unused_since(cut).lease(Duration::from_secs(2));
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let last = loop {
+        match t.remote().expect("a remote").trim(&options) {
+            Err(e)
+                if e.to_string().contains("holds it") && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            other => break other?,
+        }
+    };
+    eprintln!("{killed_mid_trim} trims killed mid-way; the last: {last}");
+    let gone: Vec<Vec<u8>> = x.iter().chain(&z_unused).cloned().collect();
+    let fresh = open(dir.path(), "last.db", server.remote("trimkill"))?;
+    assert_remote_holds(&fresh, &in_use, &gone, "after the last trim")?;
+    assert!(killed_mid_trim >= 3, "only {killed_mid_trim} kills landed mid-trim");
     Ok(())
 }
