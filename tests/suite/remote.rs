@@ -367,8 +367,9 @@ pub(crate) async fn flip_middle_byte(
     Ok(())
 }
 
-/// Waits until `prefix/indexes/` on the server lists at least `count` pack indexes (a push
-/// has made that much progress), or `done` says the push is over; whether it got there.
+/// Waits until the pack log on the server (`prefix/log/`) announces at least `count` packs
+/// (a push has made that much progress: an announced pack is listed, its body and index
+/// written before), or `done` says the push is over; whether it got there.
 fn wait_for_packs(
     store: &object_store::aws::AmazonS3,
     prefix: &str,
@@ -378,7 +379,7 @@ fn wait_for_packs(
     let rt = tokio::runtime::Runtime::new()?;
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        if rt.block_on(list(store, &format!("{prefix}/indexes")))?.len() >= count {
+        if rt.block_on(list(store, &format!("{prefix}/log")))?.len() >= count {
             return Ok(true);
         }
         if done() {
@@ -441,7 +442,7 @@ fn pushes_killed_at_random_moments_leave_nothing_half_visible() -> TestResult {
         seed ^= seed << 17;
         // Killed once this push has listed 1 to 8 packs of its own (of the hundreds it
         // has to send), so that every kill lands in the middle of a push.
-        let before = rt.block_on(list(&store, "killed/indexes"))?.len();
+        let before = rt.block_on(list(&store, "killed/log"))?.len();
         let goal = before + 1 + (seed % 8) as usize;
         let reached =
             wait_for_packs(&store, "killed", goal, || child.try_wait().ok().flatten().is_some())?;
