@@ -20,6 +20,8 @@
 //! - `collect.rs`: garbage collection, two-phase (out of the listing, then deleted).
 //! - `lease.rs`: the lease that keeps two collections from running at once.
 //! - `names.rs`: names on the remote, so objects are read through by an application's ids.
+//! - `shard.rs`, `compact.rs`, `sharded.rs`: compacted indexes: their format, writing
+//!   them, reading them in parts.
 //! - `usage.rs`: use reports, which objects machines used and when.
 //! - `trim.rs`: keeping the remote within a size and an age.
 //! - `stash/remote.rs`: push, pull and read-through on [`Stash`](crate::Stash).
@@ -27,12 +29,15 @@
 mod catalog;
 mod client;
 mod collect;
+mod compact;
 mod config;
 mod lease;
 mod names;
 mod pack;
 mod pack_log;
 mod report;
+mod shard;
+mod sharded;
 mod trim;
 mod usage;
 
@@ -45,6 +50,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 
 pub use collect::{CollectOptions, CollectReport, LastCollection};
+pub use compact::CompactReport;
 pub use config::{DEFAULT_PACK_SIZE, RemoteConfig};
 pub use report::{DamagedPack, PullReport, PushReport, RemoteStatus};
 pub use trim::{TrimOptions, TrimReport};
@@ -61,6 +67,8 @@ use client::{Client, Part};
 
 /// Indexes read at once by a refresh, and packs read at once by a fetch.
 const READS_IN_FLIGHT: usize = 16;
+/// Keys a lookup of many first finds in the shards to learn which packs hold them.
+const SHARD_PROBE: usize = 8;
 /// After a listing fails, how long reads that would refresh answer with that failure
 /// instead of waiting for the remote's timeouts again.
 const QUIET_AFTER_FAILURE: Duration = Duration::from_secs(5);
@@ -115,6 +123,11 @@ impl Remote {
         self.client.requests()
     }
 
+    /// Bytes of indexes (pack indexes, compacted shards) read so far by this handle.
+    pub(crate) fn index_bytes(&self) -> u64 {
+        self.client.index_bytes()
+    }
+
     pub(crate) fn url(&self) -> &str {
         self.client.url()
     }
@@ -125,12 +138,18 @@ impl Remote {
     pub(crate) fn refresh(&self) -> Result<RemoteStatus> {
         let before = self.client.requests();
         let started = pack_log::now_ms();
+        // A new catalog of a remote with a compacted index starts from it (sharded.rs).
+        let compacted = self.bootstrap()?.then(|| self.catalog.manifest()).transpose()?.flatten();
         // The log is the listing: a pack is on the remote once its event is, and a listing
         // of the whole log (a catalog's first, then one a day in case a clock was off by
-        // more than the margin) sees what listings from a cursor see.
+        // more than the margin) sees what listings from a cursor see. Reading a compacted
+        // index, the whole log is what came after it.
         let cursor = self.catalog.cursor()?.and_then(|(cursor, whole)| {
-            (started.saturating_sub(whole) < pack_log::LIST_WHOLE_EVERY.as_millis() as u64)
-                .then_some(cursor)
+            if started.saturating_sub(whole) < pack_log::LIST_WHOLE_EVERY.as_millis() as u64 {
+                Some(cursor)
+            } else {
+                compacted.as_ref().map(|m| m.covered_ms)
+            }
         });
         let after = cursor.map(|cursor| pack_log::start_after(cursor, self.config.clock_skew));
         // The packs known before the listing: one a push of this machine records while the
@@ -141,9 +160,17 @@ impl Remote {
             listing.as_ref().err().map(|e| (Instant::now(), e.to_string()));
         let listing = listing?;
         let listed = listing.len() as u64;
-        let (new, gone) =
+        let (mut new, gone) =
             pack_log::changes(&listing, &known, self.catalog.unread()?, cursor.is_none());
+        // Packs the compacted index holds are not read again.
+        if let Some(m) = &compacted {
+            let recent: std::collections::HashSet<&String> = m.recent.iter().collect();
+            new.retain(|name| !recent.contains(name));
+        }
         self.catalog.remove(&gone)?;
+        if compacted.is_some() {
+            self.catalog.mark_gone(&gone)?;
+        }
         let gone_packs = gone.iter().filter(|name| known.contains(*name)).count() as u64;
         let read = self.runtime.block_on(async {
             futures::stream::iter(new.iter().map(|name| async move {
@@ -185,12 +212,19 @@ impl Remote {
         self.catalog.mark_unread(&unreadable, &settled)?;
         self.catalog.advance_cursor(started, cursor.is_none())?;
         *self.refreshed.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
-        let counts = self.catalog.counts()?;
+        let mut counts = self.catalog.counts()?;
+        // Reading a compacted index: what it covers, and what was pushed since.
+        if let Some(m) = &compacted {
+            counts.packs += m.packs;
+            counts.objects += m.objects;
+            counts.bytes += m.bytes;
+        }
         Ok(RemoteStatus {
             url: self.url().to_string(),
             packs: counts.packs,
             objects: counts.objects,
             bytes: counts.bytes,
+            index_shards: compacted.as_ref().map_or(0, |m| m.shards.len() as u64),
             local_index_bytes: counts.file_bytes,
             new_packs: added,
             gone_packs,
@@ -234,7 +268,10 @@ impl Remote {
     /// Where the remote holds each of `keys`; keys the catalog lacks make it refresh once
     /// if it is due.
     pub(crate) fn locate(&self, keys: &[Key]) -> Result<Vec<Option<Location>>> {
-        let found = self.catalog.locate(keys)?;
+        // A new machine of a compacted remote finds keys in its shards before it lists
+        // anything (sharded.rs).
+        self.bootstrap()?;
+        let found = self.locate_known(keys)?;
         if found.iter().all(Option::is_some) {
             return Ok(found);
         }
@@ -243,27 +280,99 @@ impl Remote {
             return Ok(found);
         }
         self.refresh_unless_failing()?;
-        self.catalog.locate(keys)
+        self.locate_known(keys)
+    }
+
+    /// Where the catalog, and the compacted index it reads in parts if any, say the remote
+    /// holds each of `keys`.
+    fn locate_known(&self, keys: &[Key]) -> Result<Vec<Option<Location>>> {
+        let mut found = self.catalog.locate(keys)?;
+        if self.catalog.manifest()?.is_none() {
+            return Ok(found);
+        }
+        let mut missing: Vec<usize> = (0..keys.len()).filter(|&i| found[i].is_none()).collect();
+        // Many keys are most likely a model's, pushed together into few packs: a few keys
+        // found in the shards name those packs, whose whole indexes then answer for the
+        // rest (a pack index costs 52 bytes a key of that pack; shard blocks hit at random
+        // would be most of the shards).
+        while missing.len() > SHARD_PROBE {
+            let sample: Vec<Key> = missing.iter().take(SHARD_PROBE).map(|&i| keys[i]).collect();
+            let known = self.catalog.packs()?;
+            let packs: std::collections::BTreeSet<String> = self
+                .locate_in_shards(&sample)?
+                .into_iter()
+                .flatten()
+                .map(|l| l.pack)
+                .filter(|p| !known.contains(p))
+                .collect();
+            if packs.is_empty() {
+                break;
+            }
+            let packs: Vec<String> = packs.into_iter().collect();
+            self.read_indexes(&packs)?;
+            self.catalog.mark_covered(&packs)?;
+            let asked: Vec<Key> = missing.iter().map(|&i| keys[i]).collect();
+            for (&i, location) in missing.iter().zip(self.catalog.locate(&asked)?) {
+                found[i] = location;
+            }
+            missing.retain(|&i| found[i].is_none());
+        }
+        if !missing.is_empty() {
+            let asked: Vec<Key> = missing.iter().map(|&i| keys[i]).collect();
+            for (i, location) in missing.into_iter().zip(self.locate_in_shards(&asked)?) {
+                found[i] = location;
+            }
+        }
+        Ok(found)
+    }
+
+    /// Reads the indexes of `packs` into the catalog (those that cannot be read are left
+    /// to the shards).
+    fn read_indexes(&self, packs: &[String]) -> Result<()> {
+        let read = self.runtime.block_on(async {
+            futures::stream::iter(packs.iter().map(|name| async move {
+                (name, self.client.get_if_there(Part::Index, name).await)
+            }))
+            .buffer_unordered(READS_IN_FLIGHT)
+            .collect::<Vec<_>>()
+            .await
+        });
+        for (name, bytes) in read {
+            match bytes? {
+                Some(bytes) => match pack::parse_index(name, &bytes) {
+                    Ok(index) => self.catalog.add(name, &index)?,
+                    Err(reason) => log::error!("remote index {name} is damaged: {reason}"),
+                },
+                None => {}
+            }
+        }
+        Ok(())
     }
 
     /// Which of `keys` the remote is known to hold (after a refresh if one is due).
     pub(crate) fn holds(&self, keys: &[Key]) -> Result<Vec<bool>> {
         self.refresh_if_due()?;
-        self.catalog.holds(keys)
+        self.known(keys)
     }
 
-    /// Which of `keys` the catalog knows the remote to hold, without refreshing it.
+    /// Which of `keys` the catalog (and the compacted index it reads in parts) knows the
+    /// remote to hold, without refreshing it.
     pub(crate) fn known(&self, keys: &[Key]) -> Result<Vec<bool>> {
-        self.catalog.holds(keys)
+        if self.catalog.manifest()?.is_none() {
+            return self.catalog.holds(keys);
+        }
+        Ok(self.locate_known(keys)?.iter().map(Option::is_some).collect())
     }
 
     /// Every object of the pack `name` the catalog knows.
     pub(crate) fn entries(&self, name: &str) -> Result<Vec<pack::Entry>> {
+        self.materialize()?;
         self.catalog.entries(name)
     }
 
-    /// Names of the packs the catalog knows.
+    /// Names of the packs the catalog knows (every entry of a compacted index read first).
     pub(crate) fn packs(&self) -> Result<Vec<String>> {
+        self.materialize()?;
         let mut packs: Vec<String> = self.catalog.packs()?.into_iter().collect();
         packs.sort();
         Ok(packs)

@@ -13,6 +13,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::pack::{Entry, Index, Kind};
+use super::shard::Manifest;
 use crate::error::{DbContext, Result};
 use crate::files;
 use crate::key::Key;
@@ -29,7 +30,18 @@ const SCHEMA: &str = "
         kind INTEGER NOT NULL DEFAULT 0, PRIMARY KEY(key, pack)) WITHOUT ROWID;
     CREATE INDEX IF NOT EXISTS keys_pack ON keys(pack, offset);
     CREATE TABLE IF NOT EXISTS unread(name TEXT PRIMARY KEY) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS shard_headers(shard INTEGER PRIMARY KEY, header BLOB NOT NULL);
+    CREATE TABLE IF NOT EXISTS shard_blocks(shard INTEGER NOT NULL, block INTEGER NOT NULL,
+        data BLOB NOT NULL, PRIMARY KEY(shard, block)) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS gone(name TEXT PRIMARY KEY) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS covered(name TEXT PRIMARY KEY) WITHOUT ROWID;
 ";
+
+/// The setting that holds the manifest of the compacted index this catalog reads parts of
+/// (`shard.rs`); without it the catalog holds every index it knows whole.
+const MANIFEST: &str = "shards_manifest";
+/// The most bytes of shard blocks kept; beyond it the oldest half goes.
+const BLOCKS_KEPT: i64 = 64 << 20;
 
 /// The setting that holds the pack log's cursor (`pack_log.rs`); without it the next refresh
 /// lists the whole log.
@@ -47,6 +59,8 @@ pub(crate) struct Location {
 pub(crate) struct Catalog {
     path: PathBuf,
     conn: std::sync::Mutex<Connection>,
+    /// The compacted index's manifest as last read or written here (`None`: not read yet).
+    manifest: std::sync::Mutex<Option<Option<Manifest>>>,
 }
 
 impl Catalog {
@@ -83,14 +97,22 @@ impl Catalog {
             .context(|| format!("rebuilding {}", path.display()))?;
         }
         conn.execute_batch(SCHEMA).context(|| format!("creating {}", path.display()))?;
-        let catalog = Catalog { path, conn: std::sync::Mutex::new(conn) };
+        let catalog =
+            Catalog { path, conn: std::sync::Mutex::new(conn), manifest: std::sync::Mutex::new(None) };
         catalog.write(|tx| {
             let recorded: Option<String> = tx
                 .query_row("SELECT value FROM settings WHERE name = 'url'", [], |r| r.get(0))
                 .optional()?;
             if recorded.as_deref() != Some(url) {
-                tx.execute_batch("DELETE FROM keys; DELETE FROM packs; DELETE FROM unread;")?;
-                tx.execute("DELETE FROM settings WHERE name IN (?1, ?2)", [CURSOR, LISTED_WHOLE])?;
+                tx.execute_batch(
+                    "DELETE FROM keys; DELETE FROM packs; DELETE FROM unread; \
+                     DELETE FROM shard_headers; DELETE FROM shard_blocks; DELETE FROM gone; \
+                     DELETE FROM covered;",
+                )?;
+                tx.execute(
+                    "DELETE FROM settings WHERE name IN (?1, ?2, ?3)",
+                    [CURSOR, LISTED_WHOLE, MANIFEST],
+                )?;
                 tx.execute("INSERT OR REPLACE INTO settings VALUES ('url', ?1)", [url])?;
             }
             Ok(())
@@ -279,6 +301,219 @@ impl Catalog {
         })
     }
 
+    /// The manifest of the compacted index this catalog reads parts of, if it does.
+    pub(crate) fn manifest(&self) -> Result<Option<Manifest>> {
+        let mut cached = self.manifest.lock().expect("manifest lock");
+        if let Some(manifest) = &*cached {
+            return Ok(manifest.clone());
+        }
+        let bytes: Option<Vec<u8>> = self.read(|conn| {
+            conn.query_row("SELECT value FROM settings WHERE name = ?1", [MANIFEST], |r| r.get(0))
+                .optional()
+        })?;
+        let manifest = bytes.and_then(|b| Manifest::decode(&b).ok());
+        *cached = Some(manifest.clone());
+        Ok(manifest)
+    }
+
+    /// Reads the remote through the compacted index of `manifest` from now on: what it
+    /// covers is fetched in parts as needed, what was pushed after it is listed from the
+    /// pack log (the cursor moves to the compaction's time). Parts of another generation
+    /// are dropped; the keys and packs already known stay.
+    pub(crate) fn adopt(&self, manifest: &Manifest, now_ms: u64) -> Result<()> {
+        self.write(|tx| {
+            tx.execute_batch("DELETE FROM shard_headers; DELETE FROM shard_blocks;")?;
+            tx.execute(
+                "INSERT OR REPLACE INTO settings VALUES (?1, ?2)",
+                params![MANIFEST, manifest.encode()],
+            )?;
+            let mut stmt = tx.prepare(
+                "INSERT INTO settings VALUES (?1, ?2) ON CONFLICT(name) DO UPDATE \
+                 SET value = max(value, excluded.value)",
+            )?;
+            stmt.execute(params![CURSOR, manifest.covered_ms as i64])?;
+            stmt.execute(params![LISTED_WHOLE, now_ms as i64])?;
+            Ok(())
+        })?;
+        *self.manifest.lock().expect("manifest lock") = Some(Some(manifest.clone()));
+        Ok(())
+    }
+
+    /// Stops reading through a compacted index (every entry is now here).
+    pub(crate) fn drop_manifest(&self) -> Result<()> {
+        self.write(|tx| {
+            tx.execute_batch(
+                "DELETE FROM shard_headers; DELETE FROM shard_blocks; DELETE FROM gone; \
+                 DELETE FROM covered;",
+            )?;
+            tx.execute("DELETE FROM settings WHERE name = ?1", [MANIFEST])?;
+            Ok(())
+        })?;
+        *self.manifest.lock().expect("manifest lock") = Some(None);
+        Ok(())
+    }
+
+    /// A shard's header kept here.
+    pub(crate) fn header(&self, shard: usize) -> Result<Option<Vec<u8>>> {
+        self.read(|conn| {
+            conn.query_row(
+                "SELECT header FROM shard_headers WHERE shard = ?1",
+                [shard as i64],
+                |r| r.get(0),
+            )
+            .optional()
+        })
+    }
+
+    pub(crate) fn keep_header(&self, shard: usize, header: &[u8]) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "INSERT OR REPLACE INTO shard_headers VALUES (?1, ?2)",
+                params![shard as i64, header],
+            )
+            .map(drop)
+        })
+    }
+
+    /// A shard's block kept here.
+    pub(crate) fn block(&self, shard: usize, block: usize) -> Result<Option<Vec<u8>>> {
+        self.read(|conn| {
+            conn.query_row(
+                "SELECT data FROM shard_blocks WHERE shard = ?1 AND block = ?2",
+                [shard as i64, block as i64],
+                |r| r.get(0),
+            )
+            .optional()
+        })
+    }
+
+    /// Keeps blocks fetched; beyond [`BLOCKS_KEPT`] bytes, half of those kept go first.
+    pub(crate) fn keep_blocks(&self, blocks: &[(usize, usize, Vec<u8>)]) -> Result<()> {
+        self.write(|tx| {
+            let kept: i64 =
+                tx.query_row("SELECT coalesce(sum(length(data)), 0) FROM shard_blocks", [], |r| {
+                    r.get(0)
+                })?;
+            if kept > BLOCKS_KEPT {
+                tx.execute(
+                    "DELETE FROM shard_blocks WHERE (shard + block) % 2 = abs(random() % 2)",
+                    [],
+                )?;
+            }
+            let mut stmt = tx.prepare("INSERT OR REPLACE INTO shard_blocks VALUES (?1, ?2, ?3)")?;
+            for (shard, block, data) in blocks {
+                stmt.execute(params![*shard as i64, *block as i64, data])?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Records packs taken out of the listing that the compacted index still lists.
+    pub(crate) fn mark_gone(&self, names: &[String]) -> Result<()> {
+        self.write(|tx| {
+            let mut stmt = tx.prepare("INSERT OR IGNORE INTO gone VALUES (?1)")?;
+            for name in names {
+                stmt.execute([name])?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Records packs whose indexes were read here although the compacted index holds them
+    /// (read for a model's keys): they are not counted twice.
+    pub(crate) fn mark_covered(&self, names: &[String]) -> Result<()> {
+        self.write(|tx| {
+            let mut stmt = tx.prepare("INSERT OR IGNORE INTO covered VALUES (?1)")?;
+            for name in names {
+                stmt.execute([name])?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Packs taken out of the listing since the compacted index was written.
+    pub(crate) fn gone(&self) -> Result<HashSet<String>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare("SELECT name FROM gone")?;
+            stmt.query_map([], |r| r.get(0))?.collect()
+        })
+    }
+
+    /// Records, from a compacted index, packs (name, body length) and their entries.
+    pub(crate) fn add_compacted(
+        &self,
+        packs: &[(String, u64)],
+        entries: &[super::shard::Located],
+    ) -> Result<()> {
+        self.write(|tx| {
+            let mut ids = std::collections::HashMap::new();
+            {
+                let mut insert = tx.prepare(
+                    "INSERT OR IGNORE INTO packs(name, objects, body_len) VALUES (?1, 0, ?2)",
+                )?;
+                let mut id = tx.prepare("SELECT id FROM packs WHERE name = ?1")?;
+                for (name, body_len) in packs {
+                    insert.execute(params![name, *body_len as i64])?;
+                    ids.insert(name.clone(), id.query_row([name], |r| r.get::<_, i64>(0))?);
+                }
+            }
+            let mut stmt =
+                tx.prepare("INSERT OR IGNORE INTO keys VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?;
+            for e in entries {
+                let Some(id) = ids.get(&e.pack) else { continue };
+                stmt.execute(params![
+                    &e.entry.key.as_bytes()[..],
+                    id,
+                    e.entry.offset as i64,
+                    i64::from(e.entry.len),
+                    e.entry.raw_len as i64,
+                    e.entry.kind as i64
+                ])?;
+            }
+            tx.execute(
+                "UPDATE packs SET objects = (SELECT count(*) FROM keys WHERE keys.pack = packs.id) \
+                 WHERE objects = 0",
+                [],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Every entry whose key lies in `from..to` (`to` `None`: to the end), for a
+    /// compaction.
+    pub(crate) fn range(
+        &self,
+        from: &[u8; 32],
+        to: Option<&[u8; 32]>,
+    ) -> Result<Vec<super::shard::Located>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare(
+                "SELECT k.key, p.name, k.offset, k.len, k.raw_len, k.kind FROM keys k JOIN packs p \
+                 ON p.id = k.pack WHERE k.key >= ?1 AND (?2 IS NULL OR k.key < ?2)",
+            )?;
+            stmt.query_map(params![&from[..], to.map(|t| &t[..])], |r| {
+                let bytes: Vec<u8> = r.get(0)?;
+                Ok(super::shard::Located {
+                    pack: r.get(1)?,
+                    entry: Entry {
+                        key: Key::from_slice(&bytes).unwrap_or_else(|| Key::of(&bytes)),
+                        offset: r.get::<_, i64>(2)? as u64,
+                        len: r.get::<_, i64>(3)? as u32,
+                        raw_len: r.get::<_, i64>(4)? as u64,
+                        kind: kind(r.get(5)?),
+                    },
+                })
+            })?
+            .collect()
+        })
+    }
+
+    /// Rows of the key table (a key of two packs counts twice).
+    pub(crate) fn key_rows(&self) -> Result<u64> {
+        self.read(|conn| conn.query_row("SELECT count(*) FROM keys", [], |r| r.get::<_, i64>(0)))
+            .map(|n| n as u64)
+    }
+
     /// Every pack known with the bytes of its body.
     pub(crate) fn pack_sizes(&self) -> Result<Vec<(String, u64)>> {
         self.read(|conn| {
@@ -323,18 +558,24 @@ impl Catalog {
         // The file and its write-ahead log: what this machine holds of the indexes.
         let file_bytes = files::database_bytes(&self.path)
             .map_err(|e| crate::error::Error::io(format!("reading {}", self.path.display()), e))?;
+        // Packs a compacted index holds and whose indexes were read here too are counted
+        // with the compacted index, not here.
+        const MINE: &str = "(SELECT id FROM packs WHERE name NOT IN (SELECT name FROM covered))";
         self.read(|conn| {
             let count = |sql: &str| -> rusqlite::Result<u64> {
                 conn.query_row(sql, [], |r| r.get::<_, i64>(0)).map(|n| n as u64)
             };
             Ok(Counts {
-                packs: count("SELECT count(*) FROM packs")?,
+                packs: count(&format!("SELECT count(*) FROM packs WHERE id IN {MINE}"))?,
                 objects: count(&format!(
-                    "SELECT count(DISTINCT key) FROM keys WHERE kind NOT IN ({}, {})",
+                    "SELECT count(DISTINCT key) FROM keys WHERE kind NOT IN ({}, {}) \
+                     AND pack IN {MINE}",
                     Kind::Chunk as i64,
                     Kind::Name as i64
                 ))?,
-                bytes: count("SELECT coalesce(sum(body_len), 0) FROM packs")?,
+                bytes: count(&format!(
+                    "SELECT coalesce(sum(body_len), 0) FROM packs WHERE id IN {MINE}"
+                ))?,
                 file_bytes,
             })
         })

@@ -38,6 +38,8 @@ const USES: &str = "uses";
 const TRIMMED: &str = "trimmed";
 /// Folder of the markers of packs a trim made of moved objects (`trim.rs`).
 const MOVED: &str = "moved";
+/// Folder of the compacted indexes (`shard.rs`).
+const SHARDS: &str = "shards";
 
 /// Which of a pack's two files.
 #[derive(Clone, Copy, Debug)]
@@ -56,6 +58,8 @@ pub(crate) enum Part {
     Trimmed,
     /// The marker of a pack a trim made of moved objects.
     Moved,
+    /// A compacted index's file (`<generation>/<shard>`, or `current`).
+    Shards,
 }
 
 /// A file as a listing shows it.
@@ -83,6 +87,9 @@ pub(crate) struct Client {
     prefix: String,
     url: String,
     requests: Arc<AtomicU64>,
+    /// Bytes of indexes read (pack indexes, compacted shards, their manifest): what a
+    /// machine downloads to know where objects are.
+    index_bytes: Arc<AtomicU64>,
 }
 
 impl Client {
@@ -128,12 +135,24 @@ impl Client {
             prefix: config.prefix.clone(),
             url: config.url(),
             requests: Arc::new(AtomicU64::new(0)),
+            index_bytes: Arc::new(AtomicU64::new(0)),
         })
     }
 
     /// Requests sent since the client was made (retries not counted).
     pub(crate) fn requests(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of indexes read since the client was made.
+    pub(crate) fn index_bytes(&self) -> u64 {
+        self.index_bytes.load(Ordering::Relaxed)
+    }
+
+    fn count_index_bytes(&self, part: Part, n: usize) {
+        if matches!(part, Part::Index | Part::Shards) {
+            self.index_bytes.fetch_add(n as u64, Ordering::Relaxed);
+        }
     }
 
     /// The remote's URL, for messages.
@@ -156,6 +175,7 @@ impl Client {
             Part::Uses => USES,
             Part::Trimmed => TRIMMED,
             Part::Moved => MOVED,
+            Part::Shards => SHARDS,
         };
         if self.prefix.is_empty() {
             Path::from(format!("{folder}/{name}"))
@@ -198,11 +218,13 @@ impl Client {
             .await
             .map_err(|e| self.error("listing", &folder, e))?;
         self.count((metas.len() as u64).saturating_sub(1) / 1_000);
+        let within = format!("{}/", folder.as_ref());
         let mut files: Vec<Listed> = metas
             .into_iter()
             .filter_map(|m| {
                 Some(Listed {
-                    name: m.location.filename()?.to_string(),
+                    // The path under the folder (a compacted index's files are in folders).
+                    name: m.location.as_ref().strip_prefix(&within)?.to_string(),
                     modified_ms: u64::try_from(m.last_modified.timestamp_millis()).unwrap_or(0),
                     size: m.size,
                 })
@@ -227,6 +249,7 @@ impl Client {
         };
         let tag = result.meta.e_tag.clone();
         let bytes = result.bytes().await.map_err(|e| self.error("reading", &path, e))?;
+        self.count_index_bytes(part, bytes.len());
         Ok(Some((bytes, tag)))
     }
 
@@ -285,6 +308,26 @@ impl Client {
         let path = self.path(Part::Body, name);
         self.count(coalesced_requests(ranges));
         self.store.get_ranges(&path, ranges).await.map_err(|e| self.error("reading", &path, e))
+    }
+
+    /// Ranges of a file of `part` (neighbours merged as for a body); `None` if there is no
+    /// such file.
+    pub(crate) async fn get_ranges_of(
+        &self,
+        part: Part,
+        name: &str,
+        ranges: &[Range<u64>],
+    ) -> Result<Option<Vec<Bytes>>> {
+        let path = self.path(part, name);
+        self.count(coalesced_requests(ranges));
+        match self.store.get_ranges(&path, ranges).await {
+            Ok(parts) => {
+                self.count_index_bytes(part, parts.iter().map(Bytes::len).sum());
+                Ok(Some(parts))
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(self.error("reading", &path, e)),
+        }
     }
 
     /// Writes a file; with `create`, only if there is none by that name (a pack's name

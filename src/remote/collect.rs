@@ -269,6 +269,7 @@ impl Remote {
     ) -> Result<CollectReport> {
         let mut report = CollectReport::default();
         self.refresh()?;
+        self.materialize()?;
         if options.duplicates {
             report.duplicates = self.take_out_duplicates(lease)?;
         }
@@ -406,6 +407,22 @@ impl Remote {
             let old = record.modified_ms + grace + margin <= now;
             if (body_going || !bodies.contains_key(name) || back) && old {
                 deletions.push((part, name.clone()));
+            }
+        }
+        // Compacted indexes of generations before the current one, once older than the
+        // grace period (a reader that read the older manifest reads the current one again).
+        let shards = self.runtime.block_on(self.client.list(Part::Shards))?;
+        let current = self
+            .runtime
+            .block_on(self.client.get_if_there(Part::Shards, super::compact::CURRENT))?
+            .and_then(|b| super::shard::Manifest::decode(&b).ok())
+            .map(|m| m.generation);
+        for file in &shards {
+            let Some((generation, _)) = file.name.split_once('/') else { continue };
+            if Some(generation) != current.as_deref()
+                && file.modified_ms + grace + margin <= now
+            {
+                deletions.push((Part::Shards, file.name.clone()));
             }
         }
         // The marker of a pack made of moved objects goes with its body.

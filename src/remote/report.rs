@@ -70,6 +70,9 @@ pub struct RemoteStatus {
     pub bytes: u64,
     /// Bytes of this machine's copy of the remote's indexes (`<stash>-remote`).
     pub local_index_bytes: u64,
+    /// Shards of the remote's compacted index this machine reads in parts (0: it holds a
+    /// copy of every index).
+    pub index_shards: u64,
     /// Packs whose index was read by this refresh.
     pub new_packs: u64,
     /// Packs this refresh found taken out of the listing (trimmed, collected or damaged)
@@ -152,6 +155,9 @@ impl fmt::Display for RemoteStatus {
             self.new_packs,
             self.requests
         )?;
+        if self.index_shards > 0 {
+            write!(f, "\nreading a compacted index of {} shards in parts", self.index_shards)?;
+        }
         if self.unreadable_indexes > 0 {
             write!(f, "\n{} indexes could not be read: refresh again", self.unreadable_indexes)?;
         }

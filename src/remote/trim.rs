@@ -236,6 +236,7 @@ impl Remote {
     fn trim_holding(&self, lease: &mut Lease, options: &TrimOptions) -> Result<TrimReport> {
         let mut report = TrimReport::default();
         self.refresh()?;
+        self.materialize()?;
         let now = pack_log::now_ms();
         let listing = self.runtime.block_on(self.client.list_log(None))?;
         let histories = histories(&listing);

@@ -150,6 +150,24 @@ impl RemoteTier<'_> {
         self.remote.last_trim()
     }
 
+    /// Compacts the remote's pack indexes into key-sharded files, so that a new machine
+    /// reads only the parts it needs instead of every index (`notes/design.md`,
+    /// "Compacted indexes"). Holds the collectors' lease; readers see the old generation
+    /// or the new one, whole.
+    ///
+    /// # Errors
+    /// [`Error::Remote`] if the remote fails or another machine holds the lease.
+    pub fn compact(&self) -> Result<crate::CompactReport> {
+        self.remote.compact(crate::CollectOptions::default().lease)
+    }
+
+    /// Bytes of indexes (pack indexes, compacted shards) this handle has read from the
+    /// remote so far: what knowing where objects are cost.
+    #[must_use]
+    pub fn index_bytes(&self) -> u64 {
+        self.remote.index_bytes()
+    }
+
     /// The record of the last collection on the remote, if one ran (one request).
     ///
     /// # Errors

@@ -24,6 +24,8 @@ mod remote;
 #[cfg(feature = "remote")]
 mod remote_gc;
 #[cfg(feature = "remote")]
+mod remote_shards;
+#[cfg(feature = "remote")]
 mod remote_trim;
 mod reopen;
 mod round_trip;
