@@ -150,8 +150,8 @@ pub use crate::parse::ParseSettingError;
 pub use crate::recovery::{RecoveryReport, Trigger};
 #[cfg(feature = "remote")]
 pub use crate::remote::{
-    CollectOptions, CollectReport, CompactReport, DEFAULT_PACK_SIZE, DamagedPack, LastCollection, PullReport,
-    PushReport, RemoteConfig, RemoteStatus, TrimOptions, TrimReport,
+    CollectOptions, CollectReport, CompactReport, DEFAULT_PACK_SIZE, DamagedPack, LastCollection,
+    PullReport, PushReport, RemoteConfig, RemoteStatus, TrimOptions, TrimReport,
 };
 pub use crate::repair::repair;
 #[cfg(feature = "remote")]

@@ -245,6 +245,22 @@ impl Remote {
         Ok(())
     }
 
+    /// Whether a listing failed in the last seconds.
+    pub(crate) fn failing_recently(&self) -> bool {
+        self.failed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(|(at, _)| at.elapsed() < QUIET_AFTER_FAILURE)
+    }
+
+    /// Records a failure of the remote, which reads that would refresh answer for a few
+    /// seconds without a request.
+    pub(crate) fn note_failure(&self, e: &Error) {
+        *self.failed.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some((Instant::now(), e.to_string()));
+    }
+
     /// Refreshes, unless a listing failed in the last seconds: then that failure again,
     /// at once, so that reads of a stash whose remote is unreachable do not each wait for
     /// the remote's timeouts.
@@ -338,12 +354,11 @@ impl Remote {
             .await
         });
         for (name, bytes) in read {
-            match bytes? {
-                Some(bytes) => match pack::parse_index(name, &bytes) {
+            if let Some(bytes) = bytes? {
+                match pack::parse_index(name, &bytes) {
                     Ok(index) => self.catalog.add(name, &index)?,
                     Err(reason) => log::error!("remote index {name} is damaged: {reason}"),
-                },
-                None => {}
+                }
             }
         }
         Ok(())

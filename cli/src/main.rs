@@ -286,6 +286,9 @@ enum RemoteAction {
         #[arg(long, default_value = "1h", value_parser = parse_age_arg)]
         grace: std::time::Duration,
     },
+    /// Compacts the remote's pack indexes into key-sharded files: a new machine then reads
+    /// the parts it needs (a few requests) instead of every index.
+    Compact,
     /// The keys the remote lacks; `-` alone reads them from stdin.
     Missing {
         #[arg(required = true)]
@@ -451,6 +454,8 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Remote { action: RemoteAction::Trim { max_size, unused_for, grace } } => {
             remote::trim(&stash, *max_size, *unused_for, *grace, &mut out)?
         }
+        #[cfg(feature = "remote")]
+        Command::Remote { action: RemoteAction::Compact } => remote::compact(&stash, &mut out)?,
         #[cfg(feature = "remote")]
         Command::Remote { action: RemoteAction::Missing { keys } } => {
             remote::missing(&stash, keys, &mut out)?

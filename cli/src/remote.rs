@@ -1,5 +1,5 @@
 //! The remote tier's commands: `push`, `pull`, `remote status`, `remote gc`,
-//! `remote trim`, `remote missing`; with a remote given (`--remote` or `OBJSTASH_REMOTE`), `get` reads
+//! `remote trim`, `remote compact`, `remote missing`; with a remote given (`--remote` or `OBJSTASH_REMOTE`), `get` reads
 //! through it too.
 //!
 //! Credentials come from the environment as the AWS tools read them
@@ -131,6 +131,7 @@ struct Status<'a> {
     objects: u64,
     bytes: u64,
     local_index_bytes: u64,
+    index_shards: u64,
     damaged_indexes: &'a [String],
     unreadable_indexes: u64,
     full_listing: bool,
@@ -225,6 +226,36 @@ pub fn trim(
     Ok(ExitCode::SUCCESS)
 }
 
+#[derive(Serialize)]
+struct Compacted<'a> {
+    generation: &'a str,
+    packs: u64,
+    entries: u64,
+    shards: u64,
+    bytes: u64,
+    requests: u64,
+    ms: u64,
+}
+
+/// Compacts the remote's indexes (`remote compact`).
+pub fn compact(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
+    let r = tier(stash)?.compact()?;
+    if out.json {
+        out.json(&Compacted {
+            generation: &r.generation,
+            packs: r.packs,
+            entries: r.entries,
+            shards: r.shards,
+            bytes: r.bytes,
+            requests: r.requests,
+            ms: r.ms,
+        })?;
+    } else {
+        out.line(&r.to_string())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Collects the remote's garbage (`remote gc`).
 pub fn collect(
     stash: &Stash,
@@ -254,6 +285,7 @@ pub fn status(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
             objects: status.objects,
             bytes: status.bytes,
             local_index_bytes: status.local_index_bytes,
+            index_shards: status.index_shards,
             damaged_indexes: &status.damaged_indexes,
             unreadable_indexes: status.unreadable_indexes,
             full_listing: status.full_listing,

@@ -220,6 +220,8 @@ class RemoteStatus:
     local_index_bytes: int
     """Bytes of this machine's copy of the remote's indexes."""
     new_packs: int
+    index_shards: int
+    """Shards of the remote's compacted index this machine reads in parts (0: none)."""
     gone_packs: int
     """Packs this refresh found taken out of the listing (trimmed, collected, damaged)."""
     damaged_indexes: list[str]
@@ -253,6 +255,24 @@ class CollectReport:
     bytes_freed: int
     events_removed: int
     requests: int
+    text: str = ""
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class CompactReport:
+    """What ``Stash.remote_compact`` did."""
+
+    generation: str
+    packs: int
+    entries: int
+    shards: int
+    bytes: int
+    """Bytes of the shard files written."""
+    requests: int
+    ms: int
     text: str = ""
 
     def __str__(self) -> str:
@@ -382,6 +402,11 @@ class Stash(_Stash):
             **self._remote_status(), last_collection=collection, last_trim=trim
         )
 
+    def remote_compact(self) -> CompactReport:
+        """Compacts the remote's pack indexes into key-sharded files, so that a new machine
+        reads the parts it needs instead of every index."""
+        return CompactReport(**self._remote_compact())
+
     def remote_gc(
         self, grace: float = 3600.0, orphan_grace: float = 86400.0
     ) -> CollectReport:
@@ -418,6 +443,7 @@ __all__ = [
     "PullReport",
     "RemoteStatus",
     "CollectReport",
+    "CompactReport",
     "TrimReport",
     "__version__",
     "errors",

@@ -135,6 +135,7 @@ pub fn status<'py>(py: Python<'py>, s: &RemoteStatus) -> PyResult<Bound<'py, PyD
     d.set_item("objects", s.objects)?;
     d.set_item("bytes", s.bytes)?;
     d.set_item("local_index_bytes", s.local_index_bytes)?;
+    d.set_item("index_shards", s.index_shards)?;
     d.set_item("new_packs", s.new_packs)?;
     d.set_item("gone_packs", s.gone_packs)?;
     d.set_item("damaged_indexes", s.damaged_indexes.clone())?;

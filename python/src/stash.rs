@@ -585,6 +585,22 @@ impl Stash {
         remote::trim_report(py, &report)
     }
 
+    /// Compacts the remote's indexes into key-sharded files (as a dict: generation,
+    /// packs, entries, shards, bytes, requests, ms, text).
+    fn _remote_compact<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let r = self.waiting(py, |s| s.remote().ok_or_else(remote::none)?.compact())?;
+        let d = PyDict::new(py);
+        d.set_item("generation", &r.generation)?;
+        d.set_item("packs", r.packs)?;
+        d.set_item("entries", r.entries)?;
+        d.set_item("shards", r.shards)?;
+        d.set_item("bytes", r.bytes)?;
+        d.set_item("requests", r.requests)?;
+        d.set_item("ms", r.ms)?;
+        d.set_item("text", r.to_string())?;
+        Ok(d)
+    }
+
     /// The records of the remote's last collection and trim, as text (None where none
     /// ran).
     fn _remote_records(&self, py: Python<'_>) -> PyResult<(Option<String>, Option<String>)> {

@@ -181,6 +181,11 @@ def test_trim_and_collect_the_remote_from_python(server, tmp_path):
         assert (collected.duplicates, collected.orphans) == (0, 0), collected
         status = t.remote_status()
         assert status.last_collection and status.last_trim, status
+        compacted = t.remote_compact()
+        assert compacted.entries == 1_000 and "compacted" in str(compacted), compacted
+        with Stash(tmp_path / "new.db", remote=remote) as n:
+            assert n.get_many(new_keys) == new
+            assert n.remote_status().index_shards == 1
         assert status.objects == 1_000, status
         with pytest.raises(ValueError, match="max_size, unused_for"):
             t.remote_trim()

@@ -97,8 +97,11 @@ impl Catalog {
             .context(|| format!("rebuilding {}", path.display()))?;
         }
         conn.execute_batch(SCHEMA).context(|| format!("creating {}", path.display()))?;
-        let catalog =
-            Catalog { path, conn: std::sync::Mutex::new(conn), manifest: std::sync::Mutex::new(None) };
+        let catalog = Catalog {
+            path,
+            conn: std::sync::Mutex::new(conn),
+            manifest: std::sync::Mutex::new(None),
+        };
         catalog.write(|tx| {
             let recorded: Option<String> = tx
                 .query_row("SELECT value FROM settings WHERE name = 'url'", [], |r| r.get(0))

@@ -419,9 +419,7 @@ impl Remote {
             .map(|m| m.generation);
         for file in &shards {
             let Some((generation, _)) = file.name.split_once('/') else { continue };
-            if Some(generation) != current.as_deref()
-                && file.modified_ms + grace + margin <= now
-            {
+            if Some(generation) != current.as_deref() && file.modified_ms + grace + margin <= now {
                 deletions.push((Part::Shards, file.name.clone()));
             }
         }

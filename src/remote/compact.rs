@@ -54,7 +54,13 @@ impl fmt::Display for CompactReport {
             f,
             "compacted {} packs ({} entries) into {} shards of generation {} ({} bytes) in \
              {} ms; {} requests",
-            self.packs, self.entries, self.shards, self.generation, self.bytes, self.ms, self.requests
+            self.packs,
+            self.entries,
+            self.shards,
+            self.generation,
+            self.bytes,
+            self.ms,
+            self.requests
         )
     }
 }
@@ -123,11 +129,9 @@ impl Remote {
                 files.push((format!("{generation}/{s:04x}"), Bytes::from(file)));
             }
             let uploaded: Vec<Result<()>> = self.runtime.block_on(
-                futures::stream::iter(
-                    files.into_iter().map(|(name, file)| async move {
-                        self.client.put(Part::Shards, &name, file, false).await
-                    }),
-                )
+                futures::stream::iter(files.into_iter().map(|(name, file)| async move {
+                    self.client.put(Part::Shards, &name, file, false).await
+                }))
                 .buffer_unordered(UPLOADS)
                 .collect(),
             );
@@ -157,7 +161,9 @@ impl Remote {
         };
         self.runtime.block_on(async {
             let packs_file = Bytes::from(shard::encode_packs(&packs));
-            self.client.put(Part::Shards, &format!("{generation}/packs"), packs_file, false).await?;
+            self.client
+                .put(Part::Shards, &format!("{generation}/packs"), packs_file, false)
+                .await?;
             // Last: readers see the generation once it is whole.
             self.client.put(Part::Shards, CURRENT, Bytes::from(manifest.encode()), false).await
         })?;

@@ -118,9 +118,8 @@ impl Manifest {
         }
         let len = bytes[8] as usize;
         let rest = bytes.get(9..).ok_or_else(bad)?;
-        let generation = std::str::from_utf8(rest.get(..len).ok_or_else(bad)?)
-            .map_err(|_| bad())?
-            .to_string();
+        let generation =
+            std::str::from_utf8(rest.get(..len).ok_or_else(bad)?).map_err(|_| bad())?.to_string();
         let rest = &rest[len..];
         if rest.len() < 33 {
             return Err(bad());
@@ -138,8 +137,10 @@ impl Manifest {
         if tail.len() != 4 + count * 32 {
             return Err(format!("a manifest of {count} recent packs in {} bytes", tail.len()));
         }
-        let recent =
-            tail[4..].chunks_exact(32).map(|p| p.iter().map(|b| format!("{b:02x}")).collect()).collect();
+        let recent = tail[4..]
+            .chunks_exact(32)
+            .map(|p| p.iter().map(|b| format!("{b:02x}")).collect())
+            .collect();
         let shards = table
             .chunks_exact(12)
             .map(|c| {
@@ -216,7 +217,8 @@ impl Header {
             .collect();
         let len_at = bytes.get(fences_end..fences_end + 4).ok_or_else(|| bad("filter"))?;
         let filter_len = u32::from_le_bytes(len_at.try_into().expect("4 bytes")) as usize;
-        let filter = bytes.get(fences_end + 4..fences_end + 4 + filter_len).ok_or_else(|| bad("filter"))?;
+        let filter =
+            bytes.get(fences_end + 4..fences_end + 4 + filter_len).ok_or_else(|| bad("filter"))?;
         if fences_end + 4 + filter_len != bytes.len() {
             return Err(bad("length"));
         }
@@ -247,7 +249,7 @@ impl Header {
 
 /// The entries of a block, sorted by key.
 pub(crate) fn parse_block(bytes: &[u8]) -> Result<Vec<Located>, String> {
-    if bytes.len() % ENTRY != 0 {
+    if !bytes.len().is_multiple_of(ENTRY) {
         return Err(format!("a shard block of {} bytes", bytes.len()));
     }
     bytes
@@ -255,7 +257,8 @@ pub(crate) fn parse_block(bytes: &[u8]) -> Result<Vec<Located>, String> {
         .map(|e| {
             let key = Key::from_slice(&e[..32]).expect("32 bytes");
             let pack: String = e[32..64].iter().map(|b| format!("{b:02x}")).collect();
-            let kind = Kind::from_byte(e[84]).ok_or_else(|| format!("object {key} of kind {}", e[84]))?;
+            let kind =
+                Kind::from_byte(e[84]).ok_or_else(|| format!("object {key} of kind {}", e[84]))?;
             Ok(Located {
                 pack,
                 entry: Entry {

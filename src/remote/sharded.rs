@@ -23,6 +23,9 @@ use super::{READS_IN_FLIGHT, Remote, pack_log};
 use crate::error::{Error, Result};
 use crate::key::Key;
 
+/// Blocks' entries by (shard, block).
+type Blocks = BTreeMap<(usize, usize), Vec<Located>>;
+
 impl Remote {
     /// A catalog that never listed the remote starts from its compacted index, if it has
     /// one (one request); whether it does now.
@@ -30,10 +33,16 @@ impl Remote {
         if self.catalog.manifest()?.is_some() {
             return Ok(true);
         }
-        if self.catalog.cursor()?.is_some() {
+        // Known already to list the whole log, or the remote failing (the listing that
+        // follows answers with that failure without a request).
+        if self.catalog.cursor()?.is_some() || self.failing_recently() {
             return Ok(false);
         }
-        self.adopt_current()
+        let adopted = self.adopt_current();
+        if let Err(e) = &adopted {
+            self.note_failure(e);
+        }
+        adopted
     }
 
     /// Reads `shards/current` and reads through it from now on; whether there is one.
@@ -162,7 +171,7 @@ impl Remote {
         manifest: &Manifest,
         headers: &BTreeMap<usize, Header>,
         blocks: impl Iterator<Item = (usize, usize)>,
-    ) -> Result<Option<BTreeMap<(usize, usize), Vec<Located>>>> {
+    ) -> Result<Option<Blocks>> {
         let mut out = BTreeMap::new();
         let mut fetch: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
         for (s, b) in blocks {
@@ -175,8 +184,10 @@ impl Remote {
         }
         let fetched = self.runtime.block_on(
             futures::stream::iter(fetch.into_iter().map(|(s, wanted)| async move {
-                let ranges: Vec<_> =
-                    wanted.iter().map(|&b| headers[&s].block_range(b, manifest.shards[s].1)).collect();
+                let ranges: Vec<_> = wanted
+                    .iter()
+                    .map(|&b| headers[&s].block_range(b, manifest.shards[s].1))
+                    .collect();
                 let name = format!("{}/{s:04x}", manifest.generation);
                 (s, wanted, self.client.get_ranges_of(Part::Shards, &name, &ranges).await)
             }))
@@ -217,8 +228,9 @@ impl Remote {
         let packs_file = format!("{}/packs", manifest.generation);
         let packs = self.runtime.block_on(self.client.get(Part::Shards, &packs_file))?;
         let packs = shard::decode_packs(&packs).map_err(failed)?;
-        let names: Vec<String> =
-            (0..manifest.shards.len()).map(|s| format!("{}/{s:04x}", manifest.generation)).collect();
+        let names: Vec<String> = (0..manifest.shards.len())
+            .map(|s| format!("{}/{s:04x}", manifest.generation))
+            .collect();
         for batch in names.chunks(READS_IN_FLIGHT) {
             let files = self.runtime.block_on(
                 futures::stream::iter(batch.iter().map(|name| self.client.get(Part::Shards, name)))
@@ -227,9 +239,11 @@ impl Remote {
             );
             for (name, file) in batch.iter().zip(files) {
                 let file = file?;
-                let s = usize::from_str_radix(name.rsplit('/').next().unwrap_or("0"), 16).unwrap_or(0);
+                let s =
+                    usize::from_str_radix(name.rsplit('/').next().unwrap_or("0"), 16).unwrap_or(0);
                 let header_len = manifest.shards[s].1 as usize;
-                let header = Header::decode(file.get(..header_len).unwrap_or_default()).map_err(failed)?;
+                let header =
+                    Header::decode(file.get(..header_len).unwrap_or_default()).map_err(failed)?;
                 let entries = shard::parse_block(&file[header_len..]).map_err(failed)?;
                 if entries.len() != header.entries as usize {
                     return Err(failed(format!("shard {name} lists {} entries", entries.len())));

@@ -25,7 +25,10 @@ fn fill(stash: &Stash, seed: u64, first: u64, count: u64) -> objstash::Result<Ve
 
 /// Objects in the remote of the new-machine test (`OBJSTASH_TEST_SHARD_OBJECTS`).
 fn remote_objects() -> u64 {
-    std::env::var("OBJSTASH_TEST_SHARD_OBJECTS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000)
+    std::env::var("OBJSTASH_TEST_SHARD_OBJECTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000)
 }
 
 #[test]
@@ -89,7 +92,8 @@ fn pushes_after_a_compaction_and_collections_of_old_generations_are_seen() -> Te
     a.remote().expect("a remote").push()?;
     let again = a.remote().expect("a remote").compact()?;
     assert_eq!(again.entries, 10_000, "{again}");
-    let swept = a.remote().expect("a remote").collect(&CollectOptions::default().grace(Duration::ZERO))?;
+    let swept =
+        a.remote().expect("a remote").collect(&CollectOptions::default().grace(Duration::ZERO))?;
     eprintln!("{swept}");
     // The reader finds everything: its shards went, it reads the current ones; what was
     // pushed after its generation it lists from the log.
@@ -122,8 +126,9 @@ fn two_compactions_at_once_leave_one_whole_generation() -> TestResult {
                 let deadline = std::time::Instant::now() + Duration::from_secs(120);
                 loop {
                     match stash.remote().expect("a remote").compact() {
-                        Err(e) if e.to_string().contains("holds it")
-                            && std::time::Instant::now() < deadline =>
+                        Err(e)
+                            if e.to_string().contains("holds it")
+                                && std::time::Instant::now() < deadline =>
                         {
                             std::thread::sleep(Duration::from_millis(50));
                         }

@@ -103,6 +103,21 @@ fn push_pull_status_missing_and_read_through() -> TestResult {
     let out = run(&server, &c, "cli", &["verify"], b"");
     assert!(out.status.success(), "{}", text(&out.stderr));
 
+    // A compaction; a new machine then reads through the compacted index.
+    let out = run(&server, &c, "cli", &["--json", "remote", "compact"], b"");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let compacted: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(compacted["entries"].as_u64(), Some(50), "{compacted}");
+    let d = dir.path().join("d.db");
+    let seed = dir.path().join("seed");
+    assert!(run(&server, &d, "cli", &["put", seed.to_str().unwrap()], b"").status.success());
+    let out = run(&server, &d, "cli", &["get", key], b"");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), *body);
+    let out = run(&server, &d, "cli", &["--json", "remote", "status"], b"");
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!((status["objects"].as_u64(), status["index_shards"].as_u64()), (Some(50), Some(1)));
+
     // A trim needs a size or an age; with a size of 0 every pack goes.
     let out = run(&server, &c, "cli", &["remote", "trim"], b"");
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
