@@ -219,6 +219,17 @@ impl Remote {
     /// does not read a compacted index.
     pub(crate) fn materialize(&self) -> Result<()> {
         let Some(manifest) = self.catalog.manifest()? else { return Ok(()) };
+        match self.materialize_from(&manifest) {
+            // The generation was collected since: the current one is read instead.
+            Err(e) if super::client::is_not_found(&e) && self.adopt_current()? => {
+                let manifest = self.catalog.manifest()?.expect("just adopted");
+                self.materialize_from(&manifest)
+            }
+            other => other,
+        }
+    }
+
+    fn materialize_from(&self, manifest: &Manifest) -> Result<()> {
         let failed = |reason: String| {
             Error::remote(
                 format!("reading the compacted index of {}", self.url()),

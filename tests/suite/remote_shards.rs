@@ -87,6 +87,8 @@ fn pushes_after_a_compaction_and_collections_of_old_generations_are_seen() -> Te
     // A reader of the first generation, which has fetched nothing yet.
     let reader = open(dir.path(), "reader.db", remote())?;
     assert!(reader.get(&first[0])?.is_some());
+    let puller = open(dir.path(), "puller.db", remote())?;
+    assert!(puller.get(&first[1])?.is_some());
     // More objects pushed, then a second compaction, and the first generation collected.
     let second = fill(&a, 4, 0, 5_000)?;
     a.remote().expect("a remote").push()?;
@@ -100,6 +102,10 @@ fn pushes_after_a_compaction_and_collections_of_old_generations_are_seen() -> Te
     let all: Vec<Key> = first.iter().chain(&second).copied().collect();
     let got = reader.get_many(&all)?;
     assert!(got.iter().all(Option::is_some));
+    // A machine of the first generation pulls: it reads the current one whole.
+    let pulled = puller.remote().expect("a remote").pull()?;
+    assert!(pulled.is_complete(), "{pulled}");
+    assert!(puller.missing(&all)?.is_empty());
     // A new machine of the second generation pulls everything.
     let c = open(dir.path(), "c.db", remote())?;
     let pulled = c.remote().expect("a remote").pull()?;
