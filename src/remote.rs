@@ -16,6 +16,7 @@
 //! - `pack.rs`: the pack and index format.
 //! - `pack_log.rs`: the pack log, which packs came and went, listed in time order.
 //! - `catalog.rs`: the local copy of the remote's indexes.
+//! - `locate.rs`: where the remote holds keys (the catalog, the shards, refreshes).
 //! - `report.rs`: what push, pull and refresh did.
 //! - `collect.rs`: garbage collection, two-phase (out of the listing, then deleted).
 //! - `lease.rs`: the lease that keeps two collections from running at once.
@@ -32,6 +33,7 @@ mod collect;
 mod compact;
 mod config;
 mod lease;
+mod locate;
 mod names;
 mod pack;
 mod pack_log;
@@ -67,8 +69,6 @@ use client::{Client, Part};
 
 /// Indexes read at once by a refresh, and packs read at once by a fetch.
 const READS_IN_FLIGHT: usize = 16;
-/// Keys a lookup of many first finds in the shards to learn which packs hold them.
-const SHARD_PROBE: usize = 8;
 /// After a listing fails, how long reads that would refresh answer with that failure
 /// instead of waiting for the remote's timeouts again.
 const QUIET_AFTER_FAILURE: Duration = Duration::from_secs(5);
@@ -281,104 +281,6 @@ impl Remote {
         self.refresh().map(drop)
     }
 
-    /// Where the remote holds each of `keys`; keys the catalog lacks make it refresh once
-    /// if it is due.
-    pub(crate) fn locate(&self, keys: &[Key]) -> Result<Vec<Option<Location>>> {
-        // A new machine of a compacted remote finds keys in its shards before it lists
-        // anything (sharded.rs).
-        self.bootstrap()?;
-        let found = self.locate_known(keys)?;
-        if found.iter().all(Option::is_some) {
-            return Ok(found);
-        }
-        let last = *self.refreshed.lock().unwrap_or_else(PoisonError::into_inner);
-        if last.is_some_and(|t| t.elapsed() < self.config.refresh) {
-            return Ok(found);
-        }
-        self.refresh_unless_failing()?;
-        self.locate_known(keys)
-    }
-
-    /// Where the catalog, and the compacted index it reads in parts if any, say the remote
-    /// holds each of `keys`.
-    fn locate_known(&self, keys: &[Key]) -> Result<Vec<Option<Location>>> {
-        let mut found = self.catalog.locate(keys)?;
-        if self.catalog.manifest()?.is_none() {
-            return Ok(found);
-        }
-        let mut missing: Vec<usize> = (0..keys.len()).filter(|&i| found[i].is_none()).collect();
-        // Many keys are most likely a model's, pushed together into few packs: a few keys
-        // found in the shards name those packs, whose whole indexes then answer for the
-        // rest (a pack index costs 52 bytes a key of that pack; shard blocks hit at random
-        // would be most of the shards).
-        while missing.len() > SHARD_PROBE {
-            let sample: Vec<Key> = missing.iter().take(SHARD_PROBE).map(|&i| keys[i]).collect();
-            let known = self.catalog.packs()?;
-            let packs: std::collections::BTreeSet<String> = self
-                .locate_in_shards(&sample)?
-                .into_iter()
-                .flatten()
-                .map(|l| l.pack)
-                .filter(|p| !known.contains(p))
-                .collect();
-            if packs.is_empty() {
-                break;
-            }
-            let packs: Vec<String> = packs.into_iter().collect();
-            self.read_indexes(&packs)?;
-            self.catalog.mark_covered(&packs)?;
-            let asked: Vec<Key> = missing.iter().map(|&i| keys[i]).collect();
-            for (&i, location) in missing.iter().zip(self.catalog.locate(&asked)?) {
-                found[i] = location;
-            }
-            missing.retain(|&i| found[i].is_none());
-        }
-        if !missing.is_empty() {
-            let asked: Vec<Key> = missing.iter().map(|&i| keys[i]).collect();
-            for (i, location) in missing.into_iter().zip(self.locate_in_shards(&asked)?) {
-                found[i] = location;
-            }
-        }
-        Ok(found)
-    }
-
-    /// Reads the indexes of `packs` into the catalog (those that cannot be read are left
-    /// to the shards).
-    fn read_indexes(&self, packs: &[String]) -> Result<()> {
-        let read = self.runtime.block_on(async {
-            futures::stream::iter(packs.iter().map(|name| async move {
-                (name, self.client.get_if_there(Part::Index, name).await)
-            }))
-            .buffer_unordered(READS_IN_FLIGHT)
-            .collect::<Vec<_>>()
-            .await
-        });
-        for (name, bytes) in read {
-            if let Some(bytes) = bytes? {
-                match pack::parse_index(name, &bytes) {
-                    Ok(index) => self.catalog.add(name, &index)?,
-                    Err(reason) => log::error!("remote index {name} is damaged: {reason}"),
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Which of `keys` the remote is known to hold (after a refresh if one is due).
-    pub(crate) fn holds(&self, keys: &[Key]) -> Result<Vec<bool>> {
-        self.refresh_if_due()?;
-        self.known(keys)
-    }
-
-    /// Which of `keys` the catalog (and the compacted index it reads in parts) knows the
-    /// remote to hold, without refreshing it.
-    pub(crate) fn known(&self, keys: &[Key]) -> Result<Vec<bool>> {
-        if self.catalog.manifest()?.is_none() {
-            return self.catalog.holds(keys);
-        }
-        Ok(self.locate_known(keys)?.iter().map(Option::is_some).collect())
-    }
-
     /// Every object of the pack `name` the catalog knows.
     pub(crate) fn entries(&self, name: &str) -> Result<Vec<pack::Entry>> {
         self.materialize()?;
@@ -423,74 +325,6 @@ impl Remote {
             answers
         });
         crate::parts::scatter(wanted.len(), answers)
-    }
-
-    /// Notes `keys` as used; sends the report if one is due (a failure is logged, and the
-    /// notes wait for the next report).
-    pub(crate) fn note_used(&self, keys: impl IntoIterator<Item = Key>) {
-        if self.usage.note(keys)
-            && let Err(e) = self.send_uses()
-        {
-            log::warn!("{e}");
-        }
-    }
-
-    /// Sends the uses noted and not yet reported, in one request.
-    pub(crate) fn send_uses(&self) -> Result<()> {
-        let Some(uses) = self.usage.take() else { return Ok(()) };
-        let name = usage::name(pack_log::now_ms());
-        let sent =
-            self.runtime.block_on(self.client.put(Part::Uses, &name, usage::encode(&uses), false));
-        if sent.is_err() {
-            self.usage.put_back(uses);
-        }
-        sent
-    }
-
-    /// Sends the uses not yet reported as the handle closes, unless the remote failed in
-    /// the last minute (a close does not wait for a remote that is down).
-    pub(crate) fn send_uses_at_close(&self) -> Result<()> {
-        let failing = self
-            .failed
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-            .is_some_and(|(at, _)| at.elapsed() < Duration::from_secs(60));
-        if failing { Ok(()) } else { self.send_uses() }
-    }
-
-    /// The keys the remote's names say `names` map to; `None` for a name the remote does
-    /// not hold (or whose pack went). A damaged record is refused and its pack quarantined.
-    pub(crate) fn resolve(&self, names: &[&[u8]]) -> Result<Vec<Option<Key>>> {
-        let keys: Vec<Key> = names.iter().map(|n| names::key_of(n)).collect();
-        let located = self.locate(&keys)?;
-        let (at, wanted): (Vec<usize>, Vec<Location>) = located
-            .into_iter()
-            .enumerate()
-            .filter_map(|(i, l)| l.filter(|l| l.entry.kind == Kind::Name).map(|l| (i, l)))
-            .unzip();
-        let mut found = vec![None; names.len()];
-        let mut damaged = std::collections::BTreeSet::new();
-        for ((i, location), member) in at.into_iter().zip(&wanted).zip(self.fetch(&wanted)) {
-            let member = match member {
-                Ok(member) => member,
-                Err(e) if Self::is_gone(&e) => continue,
-                Err(e) => return Err(e),
-            };
-            let parsed = codec::decompress(&member, location.entry.raw_len)
-                .and_then(|record| names::parse(&record, names[i]));
-            match parsed {
-                Ok(key) => found[i] = Some(key),
-                Err(reason) => {
-                    log::error!("name record in remote pack {}: {reason}", location.pack);
-                    damaged.insert(location.pack.clone());
-                }
-            }
-        }
-        for pack in damaged {
-            self.quarantine(&pack)?;
-        }
-        Ok(found)
     }
 
     /// Whether a fetch failed because the pack's body is not there.

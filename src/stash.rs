@@ -14,11 +14,17 @@ mod bound;
 mod large;
 mod named;
 mod object_reader;
+#[cfg(feature = "remote")]
+mod packer;
 mod read;
+#[cfg(feature = "remote")]
+mod read_through;
 #[cfg(feature = "remote")]
 mod remote;
 #[cfg(feature = "remote")]
 mod remote_large;
+#[cfg(feature = "remote")]
+mod remote_pull;
 #[cfg(feature = "remote")]
 pub use remote::RemoteTier;
 mod remove;

@@ -15,6 +15,10 @@
 //! Names go up in packs of their own, after the objects they name. A name on the remote
 //! keeps the object it was first pushed with (Speckle's ids are content ids, bound once).
 
+use super::catalog::Location;
+use super::pack::Kind;
+use crate::codec;
+use crate::error::Result;
 use crate::key::Key;
 
 const MAGIC: &[u8; 8] = b"OSTNAME1";
@@ -64,6 +68,42 @@ pub(crate) fn parse_any(record: &[u8]) -> Result<(&[u8], Key), String> {
         return Err(format!("a name record of {} bytes for a {len}-byte name", record.len()));
     }
     Ok((&record[10..10 + len], Key::from_slice(&record[10 + len..body]).expect("32 bytes")))
+}
+
+impl super::Remote {
+    /// The keys the remote's names say `names` map to; `None` for a name the remote does
+    /// not hold (or whose pack went). A damaged record is refused and its pack quarantined.
+    pub(crate) fn resolve(&self, names: &[&[u8]]) -> Result<Vec<Option<Key>>> {
+        let keys: Vec<Key> = names.iter().map(|n| key_of(n)).collect();
+        let located = self.locate(&keys)?;
+        let (at, wanted): (Vec<usize>, Vec<Location>) = located
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, l)| l.filter(|l| l.entry.kind == Kind::Name).map(|l| (i, l)))
+            .unzip();
+        let mut found = vec![None; names.len()];
+        let mut damaged = std::collections::BTreeSet::new();
+        for ((i, location), member) in at.into_iter().zip(&wanted).zip(self.fetch(&wanted)) {
+            let member = match member {
+                Ok(member) => member,
+                Err(e) if Self::is_gone(&e) => continue,
+                Err(e) => return Err(e),
+            };
+            let parsed = codec::decompress(&member, location.entry.raw_len)
+                .and_then(|record| parse(&record, names[i]));
+            match parsed {
+                Ok(key) => found[i] = Some(key),
+                Err(reason) => {
+                    log::error!("name record in remote pack {}: {reason}", location.pack);
+                    damaged.insert(location.pack.clone());
+                }
+            }
+        }
+        for pack in damaged {
+            self.quarantine(&pack)?;
+        }
+        Ok(found)
+    }
 }
 
 #[cfg(test)]

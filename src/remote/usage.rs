@@ -16,10 +16,13 @@
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
+
+use crate::error::Result;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+use super::client::Part;
 use super::pack_log::now_ms;
 use crate::key::Key;
 
@@ -117,6 +120,41 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Vec<(Key, u64)>, String> {
             (key, u64::from_le_bytes(e[32..].try_into().expect("8 bytes")))
         })
         .collect())
+}
+
+impl super::Remote {
+    /// Notes `keys` as used; sends the report if one is due (a failure is logged, and the
+    /// notes wait for the next report).
+    pub(crate) fn note_used(&self, keys: impl IntoIterator<Item = Key>) {
+        if self.usage.note(keys)
+            && let Err(e) = self.send_uses()
+        {
+            log::warn!("{e}");
+        }
+    }
+
+    /// Sends the uses noted and not yet reported, in one request.
+    pub(crate) fn send_uses(&self) -> Result<()> {
+        let Some(uses) = self.usage.take() else { return Ok(()) };
+        let name = name(now_ms());
+        let sent = self.runtime.block_on(self.client.put(Part::Uses, &name, encode(&uses), false));
+        if sent.is_err() {
+            self.usage.put_back(uses);
+        }
+        sent
+    }
+
+    /// Sends the uses not yet reported as the handle closes, unless the remote failed in
+    /// the last minute (a close does not wait for a remote that is down).
+    pub(crate) fn send_uses_at_close(&self) -> Result<()> {
+        let failing = self
+            .failed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(|(at, _)| at.elapsed() < Duration::from_secs(60));
+        if failing { Ok(()) } else { self.send_uses() }
+    }
 }
 
 #[cfg(test)]
