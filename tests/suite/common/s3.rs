@@ -181,7 +181,9 @@ impl S3Server {
 
     /// Waits until the S3 gateway answers and the bucket exists (creating it).
     fn wait_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
+        // A deadline for a hang, not a decision: on a busy machine, with a test of every
+        // remote module starting its own server at once, a start took over 60 s.
+        let deadline = Instant::now() + Duration::from_secs(240);
         loop {
             // The filer makes a bucket of a directory under /buckets.
             if let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.filer_port)) {
@@ -200,7 +202,7 @@ impl S3Server {
             }
             assert!(
                 Instant::now() < deadline,
-                "SeaweedFS did not start in 60 s; its log:\n{}",
+                "SeaweedFS did not start in 240 s; its log:\n{}",
                 std::fs::read_to_string(self.dir.path().join("weed.log")).unwrap_or_default()
             );
             std::thread::sleep(Duration::from_millis(200));
