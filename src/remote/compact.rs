@@ -65,6 +65,15 @@ impl fmt::Display for CompactReport {
     }
 }
 
+/// A generation's name: when it was written, and a random part (two compactions of one
+/// millisecond write two generations).
+fn generation_name(ms: u64) -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(ms);
+    format!("{ms:013}-{:016x}", h.finish())
+}
+
 /// A shard's first key (`from`) and the next shard's (`to`, `None` for the last).
 fn bounds(shard: usize, bits: u8) -> ([u8; 32], Option<[u8; 32]>) {
     let at = |s: usize| -> [u8; 32] {
@@ -107,7 +116,7 @@ impl Remote {
         let packs = self.catalog.pack_sizes()?;
         let rows = self.catalog.key_rows()?;
         let bits = shard::bits_for(rows);
-        let generation = super::usage::name(covered_ms).trim_end_matches(".uses").to_string();
+        let generation = generation_name(covered_ms);
         let mut report = CompactReport {
             generation: generation.clone(),
             packs: packs.len() as u64,

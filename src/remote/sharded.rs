@@ -7,7 +7,7 @@
 //!
 //! A first read-through of one key on a new machine: the manifest, the shard's header,
 //! one block, then the object: four requests, and index bytes of a header (its filter is
-//! 10 bits a key of the shard) and a block of 64 KiB. A key the filter rules out costs no
+//! 10 bits a key of the shard) and a block of ~21 KiB. A key the filter rules out costs no
 //! block. A pull, a collection, a trim or a compaction needs every entry: the catalog is
 //! then filled from the whole shard files (`materialize`) and stops reading in parts.
 
