@@ -31,6 +31,16 @@ fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+/// Waits until the clock that uses are recorded in has passed every use made so far: a use
+/// at the very millisecond an eviction starts counts as recent (within a grace period of
+/// zero), so a test that wants it to go waits for the next millisecond first.
+fn past_every_use() {
+    let last = now_ms();
+    while now_ms() <= last {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Evicts what was last used before `cut` (milliseconds since the epoch), which must lie
 /// at least `margin` ms before any use that is to stay. `evict_unused_since` takes an age,
 /// which the library turns into a time when it runs: the cut it applies is `cut` plus the
@@ -184,6 +194,7 @@ fn pins_are_never_evicted_and_count_toward_the_cap() -> TestResult {
         assert_eq!((stats.pinned_objects, stats.pinned_bytes), (40, pinned_bytes));
 
         // A trim to nothing takes every cached object and no pinned one.
+        past_every_use();
         let evicted = stash.trim_to(0)?;
         assert_eq!(evicted.objects, 40, "{layout}");
         assert!(stash.missing(&pinned)?.is_empty());
@@ -200,6 +211,7 @@ fn pins_are_never_evicted_and_count_toward_the_cap() -> TestResult {
         // Unpinned, they go like any other object.
         assert_eq!(stash.unpin(&pinned[..20])?, vec![true; 20]);
         assert_eq!(stash.unpin(&pinned[..1])?, [false]);
+        past_every_use();
         stash.trim_to(0)?;
         assert_eq!(stash.missing(&pinned[..20])?.len(), 20);
         assert!(stash.missing(&pinned[20..])?.is_empty());
@@ -255,7 +267,7 @@ fn objects_unused_for_a_while_expire() -> TestResult {
         assert_eq!(stash.evict_unused_since(Duration::ZERO)?.objects, 0);
         stash.close()?;
         // Without one, everything used before now goes.
-        std::thread::sleep(Duration::from_millis(5));
+        past_every_use();
         let stash = builder(layout).open(&path)?;
         assert_eq!(stash.evict_unused_since(Duration::ZERO)?.objects, 60);
         assert_verified(&stash)?;
@@ -433,7 +445,7 @@ fn evicted_objects_take_their_names_with_them() -> TestResult {
     stash.flush()?;
     std::thread::sleep(Duration::from_millis(20));
     assert!(stash.get_named(&["id-3"])?[0].is_some());
-    std::thread::sleep(Duration::from_millis(5));
+    past_every_use();
     stash.trim_to(0)?;
     assert!(stash.get_named(&["id-3"])?[0].is_none());
     assert_eq!(stash.resolve(&["id-4"])?, [None]);
@@ -465,13 +477,14 @@ fn a_stash_from_before_uses_is_upgraded_at_open() -> TestResult {
     let stats = stash.stats()?;
     assert!(stats.oldest_use.is_some_and(|t| t + Duration::from_secs(1) >= before), "{stats}");
     assert_eq!(stash.pin(&keys[..1])?, [true]);
+    past_every_use();
     assert_eq!(stash.trim_to(0)?.objects, 9);
     assert_verified(&stash)?;
     // Its free pages are given back too: a trim rewrites it once with incremental vacuum.
     let more = stash.save_all(&blobs(13, 300, 16 * KIB as usize))?;
     stash.flush()?;
     let full = std::fs::metadata(&path)?.len();
-    std::thread::sleep(Duration::from_millis(5));
+    past_every_use();
     stash.trim_to(MIB)?;
     let evicted = stash.missing(&more)?.len();
     assert!(evicted > 200 && evicted < 300, "{evicted}: {}", stash.stats()?);
