@@ -168,8 +168,9 @@ impl Remote {
             new.retain(|name| !recent.contains(name));
         }
         self.catalog.remove(&gone)?;
-        if compacted.is_some() {
+        if let Some(m) = &compacted {
             self.catalog.mark_gone(&gone)?;
+            self.count_gone_covered(m, &gone)?;
         }
         let gone_packs = gone.iter().filter(|name| known.contains(*name)).count() as u64;
         let read = self.runtime.block_on(async {
@@ -213,11 +214,15 @@ impl Remote {
         self.catalog.advance_cursor(started, cursor.is_none())?;
         *self.refreshed.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
         let mut counts = self.catalog.counts()?;
-        // Reading a compacted index: what it covers, and what was pushed since.
+        // Reading a compacted index: what it covers less the packs gone since (their
+        // objects estimated from their bytes), and what was pushed since.
         if let Some(m) = &compacted {
-            counts.packs += m.packs;
-            counts.objects += m.objects;
-            counts.bytes += m.bytes;
+            let (gone_packs, gone_bytes) = self.catalog.gone_counts()?;
+            let gone_objects =
+                (m.objects as f64 * gone_bytes as f64 / m.bytes.max(1) as f64).round() as u64;
+            counts.packs += m.packs.saturating_sub(gone_packs);
+            counts.objects += m.objects.saturating_sub(gone_objects);
+            counts.bytes += m.bytes.saturating_sub(gone_bytes);
         }
         Ok(RemoteStatus {
             url: self.url().to_string(),

@@ -37,6 +37,8 @@ const SCHEMA: &str = "
         data BLOB NOT NULL, PRIMARY KEY(shard, block)) WITHOUT ROWID;
     CREATE TABLE IF NOT EXISTS gone(name TEXT PRIMARY KEY) WITHOUT ROWID;
     CREATE TABLE IF NOT EXISTS covered(name TEXT PRIMARY KEY) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS gone_covered(name TEXT PRIMARY KEY, body_len INTEGER NOT NULL)
+        WITHOUT ROWID;
 ";
 
 /// The setting that holds the manifest of the compacted index this catalog reads parts of

@@ -64,7 +64,8 @@ pub struct RemoteStatus {
     pub url: String,
     /// Packs on the remote.
     pub packs: u64,
-    /// Objects in them.
+    /// Objects in them (with a compacted index, those of packs taken out since the
+    /// compaction are estimated from their bytes).
     pub objects: u64,
     /// Bytes of the packs' bodies: the remote's size.
     pub bytes: u64,

@@ -229,16 +229,40 @@ impl Remote {
         }
     }
 
-    fn materialize_from(&self, manifest: &Manifest) -> Result<()> {
-        let failed = |reason: String| {
-            Error::remote(
-                format!("reading the compacted index of {}", self.url()),
-                std::io::Error::other(reason),
-            )
-        };
+    /// The packs `manifest`'s generation covers, with the lengths of their bodies.
+    fn covered_packs(&self, manifest: &Manifest) -> Result<Vec<(String, u64)>> {
         let packs_file = format!("{}/packs", manifest.generation);
         let packs = self.runtime.block_on(self.client.get(Part::Shards, &packs_file))?;
-        let packs = shard::decode_packs(&packs).map_err(failed)?;
+        shard::decode_packs(&packs).map_err(|reason| self.unreadable(reason))
+    }
+
+    fn unreadable(&self, reason: String) -> Error {
+        Error::remote(
+            format!("reading the compacted index of {}", self.url()),
+            std::io::Error::other(reason),
+        )
+    }
+
+    /// Records which of `gone` (packs taken out of the listing) the compacted index of
+    /// `manifest` covers, so that the status leaves them out: one request for the
+    /// generation's list of packs, when a refresh finds packs gone.
+    pub(crate) fn count_gone_covered(&self, manifest: &Manifest, gone: &[String]) -> Result<()> {
+        let gone = self.catalog.not_counted_gone(gone)?;
+        if gone.is_empty() {
+            return Ok(());
+        }
+        let gone: HashSet<&String> = gone.iter().collect();
+        let covered: Vec<(String, u64)> = self
+            .covered_packs(manifest)?
+            .into_iter()
+            .filter(|(name, _)| gone.contains(name))
+            .collect();
+        self.catalog.count_gone(&covered)
+    }
+
+    fn materialize_from(&self, manifest: &Manifest) -> Result<()> {
+        let failed = |reason: String| self.unreadable(reason);
+        let packs = self.covered_packs(manifest)?;
         let names: Vec<String> = (0..manifest.shards.len())
             .map(|s| format!("{}/{s:04x}", manifest.generation))
             .collect();

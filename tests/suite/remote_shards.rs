@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::common::TestResult;
 use crate::common::s3::S3Server;
 use crate::remote::open;
-use objstash::{CollectOptions, Key, Stash};
+use objstash::{CollectOptions, Key, Stash, TrimOptions};
 
 /// `count` generated objects from `first`, saved in `stash` in batches; their keys.
 fn fill(stash: &Stash, seed: u64, first: u64, count: u64) -> objstash::Result<Vec<Key>> {
@@ -111,6 +111,37 @@ fn pushes_after_a_compaction_and_collections_of_old_generations_are_seen() -> Te
     let pulled = c.remote().expect("a remote").pull()?;
     assert!(pulled.is_complete() && pulled.objects == 10_000, "{pulled}");
     assert!(c.missing(&all)?.is_empty());
+    Ok(())
+}
+
+#[test]
+fn the_status_of_a_compacted_remote_leaves_out_packs_taken_out_since() -> TestResult {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir()?;
+    let remote = || server.remote("status").pack_size(64 << 10).clock_skew(Duration::ZERO);
+    let a = open(dir.path(), "a.db", remote())?;
+    let keys = fill(&a, 5, 0, 5_000)?;
+    let tier = a.remote().expect("a remote");
+    tier.push()?;
+    tier.compact()?;
+    let reader = open(dir.path(), "reader.db", remote())?;
+    let before = reader.remote().expect("a remote").refresh()?;
+    assert!(before.index_shards > 0 && before.objects == 5_000, "{before}");
+    // A trim to half the remote's size takes packs the compacted index covers out.
+    let options = TrimOptions::default().max_size(before.bytes / 2).grace(Duration::ZERO);
+    let trimmed = tier.trim(&options)?;
+    assert!(trimmed.over_size > 0, "{trimmed}");
+    // The trimming machine holds every index whole: its status is counted, not estimated.
+    let exact = tier.refresh()?;
+    assert_eq!(exact.index_shards, 0, "{exact}");
+    assert!(exact.packs < before.packs, "{exact}");
+    let after = reader.remote().expect("a remote").refresh()?;
+    assert!(after.index_shards > 0, "{after}");
+    assert_eq!((after.packs, after.bytes), (exact.packs, exact.bytes), "{after}\n{exact}");
+    // Objects of the packs gone are estimated from their bytes.
+    assert!(after.objects.abs_diff(exact.objects) <= 250, "{after}\n{exact}");
+    let left = keys.len() - reader.remote().expect("a remote").missing(&keys)?.len();
+    assert_eq!(left as u64, exact.objects);
     Ok(())
 }
 

@@ -34,7 +34,9 @@ impl Catalog {
     /// are dropped; the keys and packs already known stay.
     pub(crate) fn adopt(&self, manifest: &Manifest, now_ms: u64) -> Result<()> {
         self.write(|tx| {
-            tx.execute_batch("DELETE FROM shard_headers; DELETE FROM shard_blocks;")?;
+            tx.execute_batch(
+                "DELETE FROM shard_headers; DELETE FROM shard_blocks; DELETE FROM gone_covered;",
+            )?;
             tx.execute(
                 "INSERT OR REPLACE INTO settings VALUES (?1, ?2)",
                 params![MANIFEST, manifest.encode()],
@@ -56,7 +58,7 @@ impl Catalog {
         self.write(|tx| {
             tx.execute_batch(
                 "DELETE FROM shard_headers; DELETE FROM shard_blocks; DELETE FROM gone; \
-                 DELETE FROM covered;",
+                 DELETE FROM covered; DELETE FROM gone_covered;",
             )?;
             tx.execute("DELETE FROM settings WHERE name = ?1", [MANIFEST])?;
             Ok(())
@@ -140,6 +142,44 @@ impl Catalog {
                 stmt.execute([name])?;
             }
             Ok(())
+        })
+    }
+
+    /// Of `names` (packs taken out of the listing), those not yet known to be gone from
+    /// the compacted index.
+    pub(crate) fn not_counted_gone(&self, names: &[String]) -> Result<Vec<String>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached("SELECT 1 FROM gone_covered WHERE name = ?1")?;
+            let mut left = Vec::new();
+            for name in names {
+                if !stmt.exists([name])? {
+                    left.push(name.clone());
+                }
+            }
+            Ok(left)
+        })
+    }
+
+    /// Records packs the compacted index covers (name, body length) that have gone since:
+    /// the remote's status leaves them out.
+    pub(crate) fn count_gone(&self, packs: &[(String, u64)]) -> Result<()> {
+        self.write(|tx| {
+            let mut stmt = tx.prepare("INSERT OR IGNORE INTO gone_covered VALUES (?1, ?2)")?;
+            for (name, body_len) in packs {
+                stmt.execute(params![name, *body_len as i64])?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Packs and bytes of bodies of the compacted index gone since it was written.
+    pub(crate) fn gone_counts(&self) -> Result<(u64, u64)> {
+        self.read(|conn| {
+            conn.query_row(
+                "SELECT count(*), coalesce(sum(body_len), 0) FROM gone_covered",
+                [],
+                |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64)),
+            )
         })
     }
 
