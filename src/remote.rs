@@ -82,6 +82,20 @@ pub(crate) struct Uploaded {
     pub bytes: u64,
 }
 
+/// What bringing the catalog up to date did ([`Remote::sync`]); the fields of
+/// [`RemoteStatus`] of the same names.
+pub(crate) struct Synced {
+    /// The compacted index this catalog reads parts of.
+    pub compacted: Option<shard::Manifest>,
+    pub new_packs: u64,
+    pub gone_packs: u64,
+    pub damaged_indexes: Vec<String>,
+    pub unreadable_indexes: u64,
+    pub full_listing: bool,
+    pub listed: u64,
+    pub requests: u64,
+}
+
 /// A stash's remote: the client, the runtime it runs on and the local copy of the indexes.
 pub(crate) struct Remote {
     pub config: RemoteConfig,
@@ -132,10 +146,42 @@ impl Remote {
         self.client.url()
     }
 
+    /// Brings the catalog up to date ([`Remote::sync`]) and counts what the remote holds:
+    /// a pass over every key this machine holds, so only `remote status` asks for it.
+    pub(crate) fn refresh(&self) -> Result<RemoteStatus> {
+        let synced = self.sync()?;
+        let mut counts = self.catalog.counts()?;
+        // Reading a compacted index: what it covers less the packs gone since (their
+        // objects estimated from their bytes), and what was pushed since.
+        if let Some(m) = &synced.compacted {
+            let (gone_packs, gone_bytes) = self.catalog.gone_counts()?;
+            let gone_objects =
+                (m.objects as f64 * gone_bytes as f64 / m.bytes.max(1) as f64).round() as u64;
+            counts.packs += m.packs.saturating_sub(gone_packs);
+            counts.objects += m.objects.saturating_sub(gone_objects);
+            counts.bytes += m.bytes.saturating_sub(gone_bytes);
+        }
+        Ok(RemoteStatus {
+            url: self.url().to_string(),
+            packs: counts.packs,
+            objects: counts.objects,
+            bytes: counts.bytes,
+            index_shards: synced.compacted.as_ref().map_or(0, |m| m.shards.len() as u64),
+            local_index_bytes: counts.file_bytes,
+            new_packs: synced.new_packs,
+            gone_packs: synced.gone_packs,
+            damaged_indexes: synced.damaged_indexes,
+            unreadable_indexes: synced.unreadable_indexes,
+            full_listing: synced.full_listing,
+            listed: synced.listed,
+            requests: synced.requests,
+        })
+    }
+
     /// Brings the catalog up to date: lists what is new in the pack log since the last
     /// refresh (one request), or the whole log at a catalog's first refresh, and reads the
     /// indexes the catalog lacks.
-    pub(crate) fn refresh(&self) -> Result<RemoteStatus> {
+    pub(crate) fn sync(&self) -> Result<Synced> {
         let before = self.client.requests();
         let started = pack_log::now_ms();
         // A new catalog of a remote with a compacted index starts from it (sharded.rs).
@@ -213,24 +259,8 @@ impl Remote {
         self.catalog.mark_unread(&unreadable, &settled)?;
         self.catalog.advance_cursor(started, cursor.is_none())?;
         *self.refreshed.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
-        let mut counts = self.catalog.counts()?;
-        // Reading a compacted index: what it covers less the packs gone since (their
-        // objects estimated from their bytes), and what was pushed since.
-        if let Some(m) = &compacted {
-            let (gone_packs, gone_bytes) = self.catalog.gone_counts()?;
-            let gone_objects =
-                (m.objects as f64 * gone_bytes as f64 / m.bytes.max(1) as f64).round() as u64;
-            counts.packs += m.packs.saturating_sub(gone_packs);
-            counts.objects += m.objects.saturating_sub(gone_objects);
-            counts.bytes += m.bytes.saturating_sub(gone_bytes);
-        }
-        Ok(RemoteStatus {
-            url: self.url().to_string(),
-            packs: counts.packs,
-            objects: counts.objects,
-            bytes: counts.bytes,
-            index_shards: compacted.as_ref().map_or(0, |m| m.shards.len() as u64),
-            local_index_bytes: counts.file_bytes,
+        Ok(Synced {
+            compacted,
             new_packs: added,
             gone_packs,
             damaged_indexes: damaged,
@@ -283,7 +313,7 @@ impl Remote {
                 source: std::sync::Arc::new(std::io::Error::other(reason.clone())),
             });
         }
-        self.refresh().map(drop)
+        self.sync().map(drop)
     }
 
     /// Every object of the pack `name` the catalog knows.
@@ -344,7 +374,7 @@ impl Remote {
     pub(crate) fn forget(&self, packs: &[String]) -> Result<()> {
         log::info!("{} packs of {} are gone: refreshing", packs.len(), self.url());
         self.catalog.remove(packs)?;
-        self.refresh().map(drop)
+        self.sync().map(drop)
     }
 
     /// Which of `packs` the catalog lists.

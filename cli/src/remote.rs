@@ -181,6 +181,7 @@ struct Trimmed {
     over_size: u64,
     brought_back: u64,
     reports: u64,
+    left_unread: u64,
     swept: Collected,
     requests: u64,
 }
@@ -217,13 +218,22 @@ pub fn trim(
             over_size: r.over_size,
             brought_back: r.brought_back,
             reports: r.reports,
+            left_unread: r.left_unread,
             swept: Collected::of(&r.swept),
             requests: r.requests,
         })?;
-    } else {
+    } else if r.is_complete() {
         out.line(&r.to_string())?;
     }
-    Ok(ExitCode::SUCCESS)
+    if r.is_complete() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        // Packs left unread are news the user must see, even with --quiet.
+        if !out.json {
+            out.warn(&r.to_string());
+        }
+        Ok(ExitCode::from(1))
+    }
 }
 
 #[derive(Serialize)]

@@ -296,6 +296,8 @@ class TrimReport:
     """Packs taken out, least recently used first, to fit the size."""
     brought_back: int
     reports: int
+    left_unread: int
+    """Packs left as they were: the remote did not serve them (trim again)."""
     bytes_freed: int
     """Bytes of bodies deleted (of packs out of the listing for the grace period)."""
     requests: int

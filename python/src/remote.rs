@@ -180,6 +180,7 @@ pub fn trim_report<'py>(py: Python<'py>, r: &TrimReport) -> PyResult<Bound<'py, 
     d.set_item("over_size", r.over_size)?;
     d.set_item("brought_back", r.brought_back)?;
     d.set_item("reports", r.reports)?;
+    d.set_item("left_unread", r.left_unread)?;
     d.set_item("bytes_freed", r.swept.bytes_freed)?;
     d.set_item("requests", r.requests)?;
     d.set_item("text", r.to_string())?;

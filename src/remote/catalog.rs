@@ -47,6 +47,9 @@ const MANIFEST: &str = "shards_manifest";
 /// The most bytes of shard blocks kept; beyond it the oldest half goes.
 const BLOCKS_KEPT: i64 = 64 << 20;
 
+/// Key rows a removal sorts and deletes at once (~100 MiB at most).
+const REMOVED_A_RUN: usize = 1 << 20;
+
 /// The setting that holds the pack log's cursor (`pack_log.rs`); without it the next refresh
 /// lists the whole log.
 const CURSOR: &str = "log_cursor";
@@ -236,16 +239,41 @@ impl Catalog {
         })
     }
 
-    /// Forgets packs the remote no longer lists.
+    /// Forgets packs the remote no longer lists: their key rows go in key order, a run of
+    /// packs at a time, so that each page of the key table is rewritten once per run
+    /// rather than once per key (a pack's keys are spread over the whole table).
     pub(crate) fn remove(&self, names: &[String]) -> Result<()> {
+        if names.is_empty() {
+            return Ok(());
+        }
         self.write(|tx| {
+            let mut find = tx.prepare("SELECT id, objects FROM packs WHERE name = ?1")?;
+            let mut packs = Vec::new();
             for name in names {
-                let id: Option<i64> = tx
-                    .query_row("SELECT id FROM packs WHERE name = ?1", [name], |r| r.get(0))
-                    .optional()?;
-                if let Some(id) = id {
-                    tx.execute("DELETE FROM keys WHERE pack = ?1", [id])?;
-                    tx.execute("DELETE FROM packs WHERE id = ?1", [id])?;
+                if let Some(pack) = find
+                    .query_row([name], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))
+                    .optional()?
+                {
+                    packs.push(pack);
+                }
+            }
+            let mut keys_of = tx.prepare("SELECT key FROM keys WHERE pack = ?1")?;
+            let mut delete = tx.prepare("DELETE FROM keys WHERE key = ?1 AND pack = ?2")?;
+            let mut forget = tx.prepare("DELETE FROM packs WHERE id = ?1")?;
+            let mut rows: Vec<(Vec<u8>, i64)> = Vec::new();
+            let mut packs = packs.into_iter().peekable();
+            while let Some((id, objects)) = packs.next() {
+                rows.reserve(objects.max(0) as usize);
+                for key in keys_of.query_map([id], |r| r.get::<_, Vec<u8>>(0))? {
+                    rows.push((key?, id));
+                }
+                forget.execute([id])?;
+                if rows.len() < REMOVED_A_RUN && packs.peek().is_some() {
+                    continue;
+                }
+                rows.sort_unstable();
+                for (key, id) in rows.drain(..) {
+                    delete.execute(params![key, id])?;
                 }
             }
             Ok(())

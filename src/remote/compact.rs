@@ -110,7 +110,7 @@ impl Remote {
         // Everything announced before this moment (less the clock margin) is in the
         // catalog once the refresh below is done.
         let covered_ms = pack_log::now_ms();
-        self.refresh()?;
+        self.sync()?;
         self.materialize()?;
         let counts = self.catalog.counts()?;
         let packs = self.catalog.pack_sizes()?;

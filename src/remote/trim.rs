@@ -43,6 +43,8 @@ use crate::key::Key;
 const DEFAULT_REPACK_BELOW: f64 = 0.5;
 /// The record of the last trim in the control folder.
 const RECORD: &str = "last-trim";
+/// Refreshes a trim makes before it decides, while indexes cannot be read.
+const REFRESH_TRIES: usize = 3;
 
 /// What a trim keeps ([`RemoteTier::trim`](crate::RemoteTier::trim)).
 #[derive(Clone, Debug)]
@@ -159,6 +161,9 @@ pub struct TrimReport {
     pub brought_back: u64,
     /// Use reports read (and merged into one).
     pub reports: u64,
+    /// Packs left as they were because the remote did not serve their index or the objects
+    /// to repack (a timeout, a server down; the error is logged): trim again.
+    pub left_unread: u64,
     /// What deleting the bodies out of the listing did (as a collection).
     pub swept: CollectReport,
     /// Requests sent.
@@ -183,11 +188,34 @@ impl fmt::Display for TrimReport {
             self.reports,
             self.requests,
             self.swept
-        )
+        )?;
+        if self.left_unread > 0 {
+            write!(
+                f,
+                "\n{} packs could not be read and were left as they were: trim again",
+                self.left_unread
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl TrimReport {
+    /// Whether the trim read every pack it had to (else it left some as they were).
+    pub fn is_complete(&self) -> bool {
+        self.left_unread == 0
     }
 }
 
 /// A pack as a trim sees it.
+/// What a trim takes out, repacks and keeps, before it takes anything out.
+struct Plan {
+    unused: Vec<String>,
+    repack: Vec<Seen>,
+    /// Last use, name and bytes of each pack kept.
+    kept: Vec<(u64, String, u64)>,
+}
+
 struct Seen {
     name: String,
     body_len: u64,
@@ -235,7 +263,15 @@ impl Remote {
 
     fn trim_holding(&self, lease: &mut Lease, options: &TrimOptions) -> Result<TrimReport> {
         let mut report = TrimReport::default();
-        self.refresh()?;
+        // A pack whose index cannot be read is not seen, so it stays: read again first.
+        let mut status = self.sync()?;
+        for _ in 1..REFRESH_TRIES {
+            if status.unreadable_indexes == 0 {
+                break;
+            }
+            status = self.sync()?;
+        }
+        report.left_unread = status.unreadable_indexes;
         self.materialize()?;
         let now = pack_log::now_ms();
         let listing = self.runtime.block_on(self.client.list_log(None))?;
@@ -274,88 +310,37 @@ impl Remote {
         }
 
         let moving = !repack_candidates(&seen, options).is_empty();
-        let mut out: Vec<String> = Vec::new();
-        let mut kept: Vec<(u64, String, u64)> = Vec::new();
-        let mut repack: Vec<Seen> = Vec::new();
+        let mut plan = Plan { unused: Vec::new(), repack: Vec::new(), kept: Vec::new() };
         for pack in seen {
             if pack.live.is_empty() {
                 report.unused += 1;
-                out.push(pack.name);
+                plan.unused.push(pack.name);
             } else if to_repack(&pack, options) {
                 // Moved objects keep their last use, not the time of their new pack.
                 for e in &pack.live {
                     let at = uses.entry(e.key).or_insert(pack.added);
                     *at = (*at).max(pack.added);
                 }
-                repack.push(pack);
+                plan.repack.push(pack);
             } else {
-                kept.push((pack.last_use, pack.name, pack.body_len));
+                plan.kept.push((pack.last_use, pack.name, pack.body_len));
             }
         }
-        for name in &out {
-            self.take_out(name, Some(Part::Trimmed))?;
-            self.renew_if_due(lease)?;
-        }
-        // Repacked: the objects in use go into new packs before the old packs go, a new
-        // pack's worth of old packs at a time.
-        let mut group: Vec<Seen> = Vec::new();
-        let mut group_bytes = 0;
-        let mut repack = repack.into_iter().peekable();
-        while let Some(pack) = repack.next() {
-            group_bytes += pack.live_bytes;
-            group.push(pack);
-            if group_bytes < self.config.pack_size && repack.peek().is_some() {
-                continue;
-            }
-            self.renew_if_due(lease)?;
-            let packs = std::mem::take(&mut group);
-            group_bytes = 0;
-            match self.repack(&packs) {
-                Ok((objects, new, bytes)) => {
-                    report.objects_moved += objects;
-                    report.new_packs += new;
-                    let last_use = packs.iter().map(|p| p.last_use).max().unwrap_or(0);
-                    kept.push((last_use, String::new(), bytes));
-                    for pack in packs {
-                        self.take_out(&pack.name, Some(Part::Trimmed))?;
-                        report.repacked += 1;
-                        out.push(pack.name);
-                    }
-                }
-                Err(e) => {
-                    log::warn!("{} packs kept whole: {e}", packs.len());
-                    kept.extend(packs.into_iter().map(|p| (p.last_use, p.name, p.body_len)));
-                }
-            }
-        }
-        // Over the size: least recently used first (new packs, unnamed here, stay).
-        let mut size: u64 = kept.iter().map(|(_, _, bytes)| bytes).sum();
-        if let Some(max) = options.max_size {
-            kept.sort();
-            for (_, name, bytes) in &kept {
-                if size <= max {
-                    break;
-                }
-                if name.is_empty() {
-                    continue;
-                }
-                self.take_out(name, Some(Part::Trimmed))?;
-                self.renew_if_due(lease)?;
-                out.push(name.clone());
-                size -= bytes;
-                report.over_size += 1;
-            }
-        }
-        report.size_after = size;
+        let mut out = Vec::new();
+        let taken = self.take_outs(lease, options, &mut report, plan, &mut out);
+        // The catalog forgets every pack taken out at once (in key order), failed or not.
+        self.catalog.remove(&out)?;
+        taken?;
 
         if let Some(Hook(f)) = &options.after_taking_out {
             f();
         }
+
         // Uses reported since the reports were read bring their packs back.
         let (_, since) = self.read_uses(&read)?;
         report.brought_back = self.bring_back(&out, &since)?;
         if report.brought_back > 0 {
-            report.size_after = self.catalog.counts()?.bytes;
+            report.size_after = self.catalog.pack_sizes()?.iter().map(|(_, len)| len).sum();
         }
         if read.len() > 1 || moving {
             self.merge_uses(&read, &uses)?;
@@ -401,6 +386,78 @@ impl Remote {
             }
         }
         Ok((names_read, uses))
+    }
+
+    /// Takes the unused packs out of the listing, repacks the mostly unused ones and takes
+    /// out the least recently used beyond the size; `out` gets every pack taken out, also
+    /// when it stops at an error.
+    fn take_outs(
+        &self,
+        lease: &mut Lease,
+        options: &TrimOptions,
+        report: &mut TrimReport,
+        plan: Plan,
+        out: &mut Vec<String>,
+    ) -> Result<()> {
+        let Plan { unused, repack, mut kept } = plan;
+        for name in unused {
+            self.take_out(&name, Some(Part::Trimmed))?;
+            out.push(name);
+            self.renew_if_due(lease)?;
+        }
+        // Repacked: the objects in use go into new packs before the old packs go, a new
+        // pack's worth of old packs at a time.
+        let mut group: Vec<Seen> = Vec::new();
+        let mut group_bytes = 0;
+        let mut repack = repack.into_iter().peekable();
+        while let Some(pack) = repack.next() {
+            group_bytes += pack.live_bytes;
+            group.push(pack);
+            if group_bytes < self.config.pack_size && repack.peek().is_some() {
+                continue;
+            }
+            self.renew_if_due(lease)?;
+            let packs = std::mem::take(&mut group);
+            group_bytes = 0;
+            match self.repack(&packs) {
+                Ok((objects, new, bytes)) => {
+                    report.objects_moved += objects;
+                    report.new_packs += new;
+                    let last_use = packs.iter().map(|p| p.last_use).max().unwrap_or(0);
+                    kept.push((last_use, String::new(), bytes));
+                    for pack in packs {
+                        self.take_out(&pack.name, Some(Part::Trimmed))?;
+                        report.repacked += 1;
+                        out.push(pack.name);
+                    }
+                }
+                Err(e) => {
+                    log::warn!("{} packs kept whole: {e}", packs.len());
+                    report.left_unread += packs.len() as u64;
+                    kept.extend(packs.into_iter().map(|p| (p.last_use, p.name, p.body_len)));
+                }
+            }
+        }
+        // Over the size: least recently used first (new packs, unnamed here, stay).
+        let mut size: u64 = kept.iter().map(|(_, _, bytes)| bytes).sum();
+        if let Some(max) = options.max_size {
+            kept.sort();
+            for (_, name, bytes) in &kept {
+                if size <= max {
+                    break;
+                }
+                if name.is_empty() {
+                    continue;
+                }
+                self.take_out(name, Some(Part::Trimmed))?;
+                self.renew_if_due(lease)?;
+                out.push(name.clone());
+                size -= bytes;
+                report.over_size += 1;
+            }
+        }
+        report.size_after = size;
+        Ok(())
     }
 
     /// Brings back the packs of `out` holding a key of `since`: their kept index is listed
