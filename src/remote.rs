@@ -69,6 +69,8 @@ use client::{Client, Part};
 
 /// Indexes read at once by a refresh, and packs read at once by a fetch.
 const READS_IN_FLIGHT: usize = 16;
+/// Refreshes a trim or a collection makes before it decides, while indexes cannot be read.
+const REFRESH_TRIES: usize = 3;
 /// After a listing fails, how long reads that would refresh answer with that failure
 /// instead of waiting for the remote's timeouts again.
 const QUIET_AFTER_FAILURE: Duration = Duration::from_secs(5);
@@ -269,6 +271,19 @@ impl Remote {
             listed,
             requests: self.client.requests() - before,
         })
+    }
+
+    /// Brings the catalog up to date, again while indexes cannot be read (a few times): a
+    /// trim or a collection does not see a pack whose index it has not read.
+    pub(crate) fn sync_every_index(&self) -> Result<Synced> {
+        let mut synced = self.sync()?;
+        for _ in 1..REFRESH_TRIES {
+            if synced.unreadable_indexes == 0 {
+                break;
+            }
+            synced = self.sync()?;
+        }
+        Ok(synced)
     }
 
     /// Refreshes unless the catalog was refreshed within the refresh interval.

@@ -151,6 +151,7 @@ struct Collected {
     orphans: u64,
     bytes_freed: u64,
     events_removed: u64,
+    left_unread: u64,
     requests: u64,
 }
 
@@ -165,6 +166,7 @@ impl Collected {
             orphans: report.orphans,
             bytes_freed: report.bytes_freed,
             events_removed: report.events_removed,
+            left_unread: report.left_unread,
             requests: report.requests,
         }
     }
@@ -224,16 +226,11 @@ pub fn trim(
         })?;
     } else if r.is_complete() {
         out.line(&r.to_string())?;
-    }
-    if r.is_complete() {
-        Ok(ExitCode::SUCCESS)
     } else {
         // Packs left unread are news the user must see, even with --quiet.
-        if !out.json {
-            out.warn(&r.to_string());
-        }
-        Ok(ExitCode::from(1))
+        out.warn(&r.to_string());
     }
+    Ok(if r.is_complete() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 #[derive(Serialize)]
@@ -277,10 +274,13 @@ pub fn collect(
     let report = tier(stash)?.collect(&options)?;
     if out.json {
         out.json(&Collected::of(&report))?;
-    } else {
+    } else if report.is_complete() {
         out.line(&report.to_string())?;
+    } else {
+        // Packs left unread are news the user must see, even with --quiet.
+        out.warn(&report.to_string());
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(if report.is_complete() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 pub fn status(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {

@@ -254,6 +254,8 @@ class CollectReport:
     """Bodies of killed pushes deleted."""
     bytes_freed: int
     events_removed: int
+    left_unread: int
+    """Indexes the remote did not serve: their packs were left as they were (collect again)."""
     requests: int
     text: str = ""
 

@@ -164,6 +164,7 @@ pub fn collect_report<'py>(py: Python<'py>, r: &CollectReport) -> PyResult<Bound
     d.set_item("orphans", r.orphans)?;
     d.set_item("bytes_freed", r.bytes_freed)?;
     d.set_item("events_removed", r.events_removed)?;
+    d.set_item("left_unread", r.left_unread)?;
     d.set_item("requests", r.requests)?;
     d.set_item("text", r.to_string())?;
     Ok(d)

@@ -114,8 +114,18 @@ pub struct CollectReport {
     pub bytes_freed: u64,
     /// Events of the pack log removed (of packs long gone).
     pub events_removed: u64,
+    /// Indexes the remote did not serve (a timeout, a server down; the error is logged):
+    /// their packs were left as they were, duplicates or not: collect again.
+    pub left_unread: u64,
     /// Requests sent.
     pub requests: u64,
+}
+
+impl CollectReport {
+    /// Whether the collection read every index (else it left some packs as they were).
+    pub fn is_complete(&self) -> bool {
+        self.left_unread == 0
+    }
 }
 
 impl fmt::Display for CollectReport {
@@ -132,7 +142,16 @@ impl fmt::Display for CollectReport {
             self.waiting,
             self.events_removed,
             self.requests
-        )
+        )?;
+        if self.left_unread > 0 {
+            write!(
+                f,
+                "\n{} indexes could not be read and their packs were left as they were: \
+                 collect again",
+                self.left_unread
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -153,7 +172,7 @@ impl LastCollection {
         let r = &self.report;
         Bytes::from(format!(
             "finished {}\nholder {}\nduplicates {}\ndeleted {}\nwaiting {}\norphans {}\n\
-             bytes_freed {}\nevents_removed {}\nrequests {}\n",
+             bytes_freed {}\nevents_removed {}\nleft_unread {}\nrequests {}\n",
             self.finished_ms,
             self.holder,
             r.duplicates,
@@ -162,6 +181,7 @@ impl LastCollection {
             r.orphans,
             r.bytes_freed,
             r.events_removed,
+            r.left_unread,
             r.requests
         ))
     }
@@ -185,6 +205,7 @@ impl LastCollection {
                 "orphans" => r.orphans = n(),
                 "bytes_freed" => r.bytes_freed = n(),
                 "events_removed" => r.events_removed = n(),
+                "left_unread" => r.left_unread = n(),
                 "requests" => r.requests = n(),
                 _ => {}
             }
@@ -267,8 +288,10 @@ impl Remote {
         lease: &mut Lease,
         options: &CollectOptions,
     ) -> Result<CollectReport> {
-        let mut report = CollectReport::default();
-        self.sync()?;
+        let mut report = CollectReport {
+            left_unread: self.sync_every_index()?.unreadable_indexes,
+            ..CollectReport::default()
+        };
         self.materialize()?;
         if options.duplicates {
             report.duplicates = self.take_out_duplicates(lease)?;

@@ -43,8 +43,6 @@ use crate::key::Key;
 const DEFAULT_REPACK_BELOW: f64 = 0.5;
 /// The record of the last trim in the control folder.
 const RECORD: &str = "last-trim";
-/// Refreshes a trim makes before it decides, while indexes cannot be read.
-const REFRESH_TRIES: usize = 3;
 
 /// What a trim keeps ([`RemoteTier::trim`](crate::RemoteTier::trim)).
 #[derive(Clone, Debug)]
@@ -207,7 +205,6 @@ impl TrimReport {
     }
 }
 
-/// A pack as a trim sees it.
 /// What a trim takes out, repacks and keeps, before it takes anything out.
 struct Plan {
     unused: Vec<String>,
@@ -216,6 +213,7 @@ struct Plan {
     kept: Vec<(u64, String, u64)>,
 }
 
+/// A pack as a trim sees it.
 struct Seen {
     name: String,
     body_len: u64,
@@ -264,14 +262,7 @@ impl Remote {
     fn trim_holding(&self, lease: &mut Lease, options: &TrimOptions) -> Result<TrimReport> {
         let mut report = TrimReport::default();
         // A pack whose index cannot be read is not seen, so it stays: read again first.
-        let mut status = self.sync()?;
-        for _ in 1..REFRESH_TRIES {
-            if status.unreadable_indexes == 0 {
-                break;
-            }
-            status = self.sync()?;
-        }
-        report.left_unread = status.unreadable_indexes;
+        report.left_unread = self.sync_every_index()?.unreadable_indexes;
         self.materialize()?;
         let now = pack_log::now_ms();
         let listing = self.runtime.block_on(self.client.list_log(None))?;
