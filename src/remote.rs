@@ -84,18 +84,13 @@ pub(crate) struct Uploaded {
     pub bytes: u64,
 }
 
-/// What bringing the catalog up to date did ([`Remote::sync`]); the fields of
-/// [`RemoteStatus`] of the same names.
+/// What bringing the catalog up to date did ([`Remote::sync`]).
 pub(crate) struct Synced {
     /// The compacted index this catalog reads parts of.
     pub compacted: Option<shard::Manifest>,
-    pub new_packs: u64,
-    pub gone_packs: u64,
-    pub damaged_indexes: Vec<String>,
-    pub unreadable_indexes: u64,
-    pub full_listing: bool,
-    pub listed: u64,
-    pub requests: u64,
+    /// What the refresh did; what the remote holds (packs, objects, bytes, the local
+    /// copy's bytes) is left at 0: [`Remote::refresh`] counts it.
+    pub status: RemoteStatus,
 }
 
 /// A stash's remote: the client, the runtime it runs on and the local copy of the indexes.
@@ -151,11 +146,11 @@ impl Remote {
     /// Brings the catalog up to date ([`Remote::sync`]) and counts what the remote holds:
     /// a pass over every key this machine holds, so only `remote status` asks for it.
     pub(crate) fn refresh(&self) -> Result<RemoteStatus> {
-        let synced = self.sync()?;
+        let Synced { compacted, status } = self.sync()?;
         let mut counts = self.catalog.counts()?;
         // Reading a compacted index: what it covers less the packs gone since (their
         // objects estimated from their bytes), and what was pushed since.
-        if let Some(m) = &synced.compacted {
+        if let Some(m) = &compacted {
             let (gone_packs, gone_bytes) = self.catalog.gone_counts()?;
             let gone_objects =
                 (m.objects as f64 * gone_bytes as f64 / m.bytes.max(1) as f64).round() as u64;
@@ -164,19 +159,11 @@ impl Remote {
             counts.bytes += m.bytes.saturating_sub(gone_bytes);
         }
         Ok(RemoteStatus {
-            url: self.url().to_string(),
             packs: counts.packs,
             objects: counts.objects,
             bytes: counts.bytes,
-            index_shards: synced.compacted.as_ref().map_or(0, |m| m.shards.len() as u64),
             local_index_bytes: counts.file_bytes,
-            new_packs: synced.new_packs,
-            gone_packs: synced.gone_packs,
-            damaged_indexes: synced.damaged_indexes,
-            unreadable_indexes: synced.unreadable_indexes,
-            full_listing: synced.full_listing,
-            listed: synced.listed,
-            requests: synced.requests,
+            ..status
         })
     }
 
@@ -261,8 +248,9 @@ impl Remote {
         self.catalog.mark_unread(&unreadable, &settled)?;
         self.catalog.advance_cursor(started, cursor.is_none())?;
         *self.refreshed.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
-        Ok(Synced {
-            compacted,
+        let status = RemoteStatus {
+            url: self.url().to_string(),
+            index_shards: compacted.as_ref().map_or(0, |m| m.shards.len() as u64),
             new_packs: added,
             gone_packs,
             damaged_indexes: damaged,
@@ -270,7 +258,9 @@ impl Remote {
             full_listing: cursor.is_none(),
             listed,
             requests: self.client.requests() - before,
-        })
+            ..RemoteStatus::default()
+        };
+        Ok(Synced { compacted, status })
     }
 
     /// Brings the catalog up to date, again while indexes cannot be read (a few times): a
@@ -278,7 +268,7 @@ impl Remote {
     pub(crate) fn sync_every_index(&self) -> Result<Synced> {
         let mut synced = self.sync()?;
         for _ in 1..REFRESH_TRIES {
-            if synced.unreadable_indexes == 0 {
+            if synced.status.unreadable_indexes == 0 {
                 break;
             }
             synced = self.sync()?;

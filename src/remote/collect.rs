@@ -289,7 +289,7 @@ impl Remote {
         options: &CollectOptions,
     ) -> Result<CollectReport> {
         let mut report = CollectReport {
-            left_unread: self.sync_every_index()?.unreadable_indexes,
+            left_unread: self.sync_every_index()?.status.unreadable_indexes,
             ..CollectReport::default()
         };
         self.materialize()?;
@@ -507,6 +507,7 @@ mod tests {
                 orphans: 4,
                 bytes_freed: 5,
                 events_removed: 6,
+                left_unread: 8,
                 requests: 7,
             },
         };

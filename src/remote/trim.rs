@@ -260,9 +260,11 @@ impl Remote {
     }
 
     fn trim_holding(&self, lease: &mut Lease, options: &TrimOptions) -> Result<TrimReport> {
-        let mut report = TrimReport::default();
         // A pack whose index cannot be read is not seen, so it stays: read again first.
-        report.left_unread = self.sync_every_index()?.unreadable_indexes;
+        let mut report = TrimReport {
+            left_unread: self.sync_every_index()?.status.unreadable_indexes,
+            ..TrimReport::default()
+        };
         self.materialize()?;
         let now = pack_log::now_ms();
         let listing = self.runtime.block_on(self.client.list_log(None))?;

@@ -251,7 +251,7 @@ impl Stash {
         }
         remote.note_used(relied.iter().copied());
         remote.send_uses()?;
-        if again && !relied.is_empty() && remote.sync()?.gone_packs > 0 {
+        if again && !relied.is_empty() && remote.sync()?.status.gone_packs > 0 {
             let held = remote.known(&relied)?;
             let lost: Vec<Key> =
                 relied.iter().zip(held).filter(|(_, held)| !held).map(|(k, _)| *k).collect();

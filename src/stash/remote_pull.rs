@@ -19,7 +19,7 @@ impl Stash {
     pub(super) fn pull_from(&self, remote: &Remote) -> Result<PullReport> {
         self.writer()?;
         let before = remote.requests();
-        let status = remote.sync()?;
+        let status = remote.sync()?.status;
         let mut report = PullReport::default();
         let mut unreachable = HashSet::new();
         let mut wanted: Vec<Location> = Vec::new();
