@@ -268,6 +268,36 @@ fn orphan_bodies_and_quarantined_packs_are_collected_and_a_push_heals() -> TestR
 }
 
 #[test]
+fn a_collection_that_cannot_read_the_indexes_leaves_their_packs_and_says_so() -> TestResult {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir()?;
+    let rt = tokio::runtime::Runtime::new()?;
+    let objects = crate::common::objects(11, 3_000);
+    let (indexes_a, packs_b) = push_twice(&server, dir.path(), "unread", &objects, None)?;
+    let packs = files(&rt, &server.store(), "unread", "packs").len() as u64;
+    assert_eq!(packs, indexes_a.len() as u64 + packs_b);
+    // The collecting machine reaches the server through a proxy that fails every read of
+    // an index, as a server would whose volume holding them is down.
+    let proxy = crate::common::faulty::FaultyProxy::start(&server.endpoint());
+    let through = crate::common::s3::remote_at(&proxy.endpoint(), "unread");
+    let c = collector(dir.path(), "c.db", through)?;
+    proxy.fail_reads_of("/unread/indexes/");
+    let first = c.remote().expect("a remote").collect(&at_once())?;
+    assert!(proxy.failed() > 0);
+    assert!(!first.is_complete() && first.left_unread == packs, "{first}");
+    assert!(first.to_string().contains("collect again"), "{first}");
+    assert_eq!(first.duplicates, 0, "{first}");
+    let recorded = c.remote().expect("a remote").last_collection()?.expect("a record");
+    assert_eq!(recorded.report.left_unread, first.left_unread);
+    // The server back, the next collection reads them and finishes the job.
+    proxy.heal();
+    let second = c.remote().expect("a remote").collect(&at_once())?;
+    assert!(second.is_complete(), "{second}");
+    assert_eq!(second.duplicates, packs_b, "{second}");
+    Ok(())
+}
+
+#[test]
 fn one_collector_at_a_time_and_a_lease_that_ran_out_is_taken_over() -> TestResult {
     let server = S3Server::start();
     let dir = tempfile::tempdir()?;

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 use objstash::{Durability, Layout, Stash};
 
 #[cfg(feature = "remote")]
+pub mod faulty;
+#[cfg(feature = "remote")]
 pub mod s3;
 
 pub type TestResult = anyhow::Result<()>;
