@@ -10,3 +10,9 @@ mod remote;
 #[allow(dead_code)]
 #[path = "../../../tests/suite/common/s3.rs"]
 mod s3;
+
+// The loopback proxy that fails chosen reads, shared with the library's tests.
+#[cfg(feature = "remote")]
+#[allow(dead_code)]
+#[path = "../../../tests/suite/common/faulty.rs"]
+mod faulty;

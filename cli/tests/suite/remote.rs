@@ -12,11 +12,16 @@ type TestResult = Result<(), Box<dyn std::error::Error>>;
 /// `objstash --db <db> --remote s3://objstash/<prefix> --endpoint <server> args...`, with the
 /// credentials in the environment as the AWS tools read them.
 fn run(server: &s3::S3Server, db: &Path, prefix: &str, args: &[&str], stdin: &[u8]) -> Output {
+    run_at(&server.endpoint(), db, prefix, args, stdin)
+}
+
+/// As [`run`], against the S3 server at `endpoint`.
+fn run_at(endpoint: &str, db: &Path, prefix: &str, args: &[&str], stdin: &[u8]) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_objstash"))
         .arg("--db")
         .arg(db)
         .args(["--remote", &format!("s3://{}/{prefix}", s3::BUCKET), "--endpoint"])
-        .arg(server.endpoint())
+        .arg(endpoint)
         .args(args)
         .env("AWS_ACCESS_KEY_ID", s3::ACCESS_KEY)
         .env("AWS_SECRET_ACCESS_KEY", s3::SECRET_KEY)
@@ -129,6 +134,42 @@ fn push_pull_status_missing_and_read_through() -> TestResult {
     let out = run(&server, &c, "cli", &["remote", "status"], b"");
     assert!(text(&out.stdout).contains("0 objects in 0 packs"), "{}", text(&out.stdout));
     assert!(text(&out.stdout).contains("last trim"), "{}", text(&out.stdout));
+    Ok(())
+}
+
+#[test]
+fn gc_and_trim_that_could_not_read_every_index_say_so_and_exit_1() -> TestResult {
+    let server = s3::S3Server::start();
+    let dir = tempfile::tempdir()?;
+    let (a, c) = (dir.path().join("a.db"), dir.path().join("c.db"));
+    let file = dir.path().join("object.json");
+    std::fs::write(&file, b"{\"id\":1}")?;
+    let out = run(&server, &a, "unread", &["put", file.to_str().unwrap()], b"");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = run(&server, &a, "unread", &["push"], b"");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = run(&server, &c, "unread", &["put", file.to_str().unwrap()], b"");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // The collecting machine's every read of an index fails (503 from a loopback proxy).
+    let proxy = crate::faulty::FaultyProxy::start(&server.endpoint());
+    proxy.fail_reads_of("/unread/indexes/");
+    let gc = |args: &[&str]| run_at(&proxy.endpoint(), &c, "unread", args, b"");
+    let out = gc(&["--quiet", "remote", "gc"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("collect again"), "{}", text(&out.stderr));
+    let out = gc(&["--json", "remote", "gc"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(report["left_unread"].as_u64(), Some(1), "{report}");
+    let out = gc(&["remote", "trim", "--unused-for", "1d"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("trim again"), "{}", text(&out.stderr));
+    // The server back: both finish, exit 0.
+    proxy.heal();
+    for args in [&["remote", "gc"][..], &["remote", "trim", "--unused-for", "1d"]] {
+        let out = gc(args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    }
     Ok(())
 }
 
