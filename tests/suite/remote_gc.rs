@@ -298,6 +298,27 @@ fn a_collection_that_cannot_read_the_indexes_leaves_their_packs_and_says_so() ->
 }
 
 #[test]
+fn a_collection_reads_again_the_indexes_the_server_failed_for() -> TestResult {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir()?;
+    let rt = tokio::runtime::Runtime::new()?;
+    let objects = crate::common::objects(11, 3_000);
+    let (_, packs_b) = push_twice(&server, dir.path(), "again", &objects, None)?;
+    let packs = files(&rt, &server.store(), "again", "indexes").len() as u64;
+    // Every index fails at its first reads (each read is tried twice), then the server is
+    // back: a collection refreshes again and finishes the job in one run.
+    let proxy = crate::common::faulty::FaultyProxy::start(&server.endpoint());
+    proxy.fail_next_reads_of("/again/indexes/", 2 * packs);
+    let c =
+        collector(dir.path(), "c.db", crate::common::s3::remote_at(&proxy.endpoint(), "again"))?;
+    let collected = c.remote().expect("a remote").collect(&at_once())?;
+    assert!(proxy.failed() >= packs, "{} reads failed", proxy.failed());
+    assert!(collected.is_complete(), "{collected}");
+    assert_eq!(collected.duplicates, packs_b, "{collected}");
+    Ok(())
+}
+
+#[test]
 fn one_collector_at_a_time_and_a_lease_that_ran_out_is_taken_over() -> TestResult {
     let server = S3Server::start();
     let dir = tempfile::tempdir()?;

@@ -22,6 +22,8 @@ struct State {
     /// Reads (GET) of paths holding this part fail while `failing` is set.
     failing_part: Mutex<String>,
     failing: AtomicBool,
+    /// Reads of those paths still to fail, while `failing` is not set.
+    fail_next: AtomicU64,
     /// Reads that were failed.
     failed: AtomicU64,
 }
@@ -35,6 +37,7 @@ impl FaultyProxy {
             upstream: upstream.trim_start_matches("http://").to_string(),
             failing_part: Mutex::new(String::new()),
             failing: AtomicBool::new(false),
+            fail_next: AtomicU64::new(0),
             failed: AtomicU64::new(0),
         });
         let shared = state.clone();
@@ -59,9 +62,16 @@ impl FaultyProxy {
         self.state.failing.store(true, Ordering::SeqCst);
     }
 
+    /// The next `n` reads of paths holding `part` fail, then they pass.
+    pub fn fail_next_reads_of(&self, part: &str, n: u64) {
+        *self.state.failing_part.lock().unwrap() = part.to_string();
+        self.state.fail_next.store(n, Ordering::SeqCst);
+    }
+
     /// From now on, everything passes.
     pub fn heal(&self) {
         self.state.failing.store(false, Ordering::SeqCst);
+        self.state.fail_next.store(0, Ordering::SeqCst);
     }
 
     /// Reads failed so far.
@@ -103,10 +113,14 @@ fn serve(client: TcpStream, state: &State) -> std::io::Result<()> {
     let mut client = client;
     let mut words = request_line.split_whitespace();
     let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
-    if method == "GET"
-        && state.failing.load(Ordering::SeqCst)
-        && path.contains(state.failing_part.lock().unwrap().as_str())
-    {
+    let fails = || {
+        state.failing.load(Ordering::SeqCst)
+            || state
+                .fail_next
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+    };
+    if method == "GET" && path.contains(state.failing_part.lock().unwrap().as_str()) && fails() {
         state.failed.fetch_add(1, Ordering::SeqCst);
         client.write_all(
             b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
