@@ -84,13 +84,23 @@ pub struct S3Server {
     filer_port: u16,
 }
 
+/// Where the kernel's ephemeral ports start (`ip_local_port_range`; Linux's default).
+const EPHEMERAL_START: u16 = 32_768;
+
 /// A free base port `p` such that `p..p+count` and their gRPC ports (`+10000`) are free.
+/// All of them lie below the ephemeral range: a port there that is free now can be taken
+/// by any outgoing connection (another test's client, a proxy's) before SeaweedFS binds it.
 fn free_ports(count: u16) -> u16 {
     use std::hash::{BuildHasher, Hasher};
+    let start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(EPHEMERAL_START);
+    let slots = (start.saturating_sub(10_000 + 10_000 + 10) / 10).max(1);
     loop {
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
         h.write_u32(std::process::id());
-        let base = 20_000 + (h.finish() % 3_000) as u16 * 10;
+        let base = 10_000 + (h.finish() % u64::from(slots)) as u16 * 10;
         let all_free = (0..count).all(|i| {
             TcpListener::bind(("127.0.0.1", base + i)).is_ok()
                 && TcpListener::bind(("127.0.0.1", base + i + 10_000)).is_ok()
