@@ -267,54 +267,64 @@ fn orphan_bodies_and_quarantined_packs_are_collected_and_a_push_heals() -> TestR
     Ok(())
 }
 
-#[test]
-fn a_collection_that_cannot_read_the_indexes_leaves_their_packs_and_says_so() -> TestResult {
+/// Duplicates under `prefix` (as `push_twice`) and a collecting machine that reaches the
+/// server through a proxy that fails the reads it is told to: the server, its directory,
+/// the proxy, the collector, the packs listed and the duplicates among them.
+struct BehindAProxy {
+    // Dropped in this order: the stash, then the server, then the directory.
+    collector: Stash,
+    proxy: crate::common::faulty::FaultyProxy,
+    _server: S3Server,
+    _dir: tempfile::TempDir,
+    packs: u64,
+    duplicates: u64,
+}
+
+fn duplicates_behind_a_proxy(prefix: &str) -> anyhow::Result<BehindAProxy> {
     let server = S3Server::start();
     let dir = tempfile::tempdir()?;
     let rt = tokio::runtime::Runtime::new()?;
     let objects = crate::common::objects(11, 3_000);
-    let (indexes_a, packs_b) = push_twice(&server, dir.path(), "unread", &objects, None)?;
-    let packs = files(&rt, &server.store(), "unread", "packs").len() as u64;
-    assert_eq!(packs, indexes_a.len() as u64 + packs_b);
-    // The collecting machine reaches the server through a proxy that fails every read of
-    // an index, as a server would whose volume holding them is down.
+    let (indexes_a, duplicates) = push_twice(&server, dir.path(), prefix, &objects, None)?;
+    let packs = files(&rt, &server.store(), prefix, "packs").len() as u64;
+    assert_eq!(packs, indexes_a.len() as u64 + duplicates);
     let proxy = crate::common::faulty::FaultyProxy::start(&server.endpoint());
-    let through = crate::common::s3::remote_at(&proxy.endpoint(), "unread");
-    let c = collector(dir.path(), "c.db", through)?;
-    proxy.fail_reads_of("/unread/indexes/");
-    let first = c.remote().expect("a remote").collect(&at_once())?;
-    assert!(proxy.failed() > 0);
-    assert!(!first.is_complete() && first.left_unread == packs, "{first}");
+    let through = crate::common::s3::remote_at(&proxy.endpoint(), prefix);
+    let collector = collector(dir.path(), "c.db", through)?;
+    Ok(BehindAProxy { collector, proxy, _server: server, _dir: dir, packs, duplicates })
+}
+
+#[test]
+fn a_collection_that_cannot_read_the_indexes_leaves_their_packs_and_says_so() -> TestResult {
+    let t = duplicates_behind_a_proxy("unread")?;
+    let c = t.collector.remote().expect("a remote");
+    // Every read of an index fails, as on a server whose volume holding them is down.
+    t.proxy.fail_reads_of("/unread/indexes/");
+    let first = c.collect(&at_once())?;
+    assert!(t.proxy.failed() > 0);
+    assert!(!first.is_complete() && first.left_unread == t.packs, "{first}");
     assert!(first.to_string().contains("collect again"), "{first}");
     assert_eq!(first.duplicates, 0, "{first}");
-    let recorded = c.remote().expect("a remote").last_collection()?.expect("a record");
+    let recorded = c.last_collection()?.expect("a record");
     assert_eq!(recorded.report.left_unread, first.left_unread);
     // The server back, the next collection reads them and finishes the job.
-    proxy.heal();
-    let second = c.remote().expect("a remote").collect(&at_once())?;
+    t.proxy.heal();
+    let second = c.collect(&at_once())?;
     assert!(second.is_complete(), "{second}");
-    assert_eq!(second.duplicates, packs_b, "{second}");
+    assert_eq!(second.duplicates, t.duplicates, "{second}");
     Ok(())
 }
 
 #[test]
 fn a_collection_reads_again_the_indexes_the_server_failed_for() -> TestResult {
-    let server = S3Server::start();
-    let dir = tempfile::tempdir()?;
-    let rt = tokio::runtime::Runtime::new()?;
-    let objects = crate::common::objects(11, 3_000);
-    let (_, packs_b) = push_twice(&server, dir.path(), "again", &objects, None)?;
-    let packs = files(&rt, &server.store(), "again", "indexes").len() as u64;
+    let t = duplicates_behind_a_proxy("again")?;
     // Every index fails at its first reads (each read is tried twice), then the server is
     // back: a collection refreshes again and finishes the job in one run.
-    let proxy = crate::common::faulty::FaultyProxy::start(&server.endpoint());
-    proxy.fail_next_reads_of("/again/indexes/", 2 * packs);
-    let c =
-        collector(dir.path(), "c.db", crate::common::s3::remote_at(&proxy.endpoint(), "again"))?;
-    let collected = c.remote().expect("a remote").collect(&at_once())?;
-    assert!(proxy.failed() >= packs, "{} reads failed", proxy.failed());
+    t.proxy.fail_next_reads_of("/again/indexes/", 2 * t.packs);
+    let collected = t.collector.remote().expect("a remote").collect(&at_once())?;
+    assert!(t.proxy.failed() >= t.packs, "{} reads failed", t.proxy.failed());
     assert!(collected.is_complete(), "{collected}");
-    assert_eq!(collected.duplicates, packs_b, "{collected}");
+    assert_eq!(collected.duplicates, t.duplicates, "{collected}");
     Ok(())
 }
 
