@@ -261,10 +261,8 @@ impl Remote {
 
     fn trim_holding(&self, lease: &mut Lease, options: &TrimOptions) -> Result<TrimReport> {
         // A pack whose index cannot be read is not seen, so it stays: read again first.
-        let mut report = TrimReport {
-            left_unread: self.sync_every_index()?.status.unreadable_indexes,
-            ..TrimReport::default()
-        };
+        let unread_indexes = self.sync_every_index()?.status.unreadable_indexes;
+        let mut report = TrimReport { left_unread: unread_indexes, ..TrimReport::default() };
         self.materialize()?;
         let now = pack_log::now_ms();
         let listing = self.runtime.block_on(self.client.list_log(None))?;
@@ -336,7 +334,7 @@ impl Remote {
             report.size_after = self.catalog.pack_sizes()?.iter().map(|(_, len)| len).sum();
         }
         if read.len() > 1 || moving {
-            self.merge_uses(&read, &uses)?;
+            self.merge_uses(&read, &uses, unread_indexes == 0)?;
         }
         self.renew_if_due(lease)?;
         let sweep = CollectOptions::default().grace(options.grace).duplicates(false);
@@ -485,12 +483,19 @@ impl Remote {
     }
 
     /// Replaces the reports `read` by one holding the uses of keys still listed.
-    fn merge_uses(&self, read: &HashSet<String>, uses: &HashMap<Key, u64>) -> Result<()> {
+    /// With `every_index_read` false, uses of keys the catalog does not hold are kept too:
+    /// they may be objects of the packs whose index could not be read.
+    fn merge_uses(
+        &self,
+        read: &HashSet<String>,
+        uses: &HashMap<Key, u64>,
+        every_index_read: bool,
+    ) -> Result<()> {
         let keys: Vec<Key> = uses.keys().copied().collect();
         let mut merged = Vec::new();
         for chunk in keys.chunks(4_096) {
             for (key, held) in chunk.iter().zip(self.catalog.holds(chunk)?) {
-                if held {
+                if held || !every_index_read {
                     merged.push((*key, uses[key]));
                 }
             }

@@ -167,6 +167,38 @@ fn a_trim_that_cannot_read_what_it_would_repack_leaves_it_and_says_so() -> TestR
 }
 
 #[test]
+fn uses_of_packs_a_trim_could_not_read_survive_its_merge_of_the_reports() -> TestResult {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir()?;
+    let x = crate::common::objects(75, 300);
+    let a = open(dir.path(), "a.db", server.remote("merge"))?;
+    a.save_all(&x)?;
+    a.remote().expect("a remote").push()?;
+    a.close()?;
+    let cut = moment();
+    // Two machines use every object after the cut: two use reports, which a trim merges.
+    for (name, half) in [("r1.db", &x[..150]), ("r2.db", &x[150..])] {
+        let reader = open(dir.path(), name, server.remote("merge"))?;
+        assert!(reader.get_many(&keys_of(half))?.iter().all(Option::is_some));
+        reader.close()?;
+    }
+    // The first trim cannot read the pack's index: it leaves the pack and says so, and the
+    // uses it merged must still hold for that pack's objects.
+    let proxy = crate::common::faulty::FaultyProxy::start(&server.endpoint());
+    proxy.fail_reads_of("/merge/indexes/");
+    let through = crate::common::s3::remote_at(&proxy.endpoint(), "merge");
+    let t = trimmer(dir.path(), "t.db", through)?;
+    let first = t.remote().expect("a remote").trim(&unused_since(cut))?;
+    assert!(!first.is_complete() && first.reports == 2, "{first}");
+    proxy.heal();
+    let second = t.remote().expect("a remote").trim(&unused_since(cut))?;
+    assert!(second.is_complete(), "{second}");
+    assert_eq!(second.unused, 0, "{second}");
+    let fresh = open(dir.path(), "fresh.db", server.remote("merge"))?;
+    assert_remote_holds(&fresh, &x, &[], "after the trims")
+}
+
+#[test]
 fn beyond_the_size_the_least_recently_used_packs_go() -> TestResult {
     let server = S3Server::start();
     let dir = tempfile::tempdir()?;
