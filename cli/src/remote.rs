@@ -224,13 +224,21 @@ pub fn trim(
             swept: Collected::of(&r.swept),
             requests: r.requests,
         })?;
-    } else if r.is_complete() {
-        out.line(&r.to_string())?;
     } else {
-        // Packs left unread are news the user must see, even with --quiet.
-        out.warn(&r.to_string());
+        report_text(out, &r.to_string(), r.is_complete())?;
     }
     Ok(if r.is_complete() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// A trim's or collection's report: on stdout, or on stderr (even with --quiet) when it
+/// left packs unread, news the user must see.
+fn report_text(out: &mut Out, text: &str, complete: bool) -> Result<(), Failure> {
+    if complete {
+        out.line(text)?;
+    } else {
+        out.warn(text);
+    }
+    Ok(())
 }
 
 #[derive(Serialize)]
@@ -274,11 +282,8 @@ pub fn collect(
     let report = tier(stash)?.collect(&options)?;
     if out.json {
         out.json(&Collected::of(&report))?;
-    } else if report.is_complete() {
-        out.line(&report.to_string())?;
     } else {
-        // Packs left unread are news the user must see, even with --quiet.
-        out.warn(&report.to_string());
+        report_text(out, &report.to_string(), report.is_complete())?;
     }
     Ok(if report.is_complete() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

@@ -247,14 +247,11 @@ impl Catalog {
             return Ok(());
         }
         self.write(|tx| {
-            let mut find = tx.prepare("SELECT id, objects FROM packs WHERE name = ?1")?;
+            let mut find = tx.prepare("SELECT id FROM packs WHERE name = ?1")?;
             let mut packs = Vec::new();
             for name in names {
-                if let Some(pack) = find
-                    .query_row([name], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))
-                    .optional()?
-                {
-                    packs.push(pack);
+                if let Some(id) = find.query_row([name], |r| r.get::<_, i64>(0)).optional()? {
+                    packs.push(id);
                 }
             }
             let mut keys_of = tx.prepare("SELECT key FROM keys WHERE pack = ?1")?;
@@ -262,8 +259,7 @@ impl Catalog {
             let mut forget = tx.prepare("DELETE FROM packs WHERE id = ?1")?;
             let mut rows: Vec<(Vec<u8>, i64)> = Vec::new();
             let mut packs = packs.into_iter().peekable();
-            while let Some((id, objects)) = packs.next() {
-                rows.reserve(objects.max(0) as usize);
+            while let Some(id) = packs.next() {
                 for key in keys_of.query_map([id], |r| r.get::<_, Vec<u8>>(0))? {
                     rows.push((key?, id));
                 }
