@@ -161,6 +161,17 @@ pub(crate) fn decode_checked(
     Ok(raw)
 }
 
+/// The key of the object a gzip row holds, if its value decodes and matches the CRC of its
+/// trailer: whatever else in the row is damaged, such a value is the object's bytes (a
+/// damaged key is then told from damaged bytes). `None` for zstd rows and damaged values.
+pub(crate) fn key_of_intact_gzip(raw_len: i64, stored: &[u8]) -> Option<Key> {
+    let raw = decompress(stored, u64::try_from(raw_len).ok()?).ok()?;
+    let trailer = stored.get(stored.len().checked_sub(8)?..stored.len() - 4)?;
+    let mut crc = flate2::Crc::new();
+    crc.update(&raw);
+    (crc.sum().to_le_bytes() == trailer).then(|| Key::of(&raw))
+}
+
 /// Compresses `raw` with `dict` if there is one, else gzips it at `level`.
 pub(crate) fn encode(raw: &[u8], level: u32, dict: Option<&Dictionary>) -> Vec<u8> {
     match dict {

@@ -123,6 +123,7 @@ mod files;
 mod format;
 mod header;
 mod inflight;
+mod key_index;
 mod lock;
 mod manifest;
 mod meta;

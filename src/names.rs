@@ -23,6 +23,7 @@ use rusqlite::{Connection, OptionalExtension};
 use crate::error::{DbContext, Error, Result};
 use crate::format;
 use crate::key::Key;
+use crate::key_index::KeyIndex;
 use crate::pending::Row;
 
 /// The longest name, in bytes. Names are keys of a B-tree: beyond a few hundred bytes they
@@ -78,18 +79,20 @@ pub(crate) struct NameSql;
 
 impl NameSql {
     /// Adds a name for an object of `table` if that object exists; 1 change if added.
-    pub(crate) fn insert(table: &str) -> String {
+    pub(crate) fn insert(table: &str, key_index: KeyIndex) -> String {
         format!(
             "INSERT OR IGNORE INTO {TABLE}(name, key) SELECT ?1, ?2 \
-             WHERE EXISTS (SELECT 1 FROM {table} WHERE key = ?2)"
+             WHERE EXISTS (SELECT 1 FROM {table} WHERE {})",
+            key_index.matches("?2")
         )
     }
 
     /// Points an existing name at another object of `table`, if that object exists.
-    pub(crate) fn repoint(table: &str) -> String {
+    pub(crate) fn repoint(table: &str, key_index: KeyIndex) -> String {
         format!(
             "UPDATE {TABLE} SET key = ?2 WHERE name = ?1 AND key != ?2 \
-             AND EXISTS (SELECT 1 FROM {table} WHERE key = ?2)"
+             AND EXISTS (SELECT 1 FROM {table} WHERE {})",
+            key_index.matches("?2")
         )
     }
 

@@ -139,7 +139,7 @@ fn open_read_only(options: &Options, path: PathBuf) -> Result<Stash> {
     let hold = Hold::acquire_read_only(&path, options.busy_timeout)?;
     let Some(header) = header::recognise(&path)? else { return Err(Error::NotFound { path }) };
     check_format(&path, &header)?;
-    let statements = Schema::new(Layout::Bucketed).statement_count();
+    let statements = Schema::most_statements();
     let conn = open_connection(&path, true, statements, options.busy_timeout)?;
     let layout = meta::read_layout(&conn)?.unwrap_or_default();
     check_layout(&path, options.layout, layout)?;
@@ -148,7 +148,8 @@ fn open_read_only(options: &Options, path: PathBuf) -> Result<Stash> {
         meta::read_setting(&conn, "durability").ok().flatten(),
         meta::read_setting(&conn, "codec").ok().flatten(),
     )?;
-    let prepared = Prepared { conn, schema: Schema::new(layout), settings, recovery: None };
+    let schema = Schema::read(&conn, layout)?;
+    let prepared = Prepared { conn, schema, settings, recovery: None };
     options.start(path, prepared, hold, true)
 }
 
@@ -301,7 +302,7 @@ impl Options {
             return Err(Error::Owned { path: path.to_path_buf() });
         }
         let (conn, recovery) = self.recover(conn, path, found)?;
-        let schema = Schema::new(meta::read_layout(&conn)?.unwrap_or_default());
+        let schema = Schema::read(&conn, meta::read_layout(&conn)?.unwrap_or_default())?;
         migrate(&conn, path, &schema)?;
         if alone {
             reclaim(&conn, path)?;
@@ -312,7 +313,7 @@ impl Options {
 
     /// The writer's connection; [`Error::ReadOnly`] where the file cannot be written.
     fn connect(&self, path: &Path) -> Result<Connection> {
-        let statements = Schema::new(Layout::Bucketed).statement_count();
+        let statements = Schema::most_statements();
         let conn = open_connection(path, false, statements, self.busy_timeout)?;
         if conn.is_readonly(rusqlite::MAIN_DB).unwrap_or(false) {
             return Err(Error::ReadOnly { path: path.to_path_buf() });
@@ -322,7 +323,7 @@ impl Options {
 
     /// Makes a new stash in an empty file.
     fn create(&self, conn: Connection, path: &Path, alone: bool) -> Result<Prepared> {
-        let schema = Schema::new(self.layout.unwrap_or_default());
+        let schema = Schema::fresh(self.layout.unwrap_or_default());
         conn.pragma_update(None, "page_size", schema::PAGE_SIZE)
             .context(|| format!("setting the page size of {}", path.display()))?;
         schema.create(&conn)?;
@@ -351,7 +352,7 @@ impl Options {
             }
             None if found.unclean => {
                 let layout = found.layout.unwrap_or_default();
-                let totals = schema::recount_totals(&conn, &Schema::new(layout))?;
+                let totals = schema::recount_totals(&conn, &Schema::read(&conn, layout)?)?;
                 log::warn!(
                     "objstash: {} was not closed cleanly; the file checked sound and holds {} \
                      objects",

@@ -7,8 +7,9 @@
 //! decodes its cells as `(rowid, key, raw_len, data)` records. What it finds is only
 //! trusted after the caller decompresses it and checks its hash, so a page of garbage can
 //! at worst cost time. Deleted rows are not resurrected because the writer runs with
-//! `secure_delete`, which zeroes deleted content. `verify` also reads the keys of index
-//! pages, to name rows whose own cells are unreadable.
+//! `secure_delete`, which zeroes deleted content. `verify` and salvage also read the
+//! entries of the key indexes' pages, which point at rows whose own cells are unreadable
+//! or out of the table's reach.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -52,9 +53,30 @@ pub(crate) fn scan(path: &Path, mut found: impl FnMut(FoundRow)) -> std::io::Res
     Ok(())
 }
 
-/// Calls `found` for every object key held by an index page of the file at `path`: the
-/// keys of the tables' key indexes, which name rows whose own cells are unreadable.
-pub(crate) fn scan_index_keys(path: &Path, mut found: impl FnMut(Key)) -> std::io::Result<()> {
+/// An entry of an object table's key index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Indexed {
+    /// An entry of a unique index on the whole key (formats 1 to 4).
+    Key(Key),
+    /// An entry of an index on the key's first 8 bytes (format 5): the prefix and the
+    /// rowid of its row.
+    Prefix([u8; 8], i64),
+}
+
+impl Indexed {
+    /// A key whose first 8 bytes are `prefix` (the rest zero): enough to find the table
+    /// of the prefix's keys in either layout.
+    pub(crate) fn table_key(prefix: [u8; 8]) -> Key {
+        let mut bytes = [0u8; 32];
+        bytes[..8].copy_from_slice(&prefix);
+        Key::from_slice(&bytes).expect("32 bytes")
+    }
+}
+
+/// Calls `found` for every entry held by an index page of the file at `path` that has the
+/// shape of an object table's key index entry (interior index pages repeat some entries as
+/// dividers).
+pub(crate) fn scan_index(path: &Path, mut found: impl FnMut(Indexed)) -> std::io::Result<()> {
     let file = File::open(path)?;
     let Some((page_size, usable)) = geometry(&file)? else { return Ok(()) };
     // Index cells hold at most this much on their page (file format 1.6).
@@ -80,8 +102,8 @@ pub(crate) fn scan_index_keys(path: &Path, mut found: impl FnMut(Key)) -> std::i
             if total > max_local {
                 continue;
             }
-            if let Some(key) = page.get(offset + n..offset + n + total).and_then(index_record) {
-                found(key);
+            if let Some(entry) = page.get(offset + n..offset + n + total).and_then(index_record) {
+                found(entry);
             }
         }
     }
@@ -106,15 +128,39 @@ fn geometry(file: &File) -> std::io::Result<Option<(usize, usize)>> {
     Ok(Some((page_size, page_size - usize::from(header[20]))))
 }
 
-/// Decodes a record of the key indexes: `(32-byte key, rowid)`.
-fn index_record(payload: &[u8]) -> Option<Key> {
+/// Decodes a record of the key indexes: `(32-byte key, rowid)` or `(8-byte prefix,
+/// rowid)`.
+fn index_record(payload: &[u8]) -> Option<Indexed> {
     let (header_len, at) = varint(payload)?;
-    let (key, _) = varint(payload.get(at..)?)?;
-    if key != 12 + 2 * 32 {
-        return None;
-    }
+    let (first, n) = varint(payload.get(at..)?)?;
     let body = usize::try_from(header_len).ok()?;
-    Key::from_slice(payload.get(body..body + 32)?)
+    match first {
+        // A blob of 32 bytes.
+        76 => Key::from_slice(payload.get(body..body + 32)?).map(Indexed::Key),
+        // A blob of 8 bytes, then the rowid, an integer.
+        28 => {
+            let (serial, _) = varint(payload.get(at + n..)?)?;
+            let width = match serial {
+                1..=4 => serial as usize,
+                5 => 6,
+                6 => 8,
+                8 | 9 => 0,
+                _ => return None,
+            };
+            let prefix: [u8; 8] = payload.get(body..body + 8)?.try_into().ok()?;
+            let bytes = payload.get(body + 8..body + 8 + width)?;
+            let rowid = match serial {
+                8 => 0,
+                9 => 1,
+                // Big-endian, two's complement.
+                _ => {
+                    bytes[1..].iter().fold(i64::from(bytes[0] as i8), |v, &b| v << 8 | i64::from(b))
+                }
+            };
+            Some(Indexed::Prefix(prefix, rowid))
+        }
+        _ => None,
+    }
 }
 
 /// The whole payload of the table leaf cell at `offset`, following overflow pages.
@@ -215,14 +261,22 @@ mod tests {
     /// 4 KiB pages so that a few hundred rows already need interior pages and a 10 KB row
     /// overflows.
     fn fixture(dir: &Path, sizes: &[usize]) -> (std::path::PathBuf, Vec<(Key, Vec<u8>)>) {
+        fixture_indexed(dir, sizes, "CREATE UNIQUE INDEX objects_key ON objects(key);")
+    }
+
+    fn fixture_indexed(
+        dir: &Path,
+        sizes: &[usize],
+        index: &str,
+    ) -> (std::path::PathBuf, Vec<(Key, Vec<u8>)>) {
         let path = dir.join("fixture.db");
         let conn = Connection::open(&path).unwrap();
-        conn.execute_batch(
+        conn.execute_batch(&format!(
             "PRAGMA page_size = 4096;
              CREATE TABLE objects(rowid INTEGER PRIMARY KEY, key BLOB NOT NULL,
                                   raw_len INTEGER NOT NULL, data BLOB NOT NULL);
-             CREATE UNIQUE INDEX objects_key ON objects(key);",
-        )
+             {index}"
+        ))
         .unwrap();
         let rows: Vec<(Key, Vec<u8>)> = sizes
             .iter()
@@ -277,13 +331,43 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (path, rows) = fixture(dir.path(), &vec![20; 2_000]);
         let mut keys = Vec::new();
-        scan_index_keys(&path, |key| keys.push(key)).unwrap();
+        scan_index(&path, |entry| keys.push(entry)).unwrap();
         keys.sort();
-        let mut expected: Vec<Key> = rows.iter().map(|r| r.0).collect();
+        let mut expected: Vec<Indexed> = rows.iter().map(|r| Indexed::Key(r.0)).collect();
         expected.sort();
         // Interior index pages repeat some keys as dividers; every key is there.
         keys.dedup();
         assert_eq!(keys, expected);
+    }
+
+    #[test]
+    fn prefix_index_pages_give_every_prefix_and_rowid() {
+        let dir = tempfile::tempdir().unwrap();
+        let sql = "CREATE INDEX objects_prefix ON objects(substr(key, 1, 8));";
+        let (path, rows) = fixture_indexed(dir.path(), &vec![20; 2_000], sql);
+        // Rowids of every width a record can give them, negative ones too.
+        let conn = Connection::open(&path).unwrap();
+        // Out of the way of the rowids given below first.
+        conn.execute("UPDATE objects SET rowid = rowid + (1 << 62)", []).unwrap();
+        let mut expected: Vec<Indexed> = Vec::new();
+        for (i, (key, _)) in rows.iter().enumerate() {
+            let rowid = [0, 1, 200, -3, 70_000, 1 << 40, i64::MIN, i64::MAX][i % 8]
+                .wrapping_add(if i < 8 { 0 } else { i as i64 * 1_000_003 });
+            conn.execute(
+                "UPDATE objects SET rowid = ?2 WHERE key = ?1",
+                params![&key.as_bytes()[..], rowid],
+            )
+            .unwrap();
+            let prefix = key.as_bytes()[..8].try_into().unwrap();
+            expected.push(Indexed::Prefix(prefix, rowid));
+        }
+        drop(conn);
+        let mut entries = Vec::new();
+        scan_index(&path, |entry| entries.push(entry)).unwrap();
+        entries.sort();
+        entries.dedup();
+        expected.sort();
+        assert_eq!(entries, expected);
     }
 
     #[test]

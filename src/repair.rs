@@ -67,7 +67,8 @@ fn find_problem(conn: &Connection) -> Result<u64, String> {
         .map_err(|e| format!("its layout cannot be read: {e}"))?
         .unwrap_or(Layout::Single);
     let dicts = Dictionaries::load(conn).map_err(|e| format!("its dictionaries: {e}"))?;
-    let schema = Schema::new(layout);
+    let schema =
+        Schema::read(conn, layout).map_err(|e| format!("its tables cannot be read: {e}"))?;
     let report = Check { connect: || Ok(conn), schema: &schema, dicts: &dicts, pool: None }.run();
     if report.is_ok() { Ok(report.checked) } else { Err(check::summary(&report)) }
 }

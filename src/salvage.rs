@@ -23,11 +23,11 @@ use crate::layout::Layout;
 use crate::manifest::{self, ChunkRef, Manifest};
 use crate::meta;
 use crate::names;
-use crate::pagescan;
+use crate::pagescan::{self, Indexed};
 use crate::readers::open_connection;
 use crate::recovery::{RecoveryReport, Trigger};
 use crate::scan::{self, Columns, ScannedRow};
-use crate::schema::{self, Schema};
+use crate::schema::{self, KeyIndex, Schema};
 use crate::uses::{self, PINNED};
 
 /// Rows read per query while salvaging; each query restarts past damage.
@@ -52,7 +52,7 @@ pub(crate) fn salvage(
     let layout = meta::read_layout(&damaged).ok().flatten().or(layout_hint).unwrap_or_default();
     let claimed = meta::read_totals(&damaged).ok().map(|t| t.objects);
 
-    let target = Schema::new(layout);
+    let target = Schema::fresh(layout);
     let fresh =
         open_connection(&fresh_path, false, target.statement_count(), Duration::from_secs(10))?;
     fresh
@@ -93,10 +93,10 @@ pub(crate) fn salvage(
         })
     })?;
     // A lookup through the index (what `get` does) can reach a row that every scan missed;
-    // the index pages name the keys to look up.
+    // the index pages name the keys to look up (or, for prefix indexes, the rowids).
     salvager.offer_all("reading the index pages", path, |offer| {
-        pagescan::scan_index_keys(path, |key| {
-            offer(key, &mut || {
+        pagescan::scan_index(path, |entry| match entry {
+            Indexed::Key(key) => offer(key, &mut || {
                 let table = target.table(&key);
                 damaged
                     .prepare_cached(&table.select)
@@ -106,7 +106,26 @@ pub(crate) fn salvage(
                         })
                     })
                     .ok()
-            })
+            }),
+            Indexed::Prefix(prefix, rowid) => {
+                let table = target.table(&Indexed::table_key(prefix));
+                let row = damaged
+                    .prepare_cached(&format!(
+                        "SELECT key, raw_len, data FROM {} WHERE rowid = ?1",
+                        table.name
+                    ))
+                    .and_then(|mut stmt| {
+                        stmt.query_row([rowid], |r| {
+                            Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, i64>(1)?, r.get(2)?))
+                        })
+                    });
+                if let Ok((key, raw_len, data)) = row
+                    && let Some(key) = Key::from_slice(&key)
+                {
+                    let mut data = Some(data);
+                    offer(key, &mut || data.take().map(|data| (raw_len, data)));
+                }
+            }
         })
     })?;
     let (recovered, dropped) = (salvager.recovered, salvager.dropped);
@@ -212,7 +231,7 @@ fn salvage_names(damaged: &Connection, fresh: &Connection, target: &Schema) -> R
     for (name, key) in found {
         let table = target.table(&key);
         copied += tx
-            .prepare_cached(&names::NameSql::insert(&table.name))
+            .prepare_cached(&table.name_insert)
             .and_then(|mut s| s.execute(params![name, &key.as_bytes()[..]]))
             .context(|| format!("copying the names of {key}"))? as u64;
     }
@@ -279,9 +298,14 @@ impl Salvager<'_> {
     /// Rowids the index listed that no scan reached are then fetched one by one.
     fn table(&mut self, damaged: &Connection, table: &str) -> Result<()> {
         let mut listed = BTreeSet::new();
-        for order in ["ASC", "DESC"] {
+        // The damaged file's tables have one of the two key indexes; the other's statement
+        // does not prepare.
+        let ways = [KeyIndex::Full, KeyIndex::Prefix].into_iter().flat_map(|index| {
+            ["ASC", "DESC"].map(|order| (index.index_name(table), index.indexed(), order))
+        });
+        for (index, indexed, order) in ways {
             let sql =
-                format!("SELECT rowid FROM {table} INDEXED BY {table}_key ORDER BY key {order}");
+                format!("SELECT rowid FROM {table} INDEXED BY {index} ORDER BY {indexed} {order}");
             let _ = (|| -> rusqlite::Result<()> {
                 let mut stmt = damaged.prepare(&sql)?;
                 let mut rows = stmt.query([])?;

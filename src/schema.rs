@@ -9,9 +9,12 @@
 //! first used, so a stash that does not use it stays readable by versions that do not
 //! know it.
 //!
-//! Each object table is a rowid table with a unique index on the key: rows are appended in
-//! rowid order and only the 32-byte keys go into a randomly ordered B-tree. Measured against
-//! WITHOUT ROWID in notes/design.md. Each row also holds its last use (`uses.rs`), with an
+//! Each object table is a rowid table with an index on the key: rows are appended in rowid
+//! order and only the index is a randomly ordered B-tree. Measured against WITHOUT ROWID in
+//! notes/design.md. Stashes of format 5 index the key's first 8 bytes ([`KeyIndex::Prefix`]:
+//! an expression index, so the rows do not change; a lookup compares the full key in the
+//! row); older ones keep a unique index on the whole key ([`KeyIndex::Full`]), and are read
+//! and written as they are. Each row also holds its last use (`uses.rs`), with an
 //! index on it for eviction: versions that do not know the column read and write such a
 //! table as before, so it is no format change; a stash made before it gets it at its next
 //! writable open.
@@ -20,6 +23,7 @@ use rusqlite::{Connection, params};
 
 use crate::chunks::{self, MANIFEST_MAGIC_SQL, MANIFEST_SQL};
 use crate::error::{DbContext, Error, Result};
+pub(crate) use crate::key_index::KeyIndex;
 use crate::layout::Layout;
 use crate::meta::{self, META, Totals};
 use crate::names;
@@ -28,8 +32,11 @@ use crate::uses::PINNED;
 
 /// `PRAGMA application_id` of every stash: "obst" in ASCII.
 pub(crate) const APPLICATION_ID: i32 = 0x6f62_7374;
-/// The newest format this version reads: a stash with chunked objects (`chunks.rs`).
-pub(crate) const FORMAT_VERSION: i64 = chunks::FORMAT_VERSION;
+/// The newest format this version reads: a stash whose tables index key prefixes.
+pub(crate) const FORMAT_VERSION: i64 = PREFIX_FORMAT_VERSION;
+/// The format of a stash whose object tables index the keys' first 8 bytes: versions before
+/// it would not find its keys through an index, and would store a key twice.
+pub(crate) const PREFIX_FORMAT_VERSION: i64 = 5;
 /// The format of a stash that stores a zstd dictionary (rows older versions cannot decode).
 pub(crate) const DICT_FORMAT_VERSION: i64 = 2;
 /// The format of a stash without dictionaries, which every version reads.
@@ -41,6 +48,7 @@ pub(crate) const PAGE_SIZE: u32 = 8192;
 #[derive(Debug)]
 pub(crate) struct TableSql {
     pub name: String,
+    pub key_index: KeyIndex,
     /// Inserts a row: key, raw length, value, last use (`uses.rs`).
     pub insert: String,
     /// An insert that reserves the value's bytes, written afterwards through blob I/O.
@@ -87,6 +95,7 @@ impl TableSql {
     fn statements(&self) -> [&str; Self::STATEMENTS] {
         let TableSql {
             name: _,
+            key_index: _,
             insert,
             insert_zeroblob,
             select,
@@ -130,20 +139,31 @@ impl TableSql {
         ]
     }
 
-    fn new(name: String) -> Self {
+    fn new(name: String, key_index: KeyIndex) -> Self {
+        let is_key = key_index.matches("?1");
+        let values = "(key, raw_len, data, used)";
+        let (insert, insert_zeroblob) = match key_index {
+            KeyIndex::Full => (
+                format!("INSERT OR IGNORE INTO {name}{values} VALUES (?1, ?2, ?3, ?4)"),
+                format!("INSERT OR IGNORE INTO {name}{values} VALUES (?1, ?2, zeroblob(?3), ?4)"),
+            ),
+            // One statement, so the lookup and the insert share the writer's transaction.
+            KeyIndex::Prefix => {
+                let absent = format!("WHERE NOT EXISTS (SELECT 1 FROM {name} WHERE {is_key})");
+                (
+                    format!("INSERT INTO {name}{values} SELECT ?1, ?2, ?3, ?4 {absent}"),
+                    format!("INSERT INTO {name}{values} SELECT ?1, ?2, zeroblob(?3), ?4 {absent}"),
+                )
+            }
+        };
         TableSql {
-            insert: format!(
-                "INSERT OR IGNORE INTO {name}(key, raw_len, data, used) VALUES (?1, ?2, ?3, ?4)"
-            ),
-            insert_zeroblob: format!(
-                "INSERT OR IGNORE INTO {name}(key, raw_len, data, used) \
-                 VALUES (?1, ?2, zeroblob(?3), ?4)"
-            ),
-            select: format!("SELECT raw_len, data FROM {name} WHERE key = ?1"),
-            select_used: format!("SELECT raw_len, data, used FROM {name} WHERE key = ?1"),
-            exists: format!("SELECT 1 FROM {name} WHERE key = ?1"),
+            insert,
+            insert_zeroblob,
+            select: format!("SELECT raw_len, data FROM {name} WHERE {is_key}"),
+            select_used: format!("SELECT raw_len, data, used FROM {name} WHERE {is_key}"),
+            exists: format!("SELECT 1 FROM {name} WHERE {is_key}"),
             delete: format!(
-                "DELETE FROM {name} WHERE key = ?1 \
+                "DELETE FROM {name} WHERE {is_key} \
                  RETURNING raw_len, length(data), used, {MANIFEST_SQL}"
             ),
             scan: scan::chunk_sql(&name, Columns::Values),
@@ -152,18 +172,18 @@ impl TableSql {
                 "SELECT count(*), coalesce(sum(raw_len), 0), coalesce(sum(length(data)), 0) \
                  FROM {name}"
             ),
-            name_insert: names::NameSql::insert(&name),
-            name_repoint: names::NameSql::repoint(&name),
-            touch: format!("UPDATE {name} SET used = ?2 WHERE key = ?1 AND used < ?2"),
+            name_insert: names::NameSql::insert(&name, key_index),
+            name_repoint: names::NameSql::repoint(&name, key_index),
+            touch: format!("UPDATE {name} SET used = ?2 WHERE {is_key} AND used < ?2"),
             pin: format!(
-                "UPDATE {name} SET used = {PINNED} WHERE key = ?1 AND used <> {PINNED} \
+                "UPDATE {name} SET used = {PINNED} WHERE {is_key} AND used <> {PINNED} \
                  RETURNING length(data)"
             ),
             unpin: format!(
-                "UPDATE {name} SET used = ?2 WHERE key = ?1 AND used = {PINNED} \
+                "UPDATE {name} SET used = ?2 WHERE {is_key} AND used = {PINNED} \
                  RETURNING length(data)"
             ),
-            pinned: format!("SELECT used = {PINNED} FROM {name} WHERE key = ?1"),
+            pinned: format!("SELECT used = {PINNED} FROM {name} WHERE {is_key}"),
             oldest: format!(
                 "SELECT rowid, key, raw_len, length(data), used, \
                  substr(data, 1, 4) = {MANIFEST_MAGIC_SQL} FROM {name} \
@@ -178,6 +198,7 @@ impl TableSql {
                  WHERE used = {PINNED}"
             ),
             name,
+            key_index,
         }
     }
 
@@ -185,9 +206,12 @@ impl TableSql {
         format!(
             "CREATE TABLE {name}(rowid INTEGER PRIMARY KEY, key BLOB NOT NULL, \
              raw_len INTEGER NOT NULL, data BLOB NOT NULL, used INTEGER NOT NULL DEFAULT 0);\n\
-             CREATE UNIQUE INDEX {name}_key ON {name}(key);\n\
+             CREATE {unique}INDEX {index} ON {name}({indexed});\n\
              CREATE INDEX {name}_used ON {name}(used);\n",
-            name = self.name
+            name = self.name,
+            unique = if self.key_index == KeyIndex::Full { "UNIQUE " } else { "" },
+            index = self.key_index.index_name(&self.name),
+            indexed = self.key_index.indexed(),
         )
     }
 
@@ -210,10 +234,44 @@ pub(crate) struct Schema {
 }
 
 impl Schema {
-    pub(crate) fn new(layout: Layout) -> Self {
-        let tables =
-            (0..layout.table_count()).map(|i| TableSql::new(layout.table_name(i))).collect();
+    /// The statements of tables of `layout` indexed by `key_index`.
+    pub(crate) fn new(layout: Layout, key_index: KeyIndex) -> Self {
+        let tables = (0..layout.table_count())
+            .map(|i| TableSql::new(layout.table_name(i), key_index))
+            .collect();
         Schema { layout, tables }
+    }
+
+    /// The schema of a new stash: the newest format's.
+    pub(crate) fn fresh(layout: Layout) -> Self {
+        Schema::new(layout, KeyIndex::Prefix)
+    }
+
+    /// The schema of the stash on `conn`, whose layout is `layout`: its tables index key
+    /// prefixes if its first table does (every table of a stash is made at once).
+    pub(crate) fn read(conn: &Connection, layout: Layout) -> Result<Self> {
+        let first = layout.table_name(0);
+        let index = KeyIndex::Prefix.index_name(&first);
+        let prefixed = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = ?1",
+                [&index],
+                |r| r.get::<_, i64>(0),
+            )
+            .context(|| format!("looking for the index {index}"))?
+            > 0;
+        Ok(Schema::new(layout, if prefixed { KeyIndex::Prefix } else { KeyIndex::Full }))
+    }
+
+    /// How many prepared statements a connection should cache, before its stash's layout
+    /// is known.
+    pub(crate) fn most_statements() -> usize {
+        Schema::fresh(Layout::Bucketed).statement_count()
+    }
+
+    /// How the tables find a row by key.
+    pub(crate) fn key_index(&self) -> KeyIndex {
+        self.tables[0].key_index
     }
 
     /// The table of `key`.
@@ -246,7 +304,11 @@ impl Schema {
             self.layout.as_str()
         );
         sql += &format!("PRAGMA application_id = {APPLICATION_ID};\n");
-        sql += &format!("PRAGMA user_version = {BASE_FORMAT_VERSION};\n");
+        let version = match self.key_index() {
+            KeyIndex::Full => BASE_FORMAT_VERSION,
+            KeyIndex::Prefix => PREFIX_FORMAT_VERSION,
+        };
+        sql += &format!("PRAGMA user_version = {version};\n");
         sql += "COMMIT;";
         conn.execute_batch(&sql).context(|| "creating the stash's tables".to_string())
     }
@@ -334,13 +396,53 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_statement_of_a_table_prepares() {
-        let conn = Connection::open_in_memory().unwrap();
-        let schema = Schema::new(Layout::Single);
-        schema.create(&conn).unwrap();
-        crate::names::create(&conn).unwrap();
-        for sql in schema.tables[0].statements() {
-            conn.prepare(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    fn every_statement_of_a_table_prepares_and_finds_rows_through_the_key_index() {
+        for key_index in [KeyIndex::Full, KeyIndex::Prefix] {
+            let conn = Connection::open_in_memory().unwrap();
+            let schema = Schema::new(Layout::Single, key_index);
+            schema.create(&conn).unwrap();
+            crate::names::create(&conn).unwrap();
+            assert_eq!(Schema::read(&conn, Layout::Single).unwrap().key_index(), key_index);
+            let table = &schema.tables[0];
+            for sql in table.statements() {
+                conn.prepare(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+                // A statement that names a key must reach its row through the index.
+                if sql.contains("?1") && sql.contains("key") && !sql.contains("rowid = ?1") {
+                    let mut explain = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+                    let mut rows = explain.raw_query();
+                    let mut plan = Vec::new();
+                    while let Some(row) = rows.next().unwrap() {
+                        plan.push(row.get::<_, String>(3).unwrap());
+                    }
+                    assert!(
+                        plan.iter().all(|step| !step.starts_with(&format!("SCAN {}", table.name))),
+                        "{key_index:?}: {sql} scans the table: {plan:?}"
+                    );
+                }
+            }
         }
+    }
+
+    #[test]
+    fn keys_that_share_a_prefix_are_two_rows_and_an_insert_of_a_stored_key_adds_none() {
+        let conn = Connection::open_in_memory().unwrap();
+        let schema = Schema::fresh(Layout::Single);
+        schema.create(&conn).unwrap();
+        let table = &schema.tables[0];
+        let first = [7u8; 32];
+        let mut second = first;
+        second[31] = 8;
+        let mut insert = conn.prepare(&table.insert).unwrap();
+        for (key, data) in [(&first, "a"), (&second, "b"), (&first, "c")] {
+            let added = insert.execute(params![&key[..], 1, data.as_bytes(), 0]).unwrap();
+            assert_eq!(added, usize::from(data != "c"), "{data}");
+        }
+        let mut select = conn.prepare(&table.select).unwrap();
+        for (key, data) in [(&first, b"a"), (&second, b"b")] {
+            let got: Vec<u8> = select.query_row([&key[..]], |r| r.get(1)).unwrap();
+            assert_eq!(&got, data);
+        }
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!(version, PREFIX_FORMAT_VERSION);
     }
 }

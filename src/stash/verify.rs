@@ -6,9 +6,12 @@
 use std::collections::HashSet;
 
 use crate::check::{self, Check};
-use crate::error::Result;
+use crate::codec;
+use rusqlite::OptionalExtension;
+
+use crate::error::{DbContext, Result};
 use crate::key::Key;
-use crate::pagescan;
+use crate::pagescan::{self, Indexed};
 use crate::stats::VerifyReport;
 
 use super::Stash;
@@ -57,6 +60,17 @@ impl Stash {
                 return;
             }
             let intact = check::intact(&key, raw_len, &data, &self.dicts);
+            // Bytes that are whole under a damaged key: their own key is the one lost.
+            if !intact
+                && let Some(lost) = codec::key_of_intact_gzip(raw_len, &data)
+                && lost != key
+            {
+                if !listed.contains(&lost) && !matches!(self.get(&lost), Ok(Some(_))) {
+                    report.unreachable.push(lost);
+                    listed.insert(lost);
+                }
+                return;
+            }
             match self.get(&key) {
                 Ok(Some(_)) => {}
                 Ok(None) if intact => {
@@ -74,16 +88,55 @@ impl Stash {
                 }
             }
         });
-        // The key indexes name rows whose cells are too damaged to be read at all.
-        let indexed = pagescan::scan_index_keys(self.path(), |key| {
-            if !listed.contains(&key) && !untrusted.contains(&key) && self.get(&key).is_err() {
-                report.corrupt.push(key);
-                listed.insert(key);
+        // The key indexes point at rows whose cells are too damaged to be read at all: a
+        // full key index names them; a prefix index gives their rowids, and a row that
+        // cannot be read there is counted (its key is lost with its cell).
+        let reported: HashSet<[u8; 8]> = listed.iter().chain(&untrusted).map(prefix_of).collect();
+        let mut seen = HashSet::new();
+        let mut lost = 0;
+        let indexed = pagescan::scan_index(self.path(), |entry| match entry {
+            Indexed::Key(key) => {
+                if !listed.contains(&key) && !untrusted.contains(&key) && self.get(&key).is_err() {
+                    report.corrupt.push(key);
+                    listed.insert(key);
+                }
+            }
+            Indexed::Prefix(prefix, rowid) => {
+                if reported.contains(&prefix) || !seen.insert((prefix, rowid)) {
+                    return;
+                }
+                match self.key_at(&prefix, rowid) {
+                    Ok(Some(key)) if prefix_of(&key) == prefix => {
+                        if !listed.contains(&key) && self.get(&key).is_err() {
+                            report.corrupt.push(key);
+                            listed.insert(key);
+                        }
+                    }
+                    _ => lost += 1,
+                }
             }
         });
         if let Err(e) = scanned.and(indexed) {
             report.problems.push(format!("reading the pages of the file stopped: {e}"));
         }
-        report.unnamed = untrusted.len() as u64;
+        report.unnamed = untrusted.len() as u64 + lost;
     }
+
+    /// The key in the row `rowid` of the table of keys starting with `prefix`, read through
+    /// SQLite.
+    fn key_at(&self, prefix: &[u8; 8], rowid: i64) -> Result<Option<Key>> {
+        let table = self.table(&Indexed::table_key(*prefix));
+        let conn = self.readers.checkout()?;
+        let sql = format!("SELECT key FROM {} WHERE rowid = ?1", table.name);
+        let key: Option<Vec<u8>> = conn
+            .prepare_cached(&sql)
+            .and_then(|mut stmt| stmt.query_row([rowid], |r| r.get(0)).optional())
+            .context(|| format!("reading row {rowid} of {}", table.name))?;
+        Ok(key.as_deref().and_then(Key::from_slice))
+    }
+}
+
+/// The first 8 bytes of `key`, what a prefix index holds.
+fn prefix_of(key: &Key) -> [u8; 8] {
+    key.as_bytes()[..8].try_into().expect("32 bytes")
 }

@@ -1,8 +1,8 @@
 //! The zstd dictionary codec: training from the first objects, mixed rows, retraining,
 //! reopening with either codec, a lost dictionary, and repair.
 
-use crate::common::{TestResult, objects};
-use objstash::{Codec, Error, Key, Stash};
+use crate::common::{TestResult, format_1_stash, objects};
+use objstash::{Codec, Error, Key, Layout, Stash};
 use rusqlite::Connection;
 
 const SAMPLE: usize = 256 << 10;
@@ -58,7 +58,7 @@ fn the_first_objects_train_a_dictionary_that_shrinks_the_rest() -> TestResult {
     let (gzipped, zstd) = row_kinds(&path)?;
     assert!(gzipped > 0 && zstd > 2_000, "{gzipped} gzip rows, {zstd} zstd rows");
     assert_eq!(gzipped + zstd, 4_000);
-    assert_eq!(user_version(&path)?, 2);
+    assert_eq!(user_version(&path)?, 5, "a new stash's format holds dictionaries");
     Ok(())
 }
 
@@ -122,6 +122,7 @@ fn retraining_keeps_old_rows_readable() -> TestResult {
 fn a_gzip_stash_keeps_the_first_format_and_cannot_train() -> TestResult {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("gzip.db");
+    format_1_stash(&path, Layout::Single)?;
     let stash = Stash::open(&path)?;
     stash.save_all(&objects(63, 20))?;
     assert!(matches!(stash.train(), Err(Error::Training { .. })));

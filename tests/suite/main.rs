@@ -13,6 +13,7 @@ mod contention;
 mod corruption;
 mod crash;
 mod crash_eviction;
+mod formats;
 mod fuzz_read_path;
 mod large;
 mod layouts_agree;

@@ -6,8 +6,8 @@
 use std::io::{Seek, SeekFrom, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::common::{LAYOUTS, MODES, TestResult, objects};
-use objstash::{Durability, Error, Key, MAX_NAME_LEN, Stash};
+use crate::common::{LAYOUTS, MODES, TestResult, format_1_stash, objects};
+use objstash::{Durability, Error, Key, Layout, MAX_NAME_LEN, Stash};
 use rusqlite::Connection;
 
 fn user_version(path: &std::path::Path) -> rusqlite::Result<i64> {
@@ -137,6 +137,7 @@ fn names_racing_removes_never_dangle() -> TestResult {
 fn names_raise_the_format_version_only_when_used() -> TestResult {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("v.db");
+    format_1_stash(&path, Layout::Single)?;
     let stash = Stash::open(&path)?;
     stash.save(b"plain")?;
     assert!(stash.get_named(&["none yet"])?[0].is_none());

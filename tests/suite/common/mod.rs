@@ -149,3 +149,49 @@ impl Drop for Tmpfs {
         let _ = Command::new("umount").arg("-l").arg(self.dir.path()).output();
     }
 }
+
+/// Makes at `path` an empty stash of format 1 as versions before format 5 made it: object
+/// tables with a unique index on the whole key. Versions of this one read and write it as
+/// it is.
+pub fn format_1_stash(path: &Path, layout: Layout) -> rusqlite::Result<()> {
+    let conn = rusqlite::Connection::open(path)?;
+    let mut sql = String::from(
+        "PRAGMA page_size = 8192; PRAGMA auto_vacuum = INCREMENTAL; BEGIN;
+         CREATE TABLE objstash_meta(name TEXT PRIMARY KEY, value ANY) WITHOUT ROWID;\n",
+    );
+    let tables: Vec<String> = match layout {
+        Layout::Single => vec!["objects".to_string()],
+        _ => (0..256).map(|i| format!("objects_{i:02x}")).collect(),
+    };
+    for name in &tables {
+        sql += &format!(
+            "CREATE TABLE {name}(rowid INTEGER PRIMARY KEY, key BLOB NOT NULL, \
+             raw_len INTEGER NOT NULL, data BLOB NOT NULL, used INTEGER NOT NULL DEFAULT 0);
+             CREATE UNIQUE INDEX {name}_key ON {name}(key);
+             CREATE INDEX {name}_used ON {name}(used);\n"
+        );
+    }
+    sql += &format!(
+        "INSERT INTO objstash_meta(name, value) VALUES ('layout', '{layout}'), ('state', 'clean'),
+         ('objects', 0), ('raw_bytes', 0), ('stored_bytes', 0);
+         PRAGMA application_id = {};
+         PRAGMA user_version = 1;
+         COMMIT;",
+        0x6f62_7374
+    );
+    conn.execute_batch(&sql)
+}
+
+/// The format version of the stash at `path`.
+pub fn user_version(path: &Path) -> rusqlite::Result<i64> {
+    rusqlite::Connection::open(path)?.query_row("PRAGMA user_version", [], |r| r.get(0))
+}
+
+/// The names of the indexes of the stash at `path`, sorted.
+pub fn index_names(path: &Path) -> rusqlite::Result<Vec<String>> {
+    let conn = rusqlite::Connection::open(path)?;
+    let mut stmt =
+        conn.prepare("SELECT name FROM sqlite_schema WHERE type = 'index' AND name LIKE 'objects%' ORDER BY name")?;
+    let names = stmt.query_map([], |r| r.get(0))?.collect();
+    names
+}
