@@ -458,9 +458,8 @@ impl Salvager<'_> {
         let now = uses::now();
         for (key, raw_len, data) in self.rows.drain(..) {
             let table = self.target.table(&key);
-            let added = tx
-                .prepare_cached(&table.insert)
-                .and_then(|mut s| s.execute(params![&key.as_bytes()[..], raw_len, data, now]))
+            let added = table
+                .add(&tx, &key, raw_len, &data, now, false)
                 .context(|| format!("copying {key} into the recovered stash"))?;
             self.recovered += added as u64;
         }

@@ -49,10 +49,12 @@ pub(crate) const PAGE_SIZE: u32 = 8192;
 pub(crate) struct TableSql {
     pub name: String,
     pub key_index: KeyIndex,
-    /// Inserts a row: key, raw length, value, last use (`uses.rs`).
-    pub insert: String,
-    /// An insert that reserves the value's bytes, written afterwards through blob I/O.
-    pub insert_zeroblob: String,
+    /// Inserts a row: key, raw length, value, last use (`uses.rs`); through
+    /// [`TableSql::add`], which skips a stored key.
+    insert: String,
+    /// An insert that reserves the value's bytes (its length the third parameter), written
+    /// afterwards through blob I/O.
+    insert_zeroblob: String,
     pub select: String,
     /// `select` with the row's last use (tables with a use column only).
     pub select_used: String,
@@ -147,14 +149,13 @@ impl TableSql {
                 format!("INSERT OR IGNORE INTO {name}{values} VALUES (?1, ?2, ?3, ?4)"),
                 format!("INSERT OR IGNORE INTO {name}{values} VALUES (?1, ?2, zeroblob(?3), ?4)"),
             ),
-            // One statement, so the lookup and the insert share the writer's transaction.
-            KeyIndex::Prefix => {
-                let absent = format!("WHERE NOT EXISTS (SELECT 1 FROM {name} WHERE {is_key})");
-                (
-                    format!("INSERT INTO {name}{values} SELECT ?1, ?2, ?3, ?4 {absent}"),
-                    format!("INSERT INTO {name}{values} SELECT ?1, ?2, zeroblob(?3), ?4 {absent}"),
-                )
-            }
+            // Run after a lookup (`TableSql::add`): one statement, `INSERT .. SELECT .. WHERE
+            // NOT EXISTS`, reads the table it writes, and SQLite then stages each row in a
+            // temporary table (4x slower, `experiments` `key_index`).
+            KeyIndex::Prefix => (
+                format!("INSERT INTO {name}{values} VALUES (?1, ?2, ?3, ?4)"),
+                format!("INSERT INTO {name}{values} VALUES (?1, ?2, zeroblob(?3), ?4)"),
+            ),
         };
         TableSql {
             insert,
@@ -213,6 +214,30 @@ impl TableSql {
             index = self.key_index.index_name(&self.name),
             indexed = self.key_index.indexed(),
         )
+    }
+
+    /// Inserts the row `(key, raw_len, value, used)` unless the key is stored; 1 if it was
+    /// added. `reserve` inserts a zeroed value of `value`'s length instead, to be written
+    /// through blob I/O at the new rowid.
+    pub(crate) fn add(
+        &self,
+        conn: &Connection,
+        key: &crate::key::Key,
+        raw_len: i64,
+        value: &[u8],
+        used: i64,
+        reserve: bool,
+    ) -> rusqlite::Result<usize> {
+        let key = &key.as_bytes()[..];
+        if self.key_index == KeyIndex::Prefix && conn.prepare_cached(&self.exists)?.exists([key])? {
+            return Ok(0);
+        }
+        if reserve {
+            let len = value.len() as i64;
+            conn.prepare_cached(&self.insert_zeroblob)?.execute(params![key, raw_len, len, used])
+        } else {
+            conn.prepare_cached(&self.insert)?.execute(params![key, raw_len, value, used])
+        }
     }
 
     /// Adds the use column and its index to a table made before uses were recorded; the
@@ -432,9 +457,9 @@ mod tests {
         let first = [7u8; 32];
         let mut second = first;
         second[31] = 8;
-        let mut insert = conn.prepare(&table.insert).unwrap();
         for (key, data) in [(&first, "a"), (&second, "b"), (&first, "c")] {
-            let added = insert.execute(params![&key[..], 1, data.as_bytes(), 0]).unwrap();
+            let key = crate::key::Key::from_slice(key).unwrap();
+            let added = table.add(&conn, &key, 1, data.as_bytes(), 0, false).unwrap();
             assert_eq!(added, usize::from(data != "c"), "{data}");
         }
         let mut select = conn.prepare(&table.select).unwrap();

@@ -3,8 +3,6 @@
 
 use std::sync::Arc;
 
-use rusqlite::params;
-
 use super::op::{After, Answer, Op};
 use super::stop::{Stop, StopContext};
 use super::tx::Tx;
@@ -102,16 +100,8 @@ impl Op for CommitChunked {
         let what = || format!("inserting {key} into {}", table.name);
         let chunk_keys: Vec<Key> = self.manifest.chunks.iter().map(|c| c.key).collect();
         let stored = self.manifest.encode();
-        let added = tx
-            .conn
-            .prepare_cached(&table.insert)
-            .stop(|| "preparing an insert".into())?
-            .execute(params![
-                &key.as_bytes()[..],
-                self.manifest.len as i64,
-                &stored[..],
-                uses::now()
-            ])
+        let added = table
+            .add(tx.conn, &key, self.manifest.len as i64, &stored, uses::now(), false)
             .stop(what)?;
         self.added = added == 1;
         let totals = &mut tx.written.totals;

@@ -92,20 +92,11 @@ impl Tx<'_> {
             let table = self.shared.schema.table(&row.key);
             let what = || format!("inserting {} into {}", row.key, table.name);
             let added = if row.data.len() < LARGE_ROW {
-                let mut stmt = self
-                    .conn
-                    .prepare_cached(&table.insert)
-                    .stop(|| "preparing an insert".into())?;
-                stmt.execute(params![
-                    &row.key.as_bytes()[..],
-                    row.raw_len as i64,
-                    &row.data[..],
-                    now
-                ])
-                .stop(what)?
+                table.add(self.conn, &row.key, row.raw_len as i64, &row.data, now, false)
             } else {
-                self.insert_large(row, table, now).stop(what)?
-            };
+                self.insert_large(row, table, now)
+            }
+            .stop(what)?;
             if added == 1 {
                 let totals = &mut self.written.totals;
                 totals.objects += 1;
@@ -124,12 +115,7 @@ impl Tx<'_> {
     /// Binding the value would make SQLite copy it first, a third copy of a large object in
     /// memory beside the caller's bytes and the compressed row.
     fn insert_large(&self, row: &Row, table: &TableSql, now: i64) -> rusqlite::Result<usize> {
-        let added = self.conn.prepare_cached(&table.insert_zeroblob)?.execute(params![
-            &row.key.as_bytes()[..],
-            row.raw_len as i64,
-            row.data.len() as i64,
-            now
-        ])?;
+        let added = table.add(self.conn, &row.key, row.raw_len as i64, &row.data, now, true)?;
         if added == 1 {
             let rowid = self.conn.last_insert_rowid();
             let mut blob = self.conn.blob_open(
