@@ -19,6 +19,9 @@ use crate::uses;
 const DEFAULT_LEVEL: u32 = codec::DEFAULT_LEVEL;
 /// Default rows per writer transaction; see notes/design.md.
 const DEFAULT_BATCH: usize = 100_000;
+/// Default keys a table's young index holds before they are moved into the old one; see
+/// notes/performance.md.
+const DEFAULT_YOUNG_KEYS: usize = 1_000_000;
 /// Default capacity of the channel to the writer, in objects.
 const DEFAULT_CAPACITY: usize = 4_096;
 /// Default longest wait for another handle's lock; see `busy_timeout`.
@@ -46,6 +49,7 @@ impl Default for StashBuilder {
                 level: DEFAULT_LEVEL,
                 sample_bytes: dict::SAMPLE_BYTES,
                 batch_size: DEFAULT_BATCH,
+                young_keys: DEFAULT_YOUNG_KEYS,
                 channel_capacity: DEFAULT_CAPACITY,
                 threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
                 read_mmap: 0,
@@ -168,6 +172,18 @@ impl StashBuilder {
     /// Default: 100,000 (a batch also ends at 32 MiB of compressed rows).
     pub fn batch_size(mut self, batch_size: usize) -> Self {
         self.options.batch_size = batch_size;
+        self
+    }
+
+    /// How many keys the young key index of a stash holds (spread over its tables) before
+    /// the writer moves them into the old index, a slice of the key space per transaction
+    /// between batches. A larger young index means fewer moves and more of each batch's
+    /// index pages out of the cache. Stashes made before format 5 have one key index and
+    /// ignore it.
+    ///
+    /// Default: 1,000,000.
+    pub fn young_keys(mut self, keys: usize) -> Self {
+        self.options.young_keys = keys;
         self
     }
 

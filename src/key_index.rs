@@ -1,44 +1,132 @@
-//! How an object table finds a row by its key: a unique index on the whole key (formats 1
-//! to 4), or an index on its first 8 bytes (format 5). `schema.rs` writes the statements
-//! of each; measured in notes/performance.md.
+//! How an object table finds a row by its key, and the SQL of each way.
+//!
+//! Formats 1 to 4 keep a unique index on the whole 32-byte key: a random B-tree that a
+//! stash of ten million objects holds in ~480 MB of pages, each commit rewriting every page
+//! its batch touched. Format 5 keeps **generations**: a row's key prefix (its first 8
+//! bytes) and rowid go into a small young index, `(prefix, id)`, which stays in the
+//! cache (one young and one old index for all the tables of a stash: in the bucketed
+//! layout a prefix's first byte names its table, so `(prefix, id)` is unique); once it holds enough keys the writer moves them into the old index in slices of
+//! the key space, one transaction each (`writer/generations.rs`), so each page of the old
+//! index is rewritten once per slice rather than once per few batches. The table's
+//! triggers keep both indexes in step with every insert and delete, whoever writes. A
+//! lookup reads the young index, then the old, and compares the full key in the row (two
+//! keys may share a prefix). Measured in notes/performance.md.
 
 /// How an object table finds a row by its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum KeyIndex {
     /// A unique index on the 32-byte key (formats 1 to 4).
     Full,
-    /// An index on the key's first 8 bytes, `substr(key, 1, 8)` (format 5): a third of the
-    /// full index's bytes, so more of it stays in the cache as the table grows. Two keys
-    /// may share a prefix: every lookup also compares the key in the row, and an insert
-    /// looks the key up first (the writer is the only one inserting, in its transaction).
-    Prefix,
+    /// A young and an old index of key prefixes and rowids (format 5).
+    Generations,
 }
 
+/// The two indexes of a stash with generations, youngest first.
+pub(crate) const GENERATIONS: [&str; 2] = [YOUNG, OLD];
+/// The young index: `(prefix, id)`.
+pub(crate) const YOUNG: &str = "objstash_young";
+/// The old index.
+pub(crate) const OLD: &str = "objstash_old";
+
 impl KeyIndex {
-    /// The expression the index orders rows by.
-    pub(crate) fn indexed(self) -> &'static str {
+    /// The SQL that makes the key index of `table`.
+    pub(crate) fn create(self, table: &str) -> String {
         match self {
-            KeyIndex::Full => "key",
-            KeyIndex::Prefix => "substr(key, 1, 8)",
+            KeyIndex::Full => format!("CREATE UNIQUE INDEX {table}_key ON {table}(key);\n"),
+            KeyIndex::Generations => {
+                let mut sql = String::new();
+                for generation in GENERATIONS {
+                    sql += &format!(
+                        "CREATE TABLE IF NOT EXISTS {generation}(prefix BLOB NOT NULL, \
+                         id INTEGER NOT NULL, PRIMARY KEY(prefix, id)) WITHOUT ROWID;\n"
+                    );
+                }
+                sql += &format!(
+                    "CREATE TRIGGER {table}_indexed AFTER INSERT ON {table} BEGIN \
+                     INSERT INTO {YOUNG}(prefix, id) VALUES (substr(NEW.key, 1, 8), NEW.rowid); \
+                     END;\n\
+                     CREATE TRIGGER {table}_unindexed AFTER DELETE ON {table} BEGIN \
+                     DELETE FROM {YOUNG} WHERE prefix = substr(OLD.key, 1, 8) AND id = OLD.rowid; \
+                     DELETE FROM {OLD} WHERE prefix = substr(OLD.key, 1, 8) AND id = OLD.rowid; \
+                     END;\n"
+                );
+                sql
+            }
         }
     }
 
-    /// The name of `table`'s key index.
-    pub(crate) fn index_name(self, table: &str) -> String {
+    /// The type and name of a schema object that only this way has, to tell which way a
+    /// stash's `table` uses.
+    pub(crate) fn marker(self, table: &str) -> (&'static str, String) {
         match self {
-            KeyIndex::Full => format!("{table}_key"),
-            KeyIndex::Prefix => format!("{table}_prefix"),
+            KeyIndex::Full => ("index", format!("{table}_key")),
+            KeyIndex::Generations => ("trigger", format!("{table}_indexed")),
         }
     }
 
-    /// A condition that holds for the row whose key is the parameter `param` (`?1`), and
-    /// that the index answers.
-    pub(crate) fn matches(self, param: &str) -> String {
+    /// A condition on the rows of `table` that holds for the row whose key is the
+    /// parameter `param` (`?1`), and that the key index answers.
+    pub(crate) fn matches(self, table: &str, param: &str) -> String {
         match self {
             KeyIndex::Full => format!("key = {param}"),
-            KeyIndex::Prefix => {
-                format!("substr(key, 1, 8) = substr({param}, 1, 8) AND key = {param}")
+            KeyIndex::Generations => {
+                let found = GENERATIONS.map(|generation| {
+                    format!(
+                        "SELECT g.id FROM {generation} AS g \
+                         CROSS JOIN {table} AS r ON r.rowid = g.id \
+                         WHERE g.prefix = substr({param}, 1, 8) AND r.key = {param}"
+                    )
+                });
+                format!("rowid = ({} UNION ALL {} LIMIT 1)", found[0], found[1])
             }
+        }
+    }
+
+    /// A query of `columns` of the row of `table` whose key is `?1`: for generations one
+    /// join per index, so that the row is read once.
+    pub(crate) fn select(self, table: &str, columns: &str) -> String {
+        match self {
+            KeyIndex::Full => format!("SELECT {columns} FROM {table} WHERE key = ?1"),
+            KeyIndex::Generations => {
+                let found = GENERATIONS.map(|generation| {
+                    format!(
+                        "SELECT {columns} FROM {generation} AS g \
+                         CROSS JOIN {table} ON {table}.rowid = g.id \
+                         WHERE g.prefix = substr(?1, 1, 8) AND {table}.key = ?1"
+                    )
+                });
+                format!("{} UNION ALL {} LIMIT 1", found[0], found[1])
+            }
+        }
+    }
+
+    /// Queries that list the rowids of `table` through its key index (salvage reads them
+    /// both ways, past damage); `bucket` is the first key byte of the table's keys in the
+    /// bucketed layout.
+    pub(crate) fn rowid_listings(self, table: &str, bucket: Option<u8>) -> Vec<String> {
+        let orders = ["ASC", "DESC"];
+        let range = match bucket {
+            None => "1".to_string(),
+            Some(255) => "prefix >= x'ff'".to_string(),
+            Some(b) => format!("prefix >= x'{b:02x}' AND prefix < x'{:02x}'", b + 1),
+        };
+        match self {
+            KeyIndex::Full => orders
+                .map(|order| {
+                    format!("SELECT rowid FROM {table} INDEXED BY {table}_key ORDER BY key {order}")
+                })
+                .to_vec(),
+            KeyIndex::Generations => GENERATIONS
+                .iter()
+                .flat_map(|generation| {
+                    orders.map(|order| {
+                        format!(
+                            "SELECT id FROM {generation} WHERE {range} \
+                             ORDER BY prefix {order}, id {order}"
+                        )
+                    })
+                })
+                .collect(),
         }
     }
 }

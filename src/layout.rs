@@ -46,6 +46,13 @@ impl Layout {
         }
     }
 
+    /// The first key byte of the keys of the bucketed layout's table `name`; `None` for
+    /// the single layout's table.
+    pub(crate) fn bucket_of(name: &str) -> Option<u8> {
+        let hex = name.strip_prefix("objects_")?;
+        u8::from_str_radix(hex, 16).ok().filter(|_| hex.len() == 2)
+    }
+
     /// The word recorded in the database and accepted by [`Layout::from_str`].
     #[must_use]
     pub fn as_str(self) -> &'static str {

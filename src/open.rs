@@ -44,6 +44,8 @@ pub(crate) struct Options {
     pub level: u32,
     pub sample_bytes: usize,
     pub batch_size: usize,
+    /// Keys a young index holds before the writer moves them (`key_index.rs`).
+    pub young_keys: usize,
     pub channel_capacity: usize,
     pub threads: usize,
     pub read_mmap: u64,
@@ -215,6 +217,7 @@ impl Options {
             Stash::shared(path, self.busy_timeout, schema, &conn, !read_only, self.use_resolution)?;
         let writer = (!read_only).then_some(WriterConfig {
             batch_size: self.batch_size,
+            young_keys: self.young_keys as u64,
             capacity: self.channel_capacity,
             grace: self.grace,
         });
@@ -248,6 +251,7 @@ impl Options {
         for (name, value) in [
             ("dictionary sample", self.sample_bytes),
             ("batch size", self.batch_size),
+            ("young index size", self.young_keys),
             ("channel capacity", self.channel_capacity),
             ("thread count", self.threads),
         ] {

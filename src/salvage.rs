@@ -298,14 +298,12 @@ impl Salvager<'_> {
     /// Rowids the index listed that no scan reached are then fetched one by one.
     fn table(&mut self, damaged: &Connection, table: &str) -> Result<()> {
         let mut listed = BTreeSet::new();
-        // The damaged file's tables have one of the two key indexes; the other's statement
-        // does not prepare.
-        let ways = [KeyIndex::Full, KeyIndex::Prefix].into_iter().flat_map(|index| {
-            ["ASC", "DESC"].map(|order| (index.index_name(table), index.indexed(), order))
-        });
-        for (index, indexed, order) in ways {
-            let sql =
-                format!("SELECT rowid FROM {table} INDEXED BY {index} ORDER BY {indexed} {order}");
+        // The damaged file's tables have one of the two kinds of key index; the other's
+        // statements do not prepare.
+        let listings = [KeyIndex::Full, KeyIndex::Generations]
+            .into_iter()
+            .flat_map(|index| index.rowid_listings(table, Layout::bucket_of(table)));
+        for sql in listings {
             let _ = (|| -> rusqlite::Result<()> {
                 let mut stmt = damaged.prepare(&sql)?;
                 let mut rows = stmt.query([])?;

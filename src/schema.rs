@@ -9,12 +9,11 @@
 //! first used, so a stash that does not use it stays readable by versions that do not
 //! know it.
 //!
-//! Each object table is a rowid table with an index on the key: rows are appended in rowid
-//! order and only the index is a randomly ordered B-tree. Measured against WITHOUT ROWID in
-//! notes/design.md. Stashes of format 5 index the key's first 8 bytes ([`KeyIndex::Prefix`]:
-//! an expression index, so the rows do not change; a lookup compares the full key in the
-//! row); older ones keep a unique index on the whole key ([`KeyIndex::Full`]), and are read
-//! and written as they are. Each row also holds its last use (`uses.rs`), with an
+//! Each object table is a rowid table with a key index beside it: rows are appended in
+//! rowid order and only the index is a randomly ordered B-tree. Measured against WITHOUT
+//! ROWID in notes/design.md. Stashes of format 5 keep generations of key-prefix indexes
+//! ([`KeyIndex::Generations`]); older ones a unique index on the whole key
+//! ([`KeyIndex::Full`]), and are read and written as they are. Each row also holds its last use (`uses.rs`), with an
 //! index on it for eviction: versions that do not know the column read and write such a
 //! table as before, so it is no format change; a stash made before it gets it at its next
 //! writable open.
@@ -32,11 +31,13 @@ use crate::uses::PINNED;
 
 /// `PRAGMA application_id` of every stash: "obst" in ASCII.
 pub(crate) const APPLICATION_ID: i32 = 0x6f62_7374;
-/// The newest format this version reads: a stash whose tables index key prefixes.
-pub(crate) const FORMAT_VERSION: i64 = PREFIX_FORMAT_VERSION;
-/// The format of a stash whose object tables index the keys' first 8 bytes: versions before
-/// it would not find its keys through an index, and would store a key twice.
-pub(crate) const PREFIX_FORMAT_VERSION: i64 = 5;
+/// The newest format this version reads: a stash whose tables keep generations of key
+/// indexes.
+pub(crate) const FORMAT_VERSION: i64 = GENERATIONS_FORMAT_VERSION;
+/// The format of a stash whose object tables keep generations of key-prefix indexes
+/// (`key_index.rs`): versions before it would not find its keys through an index, and
+/// would store a key twice.
+pub(crate) const GENERATIONS_FORMAT_VERSION: i64 = 5;
 /// The format of a stash that stores a zstd dictionary (rows older versions cannot decode).
 pub(crate) const DICT_FORMAT_VERSION: i64 = 2;
 /// The format of a stash without dictionaries, which every version reads.
@@ -142,7 +143,7 @@ impl TableSql {
     }
 
     fn new(name: String, key_index: KeyIndex) -> Self {
-        let is_key = key_index.matches("?1");
+        let is_key = key_index.matches(&name, "?1");
         let values = "(key, raw_len, data, used)";
         let (insert, insert_zeroblob) = match key_index {
             KeyIndex::Full => (
@@ -152,7 +153,7 @@ impl TableSql {
             // Run after a lookup (`TableSql::add`): one statement, `INSERT .. SELECT .. WHERE
             // NOT EXISTS`, reads the table it writes, and SQLite then stages each row in a
             // temporary table (4x slower, `experiments` `key_index`).
-            KeyIndex::Prefix => (
+            KeyIndex::Generations => (
                 format!("INSERT INTO {name}{values} VALUES (?1, ?2, ?3, ?4)"),
                 format!("INSERT INTO {name}{values} VALUES (?1, ?2, zeroblob(?3), ?4)"),
             ),
@@ -160,9 +161,9 @@ impl TableSql {
         TableSql {
             insert,
             insert_zeroblob,
-            select: format!("SELECT raw_len, data FROM {name} WHERE {is_key}"),
-            select_used: format!("SELECT raw_len, data, used FROM {name} WHERE {is_key}"),
-            exists: format!("SELECT 1 FROM {name} WHERE {is_key}"),
+            select: key_index.select(&name, "raw_len, data"),
+            select_used: key_index.select(&name, "raw_len, data, used"),
+            exists: key_index.select(&name, "1"),
             delete: format!(
                 "DELETE FROM {name} WHERE {is_key} \
                  RETURNING raw_len, length(data), used, {MANIFEST_SQL}"
@@ -184,7 +185,7 @@ impl TableSql {
                 "UPDATE {name} SET used = ?2 WHERE {is_key} AND used = {PINNED} \
                  RETURNING length(data)"
             ),
-            pinned: format!("SELECT used = {PINNED} FROM {name} WHERE {is_key}"),
+            pinned: key_index.select(&name, &format!("used = {PINNED}")),
             oldest: format!(
                 "SELECT rowid, key, raw_len, length(data), used, \
                  substr(data, 1, 4) = {MANIFEST_MAGIC_SQL} FROM {name} \
@@ -207,12 +208,10 @@ impl TableSql {
         format!(
             "CREATE TABLE {name}(rowid INTEGER PRIMARY KEY, key BLOB NOT NULL, \
              raw_len INTEGER NOT NULL, data BLOB NOT NULL, used INTEGER NOT NULL DEFAULT 0);\n\
-             CREATE {unique}INDEX {index} ON {name}({indexed});\n\
+             {index}\
              CREATE INDEX {name}_used ON {name}(used);\n",
             name = self.name,
-            unique = if self.key_index == KeyIndex::Full { "UNIQUE " } else { "" },
-            index = self.key_index.index_name(&self.name),
-            indexed = self.key_index.indexed(),
+            index = self.key_index.create(&self.name),
         )
     }
 
@@ -229,7 +228,9 @@ impl TableSql {
         reserve: bool,
     ) -> rusqlite::Result<usize> {
         let key = &key.as_bytes()[..];
-        if self.key_index == KeyIndex::Prefix && conn.prepare_cached(&self.exists)?.exists([key])? {
+        if self.key_index == KeyIndex::Generations
+            && conn.prepare_cached(&self.exists)?.exists([key])?
+        {
             return Ok(0);
         }
         if reserve {
@@ -269,23 +270,23 @@ impl Schema {
 
     /// The schema of a new stash: the newest format's.
     pub(crate) fn fresh(layout: Layout) -> Self {
-        Schema::new(layout, KeyIndex::Prefix)
+        Schema::new(layout, KeyIndex::Generations)
     }
 
-    /// The schema of the stash on `conn`, whose layout is `layout`: its tables index key
-    /// prefixes if its first table does (every table of a stash is made at once).
+    /// The schema of the stash on `conn`, whose layout is `layout`: its tables keep
+    /// generations of key indexes if its first table does (every table of a stash is made
+    /// at once).
     pub(crate) fn read(conn: &Connection, layout: Layout) -> Result<Self> {
-        let first = layout.table_name(0);
-        let index = KeyIndex::Prefix.index_name(&first);
-        let prefixed = conn
+        let (kind, name) = KeyIndex::Generations.marker(&layout.table_name(0));
+        let found = conn
             .query_row(
-                "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = ?1",
-                [&index],
+                "SELECT count(*) FROM sqlite_schema WHERE type = ?1 AND name = ?2",
+                [kind, &name],
                 |r| r.get::<_, i64>(0),
             )
-            .context(|| format!("looking for the index {index}"))?
+            .context(|| format!("looking for the {kind} {name}"))?
             > 0;
-        Ok(Schema::new(layout, if prefixed { KeyIndex::Prefix } else { KeyIndex::Full }))
+        Ok(Schema::new(layout, if found { KeyIndex::Generations } else { KeyIndex::Full }))
     }
 
     /// How many prepared statements a connection should cache, before its stash's layout
@@ -331,7 +332,7 @@ impl Schema {
         sql += &format!("PRAGMA application_id = {APPLICATION_ID};\n");
         let version = match self.key_index() {
             KeyIndex::Full => BASE_FORMAT_VERSION,
-            KeyIndex::Prefix => PREFIX_FORMAT_VERSION,
+            KeyIndex::Generations => GENERATIONS_FORMAT_VERSION,
         };
         sql += &format!("PRAGMA user_version = {version};\n");
         sql += "COMMIT;";
@@ -422,7 +423,7 @@ mod tests {
 
     #[test]
     fn every_statement_of_a_table_prepares_and_finds_rows_through_the_key_index() {
-        for key_index in [KeyIndex::Full, KeyIndex::Prefix] {
+        for key_index in [KeyIndex::Full, KeyIndex::Generations] {
             let conn = Connection::open_in_memory().unwrap();
             let schema = Schema::new(Layout::Single, key_index);
             schema.create(&conn).unwrap();
@@ -468,6 +469,6 @@ mod tests {
             assert_eq!(&got, data);
         }
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-        assert_eq!(version, PREFIX_FORMAT_VERSION);
+        assert_eq!(version, GENERATIONS_FORMAT_VERSION);
     }
 }

@@ -12,11 +12,13 @@
 //!
 //! The parts, each in its own file: the operations (`writer/op.rs`, `writer/ops.rs`), the
 //! batch and its limits (`writer/batch.rs`), one transaction's writing (`writer/tx.rs`),
-//! the thread's loop (`writer/run.rs`), what it does between batches (`writer/upkeep.rs`)
+//! the thread's loop (`writer/run.rs`), what it does between batches (`writer/upkeep.rs`,
+//! `writer/generations.rs`)
 //! and why it stopped (`writer/stop.rs`).
 
 mod batch;
 mod chunked;
+mod generations;
 mod op;
 mod ops;
 mod run;
@@ -49,6 +51,8 @@ pub(crate) use stop::Stop;
 pub(crate) struct WriterConfig {
     /// The most rows one transaction commits.
     pub batch_size: usize,
+    /// Keys the young key indexes hold before they are moved (`writer/generations.rs`).
+    pub young_keys: u64,
     /// Messages the channel to the writer holds.
     pub capacity: usize,
     /// How long after its last recorded use an object is spared from eviction.
@@ -122,6 +126,10 @@ impl Shared {
 pub(crate) struct WriterHandle {
     sender: Sender<Message>,
     thread: JoinHandle<()>,
+    /// Disconnected once the writer thread has ended, however it ended: an operation left
+    /// in the channel by a thread that panicked is never answered (the channel keeps its
+    /// messages while a sender lives), and its caller must not wait for it.
+    gone: Receiver<()>,
 }
 
 impl WriterHandle {
@@ -133,11 +141,15 @@ impl WriterHandle {
     ) -> Result<WriterHandle> {
         let (sender, receiver): (Sender<Message>, Receiver<Message>) = bounded(config.capacity);
         let writer = run::Writer::new(conn, shared, config)?;
+        let (alive, gone) = bounded::<()>(0);
         let thread = std::thread::Builder::new()
             .name("objstash-writer".to_string())
-            .spawn(move || writer.run(receiver))
+            .spawn(move || {
+                let _alive = alive;
+                writer.run(receiver)
+            })
             .map_err(|e| Error::io("starting the writer thread", e))?;
-        Ok(WriterHandle { sender, thread })
+        Ok(WriterHandle { sender, thread, gone })
     }
 
     /// Hands a message to the writer, waiting at most the busy timeout for room in the
@@ -164,7 +176,11 @@ impl WriterHandle {
     ) -> Result<T> {
         let (answer, done) = Answer::new();
         self.send(shared, Message::Op(op(answer)))?;
-        done.recv().unwrap_or_else(|_| Err(shared.stopped_error()))
+        crossbeam_channel::select! {
+            recv(done) -> answer => answer.unwrap_or_else(|_| Err(shared.stopped_error())),
+            // The thread may have answered just before it ended.
+            recv(self.gone) -> _ => done.try_recv().unwrap_or_else(|_| Err(shared.stopped_error())),
+        }
     }
 
     /// Closes the channel and waits for the writer to commit what it holds and end;

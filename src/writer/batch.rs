@@ -31,8 +31,11 @@ pub(super) const MAX_BATCH_AGE: Duration = Duration::from_millis(500);
 /// writer take 1.4x-1.7x the rows/s of 32 MiB at its second and third million
 /// (notes/performance.md), for a log of up to ~160 MiB between checkpoints.
 pub(super) const JOURNAL_BUDGET: f64 = 128.0 * 1024.0 * 1024.0;
-/// Bytes one entry of the key index takes (32-byte key, rowid, cell overhead).
-const INDEX_ENTRY_BYTES: f64 = 48.0;
+/// Bytes one entry of a key index of whole keys takes (32-byte key, rowid, cell overhead).
+pub(super) const KEY_ENTRY_BYTES: f64 = 48.0;
+/// Bytes one entry of a young index of key prefixes takes (8-byte prefix, rowid, record
+/// and cell overhead).
+pub(super) const PREFIX_ENTRY_BYTES: f64 = 24.0;
 /// How full index pages are after random inserts (B-trees settle near ln 2).
 const INDEX_PAGE_FILL: f64 = 0.7;
 
@@ -112,18 +115,19 @@ impl Batch {
 }
 
 /// The most rows a batch may hold so that the pages it is expected to change in a key
-/// index of `objects` entries fit `budget` bytes.
+/// index of `entries` entries of `entry_bytes` each fit `budget` bytes.
 ///
 /// `b` random keys touch `P(1 - e^(-b/P))` of `P` index pages; solving for the budget gives
 /// the row count. Small stashes fit the budget whatever the batch.
 pub(super) fn journal_bounded_rows(
     batch_size: usize,
-    objects: u64,
+    entries: u64,
+    entry_bytes: f64,
     page_size: u64,
     budget: f64,
 ) -> usize {
     let page = page_size as f64;
-    let pages = objects as f64 * INDEX_ENTRY_BYTES / (page * INDEX_PAGE_FILL) + 1.0;
+    let pages = entries as f64 * entry_bytes / (page * INDEX_PAGE_FILL) + 1.0;
     let budget = budget / page;
     if pages <= budget {
         return batch_size;
@@ -138,13 +142,21 @@ mod tests {
 
     #[test]
     fn journal_bound_shrinks_batches_only_for_large_stashes() {
-        assert_eq!(journal_bounded_rows(100_000, 0, 8192, JOURNAL_BUDGET), 100_000);
-        assert_eq!(journal_bounded_rows(100_000, 200_000, 8192, JOURNAL_BUDGET), 100_000);
-        let at_10m = journal_bounded_rows(100_000, 10_000_000, 8192, JOURNAL_BUDGET);
+        assert_eq!(
+            journal_bounded_rows(100_000, 0, KEY_ENTRY_BYTES, 8192, JOURNAL_BUDGET),
+            100_000
+        );
+        assert_eq!(
+            journal_bounded_rows(100_000, 200_000, KEY_ENTRY_BYTES, 8192, JOURNAL_BUDGET),
+            100_000
+        );
+        let at_10m =
+            journal_bounded_rows(100_000, 10_000_000, KEY_ENTRY_BYTES, 8192, JOURNAL_BUDGET);
         assert!((10_000..30_000).contains(&at_10m), "{at_10m}");
-        let at_100m = journal_bounded_rows(100_000, 100_000_000, 8192, JOURNAL_BUDGET);
+        let at_100m =
+            journal_bounded_rows(100_000, 100_000_000, KEY_ENTRY_BYTES, 8192, JOURNAL_BUDGET);
         assert!(at_100m < at_10m && at_100m > 10_000, "{at_100m}");
         // The bound never exceeds the configured batch.
-        assert_eq!(journal_bounded_rows(10, 10_000_000, 8192, JOURNAL_BUDGET), 10);
+        assert_eq!(journal_bounded_rows(10, 10_000_000, KEY_ENTRY_BYTES, 8192, JOURNAL_BUDGET), 10);
     }
 }

@@ -15,6 +15,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 use rusqlite::Connection;
 
 use super::batch::{self, Batch, Entry, JOURNAL_BUDGET, LINGER, Limit, MAX_BATCH_AGE, RUN_ROWS};
+use super::generations::Moves;
 use super::op::{After, Message};
 use super::stop::{Failure, Stop, StopContext};
 use super::tx::{self, Tx};
@@ -22,6 +23,7 @@ use super::upkeep::Job;
 use super::{Shared, WriterConfig};
 use crate::error::{Error, Result, sqlite_code};
 use crate::evict::{self, MAX_BATCH_BYTES, Marks};
+use crate::key_index::KeyIndex;
 use crate::meta;
 use crate::names;
 use crate::schema;
@@ -57,6 +59,8 @@ pub(super) struct Writer {
     pub(super) evicting: bool,
     /// Whether upkeep changed the file since the last checkpoint it ran.
     pub(super) checkpoint_owed: bool,
+    /// Moves of young key indexes owed (`writer/generations.rs`).
+    pub(super) moves: Moves,
 }
 
 /// What the loop does next.
@@ -101,6 +105,7 @@ impl Writer {
             jobs: VecDeque::new(),
             evicting: false,
             checkpoint_owed: false,
+            moves: Moves::new(config.young_keys),
         };
         writer.read_cap().map_err(Stop::into_error)?;
         Ok(writer)
@@ -373,10 +378,18 @@ impl Writer {
             let marks = Marks::of(cap);
             ((marks.log - marks.batch_bytes as u64) as f64, marks.batch_bytes)
         });
+        // A batch writes into the young key indexes only, when the stash keeps generations.
+        let (entries, entry_bytes) = match self.shared.schema.key_index() {
+            KeyIndex::Full => (self.objects, batch::KEY_ENTRY_BYTES),
+            KeyIndex::Generations => {
+                (self.objects.min(self.moves.young_keys), batch::PREFIX_ENTRY_BYTES)
+            }
+        };
         Limit {
             rows: batch::journal_bounded_rows(
                 self.batch_size,
-                self.objects,
+                entries,
+                entry_bytes,
                 self.page_size,
                 budget,
             ),

@@ -117,6 +117,11 @@ impl Writer {
                 Err(Failure::Fatal(stop)) => return Err(stop),
             }
         }
+        match self.move_young() {
+            Ok(true) => return Ok(true),
+            Ok(false) | Err(Failure::Busy) => {}
+            Err(Failure::Fatal(stop)) => return Err(stop),
+        }
         if self.checkpoint_owed {
             self.checkpoint_owed = false;
             self.checkpoint();

@@ -71,9 +71,15 @@ fn name(index: u64) -> String {
 }
 
 /// The settings of the child's and the parent's handles. With zstd-dict the dictionary is
-/// trained from the first 64 KiB of objects, so most rounds write zstd rows.
+/// trained from the first 64 KiB of objects, so most rounds write zstd rows. The young key
+/// index holds 1,200 keys, so the child moves it every few rounds and kills land in moves.
 fn builder(durability: Durability, layout: Layout, codec: Codec) -> StashBuilder {
-    Stash::builder().durability(durability).layout(layout).codec(codec).dictionary_sample(64 << 10)
+    Stash::builder()
+        .durability(durability)
+        .layout(layout)
+        .codec(codec)
+        .dictionary_sample(64 << 10)
+        .young_keys(1_200)
 }
 
 fn spawn_child(

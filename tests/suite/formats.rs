@@ -1,11 +1,12 @@
-//! Format 5 (object tables that index the keys' first 8 bytes) beside the formats before
-//! it: a new stash is made in it; a stash of an older format is read and written as it is.
+//! Format 5 (object tables with generations of key-prefix indexes) beside the formats
+//! before it: a new stash is made in it, and its young indexes move into the old ones; a
+//! stash of an older format is read and written as it is.
 
 use std::collections::HashSet;
 
 use objstash::{Key, Stash};
 
-use crate::common::{LAYOUTS, TestResult, format_1_stash, index_names, objects, user_version};
+use crate::common::{LAYOUTS, TestResult, format_1_stash, object_schema, objects, user_version};
 
 /// Saves `objs` twice (the second time with a copy of every other object in between),
 /// reads them back, checks the counts and `verify`; the keys.
@@ -40,9 +41,9 @@ fn a_new_stash_indexes_key_prefixes_and_stores_each_object_once() -> TestResult 
         stash.save(&objs[0])?;
         stash.close()?;
         assert_eq!(user_version(&path)?, 5, "{layout}");
-        let indexes = index_names(&path)?;
-        assert!(indexes.iter().any(|i| i.ends_with("_prefix")), "{layout}: {indexes:?}");
-        assert!(!indexes.iter().any(|i| i.ends_with("_key")), "{layout}: {indexes:?}");
+        let names = object_schema(&path)?;
+        assert!(names.iter().any(|i| i.ends_with("_indexed")), "{layout}: {names:?}");
+        assert!(!names.iter().any(|i| i.ends_with("_key")), "{layout}: {names:?}");
         let stash = Stash::open(&path)?;
         assert_eq!(stash.get(&keys[0])?.as_deref(), Some(&objs[0][..]));
     }
@@ -60,11 +61,58 @@ fn a_stash_of_an_older_format_is_read_and_written_as_it_is() -> TestResult {
         let keys = save_twice_and_read(&stash, &objs)?;
         stash.close()?;
         assert_eq!(user_version(&path)?, 1, "{layout}: still readable by the first version");
-        let indexes = index_names(&path)?;
-        assert!(!indexes.iter().any(|i| i.ends_with("_prefix")), "{layout}: {indexes:?}");
+        let names = object_schema(&path)?;
+        assert!(!names.iter().any(|i| i.ends_with("_indexed")), "{layout}: {names:?}");
         // Reopened read-only too.
         let stash = Stash::builder().read_only(true).open(&path)?;
         assert_eq!(stash.get(&keys[1])?.as_deref(), Some(&objs[1][..]));
+    }
+    Ok(())
+}
+
+/// Entries in the young and the old key indexes of the stash at `path`.
+fn generations(path: &std::path::Path) -> anyhow::Result<(u64, u64)> {
+    let conn = rusqlite::Connection::open(path)?;
+    let count = |table: &str| -> rusqlite::Result<u64> {
+        conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get::<_, i64>(0))
+            .map(|n| n as u64)
+    };
+    Ok((count("objstash_young")?, count("objstash_old")?))
+}
+
+#[test]
+fn young_keys_move_into_the_old_index_and_every_key_is_found_throughout() -> TestResult {
+    for layout in LAYOUTS {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("moves.db");
+        let objs = objects(73, 6_000);
+        let stash = Stash::builder().layout(layout).young_keys(1_000).open(&path)?;
+        let mut keys = Vec::new();
+        for (round, part) in objs.chunks(500).enumerate() {
+            keys.extend(stash.save_all(part)?);
+            stash.flush()?;
+            // Whatever moves are under way, every key saved so far is found, once.
+            let got = stash.get_many(&keys)?;
+            assert!(got.iter().all(Option::is_some), "{layout}, round {round}");
+            assert_eq!(stash.save_all(&objs[..500])?.len(), 500);
+        }
+        stash.flush()?;
+        assert_eq!(stash.stats()?.objects, 6_000, "{layout}: each object stored once");
+        let gone: Vec<Key> = keys.iter().step_by(7).copied().collect();
+        assert!(stash.remove_all(&gone)?.iter().all(|&removed| removed));
+        stash.close()?;
+        // The writer moves what it owes before it closes.
+        let (young, old) = generations(&path)?;
+        let left = 6_000 - gone.len() as u64;
+        assert_eq!(young + old, left, "{layout}: one entry per row, removed rows' gone");
+        assert!(old >= 4_000 && young < 1_250, "{layout}: {young} young, {old} old");
+        let stash = Stash::open(&path)?;
+        for (i, (key, obj)) in keys.iter().zip(&objs).enumerate() {
+            let expected = (i % 7 != 0).then_some(&obj[..]);
+            assert_eq!(stash.get(key)?.as_deref(), expected, "{layout}: {key}");
+        }
+        let report = stash.verify()?;
+        assert!(report.is_ok() && report.checked == left, "{layout}: {report}");
     }
     Ok(())
 }

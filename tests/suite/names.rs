@@ -167,10 +167,11 @@ fn a_salvage_keeps_the_names_of_the_objects_it_keeps() -> TestResult {
             stash.close()?;
         }
         crate::common::mark_unclean(&path)?;
-        // Zero a run of pages in the middle of the file (object and name pages alike).
+        // Zero a run of pages three quarters into the file (object and name pages alike,
+        // past the bucketed layout's empty tables and their schema).
         let len = std::fs::metadata(&path)?.len();
         let mut file = std::fs::OpenOptions::new().write(true).open(&path)?;
-        file.seek(SeekFrom::Start(len / 2 / 8192 * 8192))?;
+        file.seek(SeekFrom::Start(len * 3 / 4 / 8192 * 8192))?;
         file.write_all(&vec![0u8; 8192 * 4])?;
         drop(file);
 

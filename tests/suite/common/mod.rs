@@ -187,11 +187,14 @@ pub fn user_version(path: &Path) -> rusqlite::Result<i64> {
     rusqlite::Connection::open(path)?.query_row("PRAGMA user_version", [], |r| r.get(0))
 }
 
-/// The names of the indexes of the stash at `path`, sorted.
-pub fn index_names(path: &Path) -> rusqlite::Result<Vec<String>> {
+/// The names of the object tables' tables, indexes and triggers in the stash at `path`,
+/// sorted.
+pub fn object_schema(path: &Path) -> rusqlite::Result<Vec<String>> {
     let conn = rusqlite::Connection::open(path)?;
-    let mut stmt =
-        conn.prepare("SELECT name FROM sqlite_schema WHERE type = 'index' AND name LIKE 'objects%' ORDER BY name")?;
+    let mut stmt = conn.prepare(
+        "SELECT name FROM sqlite_schema WHERE type IN ('table', 'index', 'trigger') \
+         AND name LIKE 'objects%' ORDER BY name",
+    )?;
     let names = stmt.query_map([], |r| r.get(0))?.collect();
     names
 }
