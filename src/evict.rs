@@ -219,6 +219,7 @@ pub(crate) fn delete(
             .query_row([victim.rowid], |r| r.get(0))
             .optional()?;
         let Some(manifest) = gone else { continue };
+        table.unindex(conn, &victim.key, victim.rowid)?;
         delta.objects -= 1;
         delta.raw_bytes -= victim.raw;
         delta.stored_bytes -= victim.stored;

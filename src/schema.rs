@@ -22,6 +22,7 @@ use rusqlite::{Connection, params};
 
 use crate::chunks::{self, MANIFEST_MAGIC_SQL, MANIFEST_SQL};
 use crate::error::{DbContext, Error, Result};
+use crate::key_index;
 pub(crate) use crate::key_index::KeyIndex;
 use crate::layout::Layout;
 use crate::meta::{self, META, Totals};
@@ -166,7 +167,7 @@ impl TableSql {
             exists: key_index.select(&name, "1"),
             delete: format!(
                 "DELETE FROM {name} WHERE {is_key} \
-                 RETURNING raw_len, length(data), used, {MANIFEST_SQL}"
+                 RETURNING raw_len, length(data), used, {MANIFEST_SQL}, rowid"
             ),
             scan: scan::chunk_sql(&name, Columns::Values),
             list: scan::chunk_sql(&name, Columns::Sizes),
@@ -233,12 +234,33 @@ impl TableSql {
         {
             return Ok(0);
         }
-        if reserve {
+        let added = if reserve {
             let len = value.len() as i64;
-            conn.prepare_cached(&self.insert_zeroblob)?.execute(params![key, raw_len, len, used])
+            conn.prepare_cached(&self.insert_zeroblob)?.execute(params![key, raw_len, len, used])?
         } else {
-            conn.prepare_cached(&self.insert)?.execute(params![key, raw_len, value, used])
+            conn.prepare_cached(&self.insert)?.execute(params![key, raw_len, value, used])?
+        };
+        if added == 1 && self.key_index == KeyIndex::Generations {
+            conn.prepare_cached(key_index::INDEX)?
+                .execute(params![key, conn.last_insert_rowid()])?;
         }
+        Ok(added)
+    }
+
+    /// Takes the row of `key` at `rowid`, just deleted, out of the key index (the full key
+    /// index of older formats follows its table by itself).
+    pub(crate) fn unindex(
+        &self,
+        conn: &Connection,
+        key: &crate::key::Key,
+        rowid: i64,
+    ) -> rusqlite::Result<()> {
+        if self.key_index == KeyIndex::Generations {
+            for sql in key_index::UNINDEX {
+                conn.prepare_cached(sql)?.execute(params![&key.as_bytes()[..], rowid])?;
+            }
+        }
+        Ok(())
     }
 
     /// Adds the use column and its index to a table made before uses were recorded; the

@@ -187,12 +187,11 @@ pub fn user_version(path: &Path) -> rusqlite::Result<i64> {
     rusqlite::Connection::open(path)?.query_row("PRAGMA user_version", [], |r| r.get(0))
 }
 
-/// The names of the object tables' tables, indexes and triggers in the stash at `path`,
-/// sorted.
+/// The names of the object tables and their indexes in the stash at `path`, sorted.
 pub fn object_schema(path: &Path) -> rusqlite::Result<Vec<String>> {
     let conn = rusqlite::Connection::open(path)?;
     let mut stmt = conn.prepare(
-        "SELECT name FROM sqlite_schema WHERE type IN ('table', 'index', 'trigger') \
+        "SELECT name FROM sqlite_schema WHERE type IN ('table', 'index') \
          AND name LIKE 'objects%' ORDER BY name",
     )?;
     let names = stmt.query_map([], |r| r.get(0))?.collect();
