@@ -9,10 +9,9 @@
 //! the key space, one transaction each (`writer/generations.rs`), so each page of the old
 //! index is rewritten once per slice rather than once per few batches. Every insert and
 //! delete of a row goes through `TableSql::add` and `TableSql::unindex`, which keep the
-//! indexes in step (triggers would, but a statement that fires one expires every other
-//! prepared statement of the connection: each lookup was compiled again, 4x slower). A
-//! lookup reads the young index, then the old, and compares the full key in the row (two
-//! keys may share a prefix). Measured in notes/performance.md.
+//! indexes in step. A
+//! lookup reads the rowids of the key's prefix in the young and the old index, and
+//! compares the full key in the row (two keys may share a prefix). Measured in notes/performance.md.
 
 /// How an object table finds a row by its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,39 +63,24 @@ impl KeyIndex {
     }
 
     /// A condition on the rows of `table` that holds for the row whose key is the
-    /// parameter `param` (`?1`), and that the key index answers.
-    pub(crate) fn matches(self, table: &str, param: &str) -> String {
+    /// parameter `param` (`?1`), and that the key index answers. (A join of the indexes to
+    /// the table would read the row once, not twice, but SQLite compiles a join again
+    /// whenever its tables have changed since the last run: every lookup of a writer.)
+    pub(crate) fn matches(self, param: &str) -> String {
         match self {
             KeyIndex::Full => format!("key = {param}"),
             KeyIndex::Generations => {
-                let found = GENERATIONS.map(|generation| {
-                    format!(
-                        "SELECT g.id FROM {generation} AS g \
-                         CROSS JOIN {table} AS r ON r.rowid = g.id \
-                         WHERE g.prefix = substr({param}, 1, 8) AND r.key = {param}"
-                    )
+                let ids = GENERATIONS.map(|generation| {
+                    format!("SELECT id FROM {generation} WHERE prefix = substr({param}, 1, 8)")
                 });
-                format!("rowid = ({} UNION ALL {} LIMIT 1)", found[0], found[1])
+                format!("rowid IN ({} UNION ALL {}) AND key = {param}", ids[0], ids[1])
             }
         }
     }
 
-    /// A query of `columns` of the row of `table` whose key is `?1`: for generations one
-    /// join per index, so that the row is read once.
+    /// A query of `columns` of the row of `table` whose key is `?1`.
     pub(crate) fn select(self, table: &str, columns: &str) -> String {
-        match self {
-            KeyIndex::Full => format!("SELECT {columns} FROM {table} WHERE key = ?1"),
-            KeyIndex::Generations => {
-                let found = GENERATIONS.map(|generation| {
-                    format!(
-                        "SELECT {columns} FROM {generation} AS g \
-                         CROSS JOIN {table} ON {table}.rowid = g.id \
-                         WHERE g.prefix = substr(?1, 1, 8) AND {table}.key = ?1"
-                    )
-                });
-                format!("{} UNION ALL {} LIMIT 1", found[0], found[1])
-            }
-        }
+        format!("SELECT {columns} FROM {table} WHERE {}", self.matches("?1"))
     }
 
     /// Queries that list the rowids of `table` through its key index (salvage reads them

@@ -83,7 +83,7 @@ impl NameSql {
         format!(
             "INSERT OR IGNORE INTO {TABLE}(name, key) SELECT ?1, ?2 \
              WHERE EXISTS (SELECT 1 FROM {table} WHERE {})",
-            key_index.matches(table, "?2")
+            key_index.matches("?2")
         )
     }
 
@@ -92,7 +92,7 @@ impl NameSql {
         format!(
             "UPDATE {TABLE} SET key = ?2 WHERE name = ?1 AND key != ?2 \
              AND EXISTS (SELECT 1 FROM {table} WHERE {})",
-            key_index.matches(table, "?2")
+            key_index.matches("?2")
         )
     }
 
