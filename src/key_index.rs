@@ -78,9 +78,30 @@ impl KeyIndex {
         }
     }
 
-    /// A query of `columns` of the row of `table` whose key is `?1`.
+    /// A query of `columns` of the row of `table` whose key is `?1`: for a key that is
+    /// stored, the cheapest. With generations, the first rowid of the key's prefix in the
+    /// young index, then in the old one (a scalar subquery: no temporary table for the
+    /// rowids, as `IN` builds; `get` 1.15x), then every rowid of the prefix, which only a
+    /// key whose prefix another key shares, or a key not stored, gets to.
     pub(crate) fn select(self, table: &str, columns: &str) -> String {
-        format!("SELECT {columns} FROM {table} WHERE {}", self.matches("?1"))
+        let every = format!("SELECT {columns} FROM {table} WHERE {}", self.matches("?1"));
+        match self {
+            KeyIndex::Full => every,
+            KeyIndex::Generations => {
+                let first = GENERATIONS.map(|generation| {
+                    format!(
+                        "SELECT {columns} FROM {table} WHERE rowid = \
+                         (SELECT id FROM {generation} WHERE prefix = substr(?1, 1, 8)) AND key = ?1"
+                    )
+                });
+                format!("{} UNION ALL {} UNION ALL {every} LIMIT 1", first[0], first[1])
+            }
+        }
+    }
+
+    /// Whether the key `?1` is stored in `table`: for a key that is not, the cheapest.
+    pub(crate) fn exists(self, table: &str) -> String {
+        format!("SELECT 1 FROM {table} WHERE {}", self.matches("?1"))
     }
 
     /// Queries that list the rowids of `table` through its key index (salvage reads them

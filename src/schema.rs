@@ -164,7 +164,7 @@ impl TableSql {
             insert_zeroblob,
             select: key_index.select(&name, "raw_len, data"),
             select_used: key_index.select(&name, "raw_len, data, used"),
-            exists: key_index.select(&name, "1"),
+            exists: key_index.exists(&name),
             delete: format!(
                 "DELETE FROM {name} WHERE {is_key} \
                  RETURNING raw_len, length(data), used, {MANIFEST_SQL}, rowid"
