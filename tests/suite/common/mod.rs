@@ -194,6 +194,6 @@ pub fn object_schema(path: &Path) -> rusqlite::Result<Vec<String>> {
         "SELECT name FROM sqlite_schema WHERE type IN ('table', 'index') \
          AND name LIKE 'objects%' ORDER BY name",
     )?;
-    let names = stmt.query_map([], |r| r.get(0))?.collect();
-    names
+    let names = stmt.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>()?;
+    Ok(names)
 }
