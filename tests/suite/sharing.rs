@@ -134,9 +134,16 @@ fn acknowledged_all(db: &Path) -> Vec<(u64, u64)> {
 }
 
 /// The settings of every handle of a sharing test. With zstd-dict each saver trains from
-/// its first 64 KiB of objects unless another has stored a dictionary by then.
+/// its first 64 KiB of objects unless another has stored a dictionary by then. The young
+/// key index holds 1,000 keys, so the processes' writers move it while the others save and
+/// read.
 fn builder(durability: Durability, layout: Layout, codec: Codec) -> StashBuilder {
-    Stash::builder().durability(durability).layout(layout).codec(codec).dictionary_sample(64 << 10)
+    Stash::builder()
+        .durability(durability)
+        .layout(layout)
+        .codec(codec)
+        .dictionary_sample(64 << 10)
+        .young_keys(1_000)
 }
 
 fn spawn(
