@@ -343,7 +343,9 @@ mod tests {
     #[test]
     fn prefix_index_pages_give_every_prefix_and_rowid() {
         let dir = tempfile::tempdir().unwrap();
-        let sql = "CREATE INDEX objects_prefix ON objects(substr(key, 1, 8));";
+        // Format 5's young index, filled below as the writer fills it.
+        let sql = "CREATE TABLE objstash_young(prefix BLOB NOT NULL, id INTEGER NOT NULL, \
+                   PRIMARY KEY(prefix, id)) WITHOUT ROWID;";
         let (path, rows) = fixture_indexed(dir.path(), &vec![20; 2_000], sql);
         // Rowids of every width a record can give them, negative ones too.
         let conn = Connection::open(&path).unwrap();
@@ -361,6 +363,11 @@ mod tests {
             let prefix = key.as_bytes()[..8].try_into().unwrap();
             expected.push(Indexed::Prefix(prefix, rowid));
         }
+        conn.execute(
+            "INSERT INTO objstash_young(prefix, id) SELECT substr(key, 1, 8), rowid FROM objects",
+            [],
+        )
+        .unwrap();
         drop(conn);
         let mut entries = Vec::new();
         scan_index(&path, |entry| entries.push(entry)).unwrap();

@@ -189,12 +189,12 @@ impl Tx<'_> {
         let mut rows = stmt.query([&key.as_bytes()[..]]).stop(what)?;
         let mut removed = false;
         let mut manifest = None;
-        let mut rowids = Vec::with_capacity(1);
+        let mut rowid = None;
         while let Some(row) = rows.next().stop(what)? {
             let (raw, stored, used): (i64, i64, i64) =
                 (row.get(0).stop(what)?, row.get(1).stop(what)?, row.get(2).stop(what)?);
             manifest = row.get::<_, Option<Vec<u8>>>(3).stop(what)?.map(|m| (raw, m));
-            rowids.push(row.get::<_, i64>(4).stop(what)?);
+            rowid = Some(row.get::<_, i64>(4).stop(what)?);
             let totals = &mut self.written.totals;
             totals.objects -= 1;
             totals.raw_bytes -= raw;
@@ -206,7 +206,7 @@ impl Tx<'_> {
             removed = true;
         }
         drop(rows);
-        for rowid in rowids {
+        if let Some(rowid) = rowid {
             table.unindex(self.conn, key, rowid).stop(what)?;
         }
         if let Some((raw, manifest)) = manifest {
