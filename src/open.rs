@@ -312,6 +312,7 @@ impl Options {
             reclaim(&conn, path)?;
         }
         let conn = configure(conn, path, settings, alone, self.max_size)?;
+        index_uses_if_capped(&conn, path, &schema)?;
         Ok(Prepared { conn, schema, settings, recovery })
     }
 
@@ -333,6 +334,7 @@ impl Options {
         schema.create(&conn)?;
         let settings = self.settle(path, None, None)?;
         let conn = configure(conn, path, settings, alone, self.max_size)?;
+        index_uses_if_capped(&conn, path, &schema)?;
         Ok(Prepared { conn, schema, settings, recovery: None })
     }
 
@@ -432,6 +434,9 @@ fn assess(conn: &Connection, path: &Path, alone: bool) -> Result<Assessment> {
     };
     let recorded = match (meta::read_state(conn), meta::read_layout(conn)) {
         _ if damage.is_some() => None,
+        // Every writer reads the totals as it starts: rows of them that cannot be read are
+        // a damaged meta table too.
+        _ if matches!(meta::read_totals(conn), Err(Error::Database { .. })) => None,
         (Ok(state), Ok(Some(layout))) => Some((state, layout)),
         (Err(Error::Database { .. }), _) | (_, Err(Error::Database { .. })) | (_, Ok(None)) => None,
         (Err(e), _) | (_, Err(e)) => return Err(e),
@@ -546,6 +551,31 @@ fn configure(
         meta::write_state(&conn, State::OpenFast)?;
     }
     Ok(conn)
+}
+
+/// Gives a capped stash the index of uses its evictions read, if it has none yet (it is
+/// built at a stash's first cap or eviction, `schema.rs`); one pass over the tables, once.
+/// A stash whose meta table or schema cannot be read here opens as it did before: the
+/// writer indexes its uses before its first eviction.
+fn index_uses_if_capped(conn: &Connection, path: &Path, schema: &Schema) -> Result<()> {
+    let needed = matches!(meta::read_max_size(conn), Ok(Some(_)))
+        && matches!(schema::has_uses(conn, schema), Ok(true))
+        && matches!(schema.uses_indexed(conn), Ok(false));
+    if !needed {
+        return Ok(());
+    }
+    log::info!(
+        "objstash: indexing the uses of the objects of {} for eviction (once)",
+        path.display()
+    );
+    let indexed = conn
+        .execute_batch("BEGIN IMMEDIATE")
+        .and_then(|()| schema.index_uses(conn))
+        .and_then(|()| conn.execute_batch("COMMIT"));
+    indexed.map_err(|e| {
+        let _ = conn.execute_batch("ROLLBACK");
+        Error::db(format!("indexing the uses of the objects of {}", path.display()), e)
+    })
 }
 
 /// An id of the running boot of the machine, where the system tells one (Linux); `None`

@@ -13,10 +13,13 @@
 //! rowid order and only the index is a randomly ordered B-tree. Measured against WITHOUT
 //! ROWID in notes/design.md. Stashes of format 5 keep generations of key-prefix indexes
 //! ([`KeyIndex::Generations`]); older ones a unique index on the whole key
-//! ([`KeyIndex::Full`]), and are read and written as they are. Each row also holds its last use (`uses.rs`), with an
-//! index on it for eviction: versions that do not know the column read and write such a
-//! table as before, so it is no format change; a stash made before it gets it at its next
-//! writable open.
+//! ([`KeyIndex::Full`]), and are read and written as they are. Each row also holds its last
+//! use (`uses.rs`): versions that do not know the column read and write such a table as
+//! before, so it is no format change; a stash made before it gets it at its next writable
+//! open. The index on uses that eviction reads is built when the stash first evicts or gets
+//! a cap ([`Schema::index_uses`]), so a stash that never evicts does not pay for it (17
+//! bytes an object and a third B-tree per insert); every version's statements work with or
+//! without it.
 
 use rusqlite::{Connection, params};
 
@@ -209,11 +212,15 @@ impl TableSql {
         format!(
             "CREATE TABLE {name}(rowid INTEGER PRIMARY KEY, key BLOB NOT NULL, \
              raw_len INTEGER NOT NULL, data BLOB NOT NULL, used INTEGER NOT NULL DEFAULT 0);\n\
-             {index}\
-             CREATE INDEX {name}_used ON {name}(used);\n",
+             {index}",
             name = self.name,
             index = self.key_index.create(&self.name),
         )
+    }
+
+    /// The index eviction reads uses through, oldest first.
+    fn index_uses(&self) -> String {
+        format!("CREATE INDEX IF NOT EXISTS {name}_used ON {name}(used);\n", name = self.name)
     }
 
     /// Inserts the row `(key, raw_len, value, used)` unless the key is stored; 1 if it was
@@ -263,12 +270,11 @@ impl TableSql {
         Ok(())
     }
 
-    /// Adds the use column and its index to a table made before uses were recorded; the
-    /// rows it holds count as used at `now`.
+    /// Adds the use column to a table made before uses were recorded; the rows it holds
+    /// count as used at `now`.
     fn add_uses(&self, now: i64) -> String {
         format!(
-            "ALTER TABLE {name} ADD COLUMN used INTEGER NOT NULL DEFAULT {now};\n\
-             CREATE INDEX {name}_used ON {name}(used);\n",
+            "ALTER TABLE {name} ADD COLUMN used INTEGER NOT NULL DEFAULT {now};\n",
             name = self.name
         )
     }
@@ -374,8 +380,8 @@ pub(crate) fn has_uses(conn: &Connection, schema: &Schema) -> Result<bool> {
 }
 
 impl Schema {
-    /// Gives the object tables of a stash made before uses were recorded their use column
-    /// and index, in one transaction; their objects count as used now. Versions that do
+    /// Gives the object tables of a stash made before uses were recorded their use column,
+    /// in one transaction; their objects count as used now. Versions that do
     /// not know the column read and write such tables as before (their rows get use 0,
     /// the first to be evicted), so this is no format change.
     pub(crate) fn add_uses(&self, conn: &Connection) -> Result<()> {
@@ -389,6 +395,28 @@ impl Schema {
             let _ = conn.execute_batch("ROLLBACK");
             Error::db("adding use times to the stash's tables", e)
         })
+    }
+}
+
+impl Schema {
+    /// Whether the object tables have the index of uses that eviction reads (made with
+    /// them before this version, or by [`Schema::index_uses`]).
+    pub(crate) fn uses_indexed(&self, conn: &Connection) -> Result<bool> {
+        let name = format!("{}_used", self.tables[0].name);
+        conn.query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = ?1",
+            [&name],
+            |r| r.get::<_, i64>(0),
+        )
+        .map(|n| n > 0)
+        .context(|| format!("looking for the index {name}"))
+    }
+
+    /// Indexes the uses of every object table, within the caller's transaction: one pass
+    /// over each table (about a second per million objects here), once in a stash's life.
+    pub(crate) fn index_uses(&self, conn: &Connection) -> rusqlite::Result<()> {
+        let sql: String = self.tables.iter().map(TableSql::index_uses).collect();
+        conn.execute_batch(&sql)
     }
 }
 
@@ -449,6 +477,10 @@ mod tests {
             let conn = Connection::open_in_memory().unwrap();
             let schema = Schema::new(Layout::Single, key_index);
             schema.create(&conn).unwrap();
+            assert!(!schema.uses_indexed(&conn).unwrap());
+            // Eviction's statements run once uses are indexed.
+            schema.index_uses(&conn).unwrap();
+            assert!(schema.uses_indexed(&conn).unwrap());
             crate::names::create(&conn).unwrap();
             assert_eq!(Schema::read(&conn, Layout::Single).unwrap().key_index(), key_index);
             let table = &schema.tables[0];

@@ -51,8 +51,9 @@ pub struct Stats {
     /// Their stored bytes.
     pub evicted_bytes: u64,
     /// The earliest last use of an unpinned object: what the next eviction takes first.
-    /// `None` for a stash without unpinned objects, or one made by an older version and
-    /// opened read-only.
+    /// `None` for a stash without unpinned objects, one that has never evicted nor had a
+    /// cap (uses are indexed from then on), or one made by an older version and opened
+    /// read-only.
     pub oldest_use: Option<SystemTime>,
 }
 

@@ -145,9 +145,11 @@ impl Stash {
         Ok(pinned == Some(true))
     }
 
-    /// The earliest last use of an unpinned object, read on `conn`.
+    /// The earliest last use of an unpinned object, read on `conn`; `None` also when the
+    /// stash has never evicted nor had a cap, and so has no index of uses to read it from.
     pub(super) fn oldest_use(&self, conn: &Connection) -> Result<Option<SystemTime>> {
-        if !schema::has_uses(conn, &self.shared.schema)? {
+        let schema = &self.shared.schema;
+        if !schema::has_uses(conn, schema)? || !schema.uses_indexed(conn)? {
             return Ok(None);
         }
         let mut oldest: Option<i64> = None;

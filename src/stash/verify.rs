@@ -56,10 +56,9 @@ impl Stash {
             report.corrupt.iter().chain(&report.unreachable).copied().collect();
         let mut untrusted = HashSet::new();
         let scanned = pagescan::scan(self.path(), |(key, raw_len, data)| {
-            if listed.contains(&key) {
-                return;
-            }
-            let intact = check::intact(&key, raw_len, &data, &self.dicts);
+            // A key the check listed as corrupt may be a damaged key over whole bytes.
+            let known = listed.contains(&key);
+            let intact = !known && check::intact(&key, raw_len, &data, &self.dicts);
             // Bytes that are whole under a damaged key: their own key is the one lost.
             if !intact
                 && let Some(lost) = codec::key_of_intact_gzip(raw_len, &data)
@@ -69,6 +68,9 @@ impl Stash {
                     report.unreachable.push(lost);
                     listed.insert(lost);
                 }
+                return;
+            }
+            if known {
                 return;
             }
             match self.get(&key) {

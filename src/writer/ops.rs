@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::op::{After, Answer, Op};
-use super::stop::Stop;
+use super::stop::{Stop, StopContext};
 use super::tx::Tx;
 use super::upkeep::Job;
 use crate::dict;
@@ -180,7 +180,13 @@ pub(crate) struct SetMaxSize {
 impl Op for SetMaxSize {
     fn apply(&mut self, tx: &mut Tx<'_>) -> Result<(), Stop> {
         tx.write_run()?;
-        Ok(meta::write_max_size(tx.conn, self.cap)?)
+        meta::write_max_size(tx.conn, self.cap)?;
+        // A capped stash evicts: its uses are indexed with the cap, so that the index's
+        // bytes count from the start and the first eviction does not wait for it.
+        if self.cap.is_some() && !tx.shared.schema.uses_indexed(tx.conn)? {
+            tx.shared.schema.index_uses(tx.conn).stop(|| "indexing the uses of objects".into())?;
+        }
+        Ok(())
     }
 
     fn committed(self: Box<Self>, _: &mut After<'_>) {

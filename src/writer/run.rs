@@ -61,6 +61,9 @@ pub(super) struct Writer {
     pub(super) checkpoint_owed: bool,
     /// Moves of young key indexes owed (`writer/generations.rs`).
     pub(super) moves: Moves,
+    /// Whether the object tables are known to have the index of uses eviction reads
+    /// (built at the first eviction or cap, `schema.rs`).
+    pub(super) uses_indexed: bool,
 }
 
 /// What the loop does next.
@@ -106,6 +109,7 @@ impl Writer {
             evicting: false,
             checkpoint_owed: false,
             moves: Moves::new(config.young_keys),
+            uses_indexed: false,
         };
         writer.read_cap().map_err(Stop::into_error)?;
         Ok(writer)

@@ -77,6 +77,15 @@ impl Writer {
             }
             return Ok(true);
         }
+        if self.cap.is_some() && !self.uses_indexed {
+            // Built as soon as the stash has a cap, before it needs to evict, so that its
+            // bytes count from the start.
+            match self.index_uses() {
+                Ok(()) => return Ok(true),
+                Err(Failure::Busy) => return Ok(false),
+                Err(Failure::Fatal(stop)) => return Err(stop),
+            }
+        }
         let space = self.space()?;
         let now = uses::now();
         if let Some(cap) = self.cap {
@@ -294,6 +303,7 @@ impl Writer {
     /// Evicts, in one transaction, the least recently used unpinned objects used before
     /// `before`, up to `stored_bytes` of them (and [`EVICT_ROWS`] rows), with their names.
     fn evict(&mut self, before: i64, stored_bytes: u64) -> Result<Evicted, Failure> {
+        self.index_uses()?;
         let evicted = self.transaction(|writer| {
             // Uses recorded in memory first, so that they count.
             tx::write_uses(&writer.conn, &writer.shared);
@@ -315,6 +325,31 @@ impl Writer {
         })?;
         self.objects = self.objects.saturating_sub(evicted.objects);
         Ok(evicted)
+    }
+
+    /// Builds the index of uses that eviction reads, unless the stash has it: once in a
+    /// stash's life, at its first eviction or cap (`schema.rs`). One transaction, one pass
+    /// over each table.
+    fn index_uses(&mut self) -> Result<(), Failure> {
+        if self.uses_indexed {
+            return Ok(());
+        }
+        if !self.shared.schema.uses_indexed(&self.conn).map_err(Stop::from)? {
+            log::info!(
+                "objstash: indexing the uses of the objects of {} for eviction (once)",
+                self.shared.path.display()
+            );
+            self.transaction(|writer| {
+                writer
+                    .shared
+                    .schema
+                    .index_uses(&writer.conn)
+                    .stop(|| "indexing the uses of objects".into())
+            })?;
+            self.checkpoint_owed = true;
+        }
+        self.uses_indexed = true;
+        Ok(())
     }
 
     /// Gives up to `pages` free pages back to the file system, in one transaction.

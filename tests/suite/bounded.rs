@@ -102,11 +102,67 @@ fn assert_verified(stash: &Stash) -> TestResult {
     Ok(())
 }
 
+/// Indexes of uses in the stash at `path` (one a table once built).
+fn use_indexes(path: &Path) -> anyhow::Result<usize> {
+    let conn = rusqlite::Connection::open(path)?;
+    let sql = "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name LIKE '%\\_used' \
+               ESCAPE '\\'";
+    Ok(conn.query_row(sql, [], |r| r.get::<_, i64>(0))? as usize)
+}
+
+#[test]
+fn uses_are_indexed_at_the_first_cap_or_eviction_and_not_before() -> TestResult {
+    for layout in LAYOUTS {
+        let tables = if layout == Layout::Bucketed { 256 } else { 1 };
+        let dir = tempfile::tempdir()?;
+        // A stash that never evicts keeps no index of uses, and still records them.
+        let path = dir.path().join("uncapped.db");
+        let stash = builder(layout).open(&path)?;
+        let keys = stash.save_all(&blobs(21, 40, 2 * KIB as usize))?;
+        stash.flush()?;
+        assert_eq!(use_indexes(&path)?, 0, "{layout}");
+        assert_eq!(stash.stats()?.oldest_use, None, "{layout}");
+        // A cap builds it before `set_max_size` returns.
+        stash.set_max_size(Some(64 * 1024 * 1024))?;
+        assert_eq!(use_indexes(&path)?, tables, "{layout}");
+        assert!(stash.stats()?.oldest_use.is_some(), "{layout}");
+        // Taking the cap away keeps it; the next open finds it.
+        stash.set_max_size(None)?;
+        stash.close()?;
+        let stash = builder(layout).open(&path)?;
+        assert_eq!(use_indexes(&path)?, tables, "{layout}");
+        past_every_use();
+        assert_eq!(stash.evict_unused_since(Duration::ZERO)?.objects, keys.len() as u64);
+        stash.close()?;
+
+        // A one-off eviction builds it too, and evicts through it.
+        let path = dir.path().join("evicted.db");
+        let stash = builder(layout).open(&path)?;
+        let keys = stash.save_all(&blobs(22, 40, 2 * KIB as usize))?;
+        stash.flush()?;
+        past_every_use();
+        assert_eq!(stash.evict_unused_since(Duration::ZERO)?.objects, keys.len() as u64);
+        assert_eq!(use_indexes(&path)?, tables, "{layout}");
+        assert_verified(&stash)?;
+        stash.close()?;
+
+        // A stash opened with a cap has it from its first open.
+        let path = dir.path().join("capped.db");
+        let stash = builder(layout).max_size(64 * 1024 * 1024).open(&path)?;
+        assert_eq!(use_indexes(&path)?, tables, "{layout}");
+        stash.close()?;
+    }
+    Ok(())
+}
+
 #[test]
 fn least_recently_used_go_first() -> TestResult {
     for layout in LAYOUTS {
         let dir = tempfile::tempdir()?;
         let stash = builder(layout).open(dir.path().join("lru.db"))?;
+        // The first eviction indexes the uses (a page a table): done here, before the
+        // empty stash is measured. It evicts nothing.
+        assert_eq!(stash.evict_unused_since(Duration::from_secs(86_400))?.objects, 0);
         let empty = in_use(stash.path())?;
         // Four groups saved one after another, then the first read again: the order of
         // last use is groups 1, 2, 3, 0.
@@ -468,12 +524,16 @@ fn a_stash_from_before_uses_is_upgraded_at_open() -> TestResult {
     // no incremental vacuum.
     let conn = rusqlite::Connection::open(&path)?;
     conn.execute_batch(
-        "DROP INDEX objects_used; ALTER TABLE objects DROP COLUMN used;
+        "DROP INDEX IF EXISTS objects_used; ALTER TABLE objects DROP COLUMN used;
          PRAGMA auto_vacuum = NONE; VACUUM;",
     )?;
     drop(conn);
     let before = std::time::SystemTime::now();
     let stash = builder(Layout::Single).open(&path)?;
+    // Its objects count as used at the upgrade; the order of uses is indexed at the first
+    // eviction (this one evicts nothing), not before.
+    assert_eq!(stash.stats()?.oldest_use, None);
+    assert_eq!(stash.evict_unused_since(Duration::from_secs(3600))?.objects, 0);
     let stats = stash.stats()?;
     assert!(stats.oldest_use.is_some_and(|t| t + Duration::from_secs(1) >= before), "{stats}");
     assert_eq!(stash.pin(&keys[..1])?, [true]);
