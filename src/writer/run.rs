@@ -61,6 +61,8 @@ pub(super) struct Writer {
     pub(super) checkpoint_owed: bool,
     /// Moves of young key indexes owed (`writer/generations.rs`).
     pub(super) moves: Moves,
+    /// Whether nothing has come since the last wait for a message ran out (`next`).
+    pub(super) idle: bool,
     /// Whether the object tables are known to have the index of uses eviction reads
     /// (built at the first eviction or cap, `schema.rs`).
     pub(super) uses_indexed: bool,
@@ -110,6 +112,7 @@ impl Writer {
             checkpoint_owed: false,
             moves: Moves::new(config.young_keys),
             uses_indexed: false,
+            idle: false,
         };
         writer.read_cap().map_err(Stop::into_error)?;
         Ok(writer)
@@ -124,7 +127,10 @@ impl Writer {
         loop {
             if batch.is_empty() {
                 match self.next(&rx, upkeep_owed) {
-                    Next::Batch(message) => batch.push(message),
+                    Next::Batch(message) => {
+                        self.idle = false;
+                        batch.push(message);
+                    }
                     Next::Upkeep => {
                         match self.upkeep() {
                             Ok(owed) => upkeep_owed = owed,
@@ -193,7 +199,10 @@ impl Writer {
         } else {
             match rx.recv_timeout(uses::RECORD_EVERY) {
                 Ok(message) => Next::Batch(message),
-                Err(RecvTimeoutError::Timeout) => Next::Upkeep,
+                Err(RecvTimeoutError::Timeout) => {
+                    self.idle = true;
+                    Next::Upkeep
+                }
                 Err(RecvTimeoutError::Disconnected) => Next::Close,
             }
         }

@@ -21,6 +21,9 @@ use crate::uses;
 /// The longest the writer waits for readers to leave the write-ahead log when it is over
 /// its share of the cap (see `Writer::bound_log`).
 const LOG_WAIT: Duration = Duration::from_millis(200);
+/// A write-ahead log larger than this is truncated once the writer is idle
+/// (`Writer::truncate_log`).
+const IDLE_LOG_BYTES: u64 = 1 << 20;
 /// Eviction transactions run at most between two batches while the stash is over its
 /// high-water mark: each frees about one batch, and a batch of saves adds a little more
 /// than one (its rows' index entries and page slack).
@@ -147,6 +150,9 @@ impl Writer {
                 self.shared.uses.take();
             }
         }
+        if self.idle {
+            self.truncate_log();
+        }
         Ok(false)
     }
 
@@ -265,6 +271,27 @@ impl Writer {
     fn checkpoint(&self) {
         if let Err(e) = self.conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
             log::debug!("objstash: checkpoint after upkeep: {e}");
+        }
+    }
+
+    /// Once nothing has come for a while: gives the write-ahead log's bytes back. The log
+    /// keeps the size of the largest transaction since it was last cut (a batch of saves,
+    /// tens of MB), which would otherwise stay on disk for as long as the stash is open.
+    /// Waits for no one: a reader still in the log (of another process; this handle's give
+    /// their snapshots up when idle) leaves it for the next idle moment, checkpointed as
+    /// far as it can be.
+    fn truncate_log(&self) {
+        let log = crate::files::sibling(&self.shared.path, "-wal");
+        if std::fs::metadata(log).map_or(0, |m| m.len()) <= IDLE_LOG_BYTES {
+            return;
+        }
+        let truncated = self
+            .conn
+            .busy_timeout(Duration::ZERO)
+            .and_then(|()| self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())));
+        if let Err(e) = truncated.and_then(|()| self.conn.busy_timeout(self.shared.busy)) {
+            log::debug!("objstash: truncating the write-ahead log: {e}");
+            let _ = self.conn.busy_timeout(self.shared.busy);
         }
     }
 

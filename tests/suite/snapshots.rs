@@ -112,7 +112,6 @@ fn a_read_then_commits(
     assert!(reader.get(&keys[0])?.is_some());
     writer.save_all(&objects(10_000, 2_000))?;
     writer.flush()?;
-    assert!(log_size(path) > 0, "the commits went to the log");
     Ok((writer, reader, keys))
 }
 
@@ -152,6 +151,8 @@ fn a_kept_snapshot_holds_the_truncating_checkpoint_back_until_given_up() -> Test
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("s.db");
     let (writer, reader, _) = a_read_then_commits(&path, HOUR)?;
+    // Nor can the writer's own truncation when idle (`an_idle_writer_gives_the_log_back`).
+    assert!(log_size(&path) > 0, "the commits went to the log");
     let conn = rusqlite::Connection::open(&path)?;
     conn.busy_timeout(Duration::ZERO)?;
     assert_eq!(truncate(&conn)?, 1, "a kept snapshot must hold the truncating checkpoint back");
@@ -159,6 +160,59 @@ fn a_kept_snapshot_holds_the_truncating_checkpoint_back_until_given_up() -> Test
     assert_eq!(truncate(&conn)?, 0, "a closed reader holds nothing back");
     drop(conn);
     writer.close()?;
+    Ok(())
+}
+
+/// `n` objects of 2 KiB that do not compress.
+fn incompressible(seed: u64, n: usize) -> Vec<Vec<u8>> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            (0..256)
+                .flat_map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x.to_le_bytes()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn an_idle_writer_gives_the_log_back() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("s.db");
+    let writer = open(&path, Layout::Single, Durability::Fast, HOUR)?;
+    let first = writer.save_all(&incompressible(1, 10))?;
+    writer.flush()?;
+    // Another handle's reader keeps a snapshot from before the large commit below, so the
+    // log cannot start over while it does.
+    let reader = Stash::builder().read_snapshot(HOUR).read_only(true).open(&path)?;
+    assert!(reader.get(&first[0])?.is_some());
+    let objs = incompressible(2, 2_000);
+    let keys = writer.save_all(&objs)?;
+    writer.flush()?;
+    assert!(log_size(&path) > 4 << 20, "the commit went to the log: {}", log_size(&path));
+    // Saving goes on beside the reader: the idle writer's attempts wait for no one.
+    writer.save_all(&incompressible(3, 10))?;
+    writer.flush()?;
+    // Once the reader is gone, the idle writer truncates the log by itself. The deadline
+    // only bounds a hang.
+    reader.close()?;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while log_size(&path) != 0 {
+        assert!(Instant::now() < deadline, "the idle writer left {} bytes of log", log_size(&path));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for (key, obj) in keys.iter().zip(&objs) {
+        assert_eq!(writer.get(key)?.as_ref(), Some(obj));
+    }
+    writer.close()?;
+    let stash = Stash::open(&path)?;
+    assert_eq!(stash.len()?, 2_020);
+    assert!(stash.verify()?.is_ok());
     Ok(())
 }
 
