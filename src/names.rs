@@ -2,10 +2,15 @@
 //! [`MAX_NAME_LEN`] bytes), each mapping to one content key; several names may share one
 //! object.
 //!
-//! Names live in one `objstash_names(name, key)` table, whatever the layout, with an index
-//! on the key so that removing an object drops its names in the same transaction. The
-//! table is made by the first named save, which marks the stash format 3 (older versions,
-//! which would remove objects and leave their names behind, refuse it).
+//! Names live in one `objstash_names(name, key)` table, whatever the layout, and an index
+//! on the key lets removing an object drop its names in the same transaction. The table is
+//! made by the first named save, which marks the stash format 3 (older versions, which
+//! would remove objects and leave their names behind, refuse it). The index by key is half
+//! of what a name costs (78 of 157 bytes for a name of 32 characters,
+//! `experiments/name_bytes`) and only removals read it, so it is built with the other
+//! indexes removals read, at the stash's first cap, eviction or removal
+//! (`Schema::index_removals`); a names table made without it marks the stash format 6
+//! (older versions would read the whole table for every object they removed).
 //!
 //! A name is only ever committed in a transaction where its object exists: the writer
 //! inserts it with `WHERE EXISTS` on the object's row, after the run of rows that may
@@ -33,8 +38,10 @@ pub const MAX_NAME_LEN: usize = 1024;
 /// The names table.
 pub(crate) const TABLE: &str = "objstash_names";
 
-/// Format version of a stash with names.
+/// Format version of a stash with names indexed by key.
 pub(crate) const FORMAT_VERSION: i64 = 3;
+/// Format version of a stash whose names are not (yet) indexed by key.
+pub(crate) const UNINDEXED_FORMAT_VERSION: i64 = 6;
 
 /// Checks a caller's name: not empty, at most [`MAX_NAME_LEN`] bytes.
 pub(crate) fn check(name: &[u8]) -> Result<()> {
@@ -49,17 +56,37 @@ pub(crate) fn table_exists(conn: &Connection) -> Result<bool> {
     format::has_table(conn, TABLE)
 }
 
-/// Makes the names table, its index and its total inside the writer's open transaction,
-/// if it is not there, and raises the format.
-pub(crate) fn create(conn: &Connection) -> Result<()> {
-    conn.execute_batch(&format!(
+/// Makes the names table and its total inside the writer's open transaction, if it is not
+/// there, with its index by key if `by_key` (the stash has the indexes removals read), and
+/// raises the format.
+pub(crate) fn create(conn: &Connection, by_key: bool) -> Result<()> {
+    let mut sql = format!(
         "CREATE TABLE IF NOT EXISTS {TABLE}(name BLOB PRIMARY KEY, key BLOB NOT NULL) WITHOUT ROWID;\n\
-         CREATE INDEX IF NOT EXISTS {TABLE}_key ON {TABLE}(key);\n\
-         INSERT OR IGNORE INTO {META}(name, value) VALUES ('names', 0);",
+         INSERT OR IGNORE INTO {META}(name, value) VALUES ('names', 0);\n",
         META = crate::meta::META
-    ))
-    .context(|| "making the names table".to_string())?;
-    format::raise(conn, FORMAT_VERSION)
+    );
+    if by_key {
+        sql += &index_by_key();
+    }
+    conn.execute_batch(&sql).context(|| "making the names table".to_string())?;
+    let indexed = by_key || indexed_by_key(conn)?;
+    format::raise(conn, if indexed { FORMAT_VERSION } else { UNINDEXED_FORMAT_VERSION })
+}
+
+/// The statement that indexes the names by key, unless they are.
+pub(crate) fn index_by_key() -> String {
+    format!("CREATE INDEX IF NOT EXISTS {TABLE}_key ON {TABLE}(key);\n")
+}
+
+/// Whether the names are indexed by key.
+pub(crate) fn indexed_by_key(conn: &Connection) -> Result<bool> {
+    conn.query_row(
+        "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = ?1",
+        [format!("{TABLE}_key")],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n > 0)
+    .context(|| "looking for the names' index by key".to_string())
 }
 
 /// The key `name` maps to in the database.

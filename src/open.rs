@@ -312,7 +312,7 @@ impl Options {
             reclaim(&conn, path)?;
         }
         let conn = configure(conn, path, settings, alone, self.max_size)?;
-        index_uses_if_capped(&conn, path, &schema)?;
+        index_removals_if_capped(&conn, path, &schema)?;
         Ok(Prepared { conn, schema, settings, recovery })
     }
 
@@ -334,7 +334,7 @@ impl Options {
         schema.create(&conn)?;
         let settings = self.settle(path, None, None)?;
         let conn = configure(conn, path, settings, alone, self.max_size)?;
-        index_uses_if_capped(&conn, path, &schema)?;
+        index_removals_if_capped(&conn, path, &schema)?;
         Ok(Prepared { conn, schema, settings, recovery: None })
     }
 
@@ -557,10 +557,10 @@ fn configure(
 /// built at a stash's first cap or eviction, `schema.rs`); one pass over the tables, once.
 /// A stash whose meta table or schema cannot be read here opens as it did before: the
 /// writer indexes its uses before its first eviction.
-fn index_uses_if_capped(conn: &Connection, path: &Path, schema: &Schema) -> Result<()> {
+fn index_removals_if_capped(conn: &Connection, path: &Path, schema: &Schema) -> Result<()> {
     let needed = matches!(meta::read_max_size(conn), Ok(Some(_)))
         && matches!(schema::has_uses(conn, schema), Ok(true))
-        && matches!(schema.uses_indexed(conn), Ok(false));
+        && matches!(schema.removals_indexed(conn), Ok(false));
     if !needed {
         return Ok(());
     }
@@ -570,7 +570,7 @@ fn index_uses_if_capped(conn: &Connection, path: &Path, schema: &Schema) -> Resu
     );
     let indexed = conn
         .execute_batch("BEGIN IMMEDIATE")
-        .and_then(|()| schema.index_uses(conn))
+        .and_then(|()| schema.index_removals(conn))
         .and_then(|()| conn.execute_batch("COMMIT"));
     indexed.map_err(|e| {
         let _ = conn.execute_batch("ROLLBACK");

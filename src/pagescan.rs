@@ -77,6 +77,30 @@ impl Indexed {
 /// shape of an object table's key index entry (interior index pages repeat some entries as
 /// dividers).
 pub(crate) fn scan_index(path: &Path, mut found: impl FnMut(Indexed)) -> std::io::Result<()> {
+    index_payloads(path, |payload| {
+        if let Some(entry) = index_record(payload) {
+            found(entry);
+        }
+    })
+}
+
+/// Calls `found` for every record of two blobs, one of 32 bytes, held by an index page of
+/// the file at `path`: the names table's rows `(name, key)` and its index's entries
+/// `(key, name)`. Which blob is the key is for the caller to tell (the one whose object it
+/// holds; a name of 32 bytes makes the record ambiguous).
+pub(crate) fn scan_names(path: &Path, mut found: impl FnMut(&[u8], &[u8])) -> std::io::Result<()> {
+    index_payloads(path, |payload| {
+        if let Some((first, second)) = two_blobs(payload)
+            && (first.len() == 32 || second.len() == 32)
+        {
+            found(first, second);
+        }
+    })
+}
+
+/// Calls `found` with the payload of every cell of every index page (leaf or interior)
+/// of the file at `path` that is held whole on its page.
+fn index_payloads(path: &Path, mut found: impl FnMut(&[u8])) -> std::io::Result<()> {
     let file = File::open(path)?;
     let Some((page_size, usable)) = geometry(&file)? else { return Ok(()) };
     // Index cells hold at most this much on their page (file format 1.6).
@@ -102,8 +126,8 @@ pub(crate) fn scan_index(path: &Path, mut found: impl FnMut(Indexed)) -> std::io
             if total > max_local {
                 continue;
             }
-            if let Some(entry) = page.get(offset + n..offset + n + total).and_then(index_record) {
-                found(entry);
+            if let Some(payload) = page.get(offset + n..offset + n + total) {
+                found(payload);
             }
         }
     }
@@ -126,6 +150,24 @@ fn geometry(file: &File) -> std::io::Result<Option<(usize, usize)>> {
         _ => return Ok(None),
     };
     Ok(Some((page_size, page_size - usize::from(header[20]))))
+}
+
+/// Decodes a record of exactly two blobs.
+fn two_blobs(payload: &[u8]) -> Option<(&[u8], &[u8])> {
+    let (header_len, at) = varint(payload)?;
+    let (first, n) = varint(payload.get(at..)?)?;
+    let (second, m) = varint(payload.get(at + n..)?)?;
+    let body = usize::try_from(header_len).ok()?;
+    let blob = |serial: u64| {
+        (serial >= 12 && serial.is_multiple_of(2)).then(|| (serial - 12) as usize / 2)
+    };
+    let (a, b) = (blob(first)?, blob(second)?);
+    if at + n + m != body {
+        return None;
+    }
+    let first = payload.get(body..body + a)?;
+    let second = payload.get(body + a..body + a + b)?;
+    (body + a + b == payload.len()).then_some((first, second))
 }
 
 /// Decodes a record of the key indexes: `(32-byte key, rowid)` or `(8-byte prefix,

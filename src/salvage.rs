@@ -130,7 +130,7 @@ pub(crate) fn salvage(
     })?;
     let (recovered, dropped) = (salvager.recovered, salvager.dropped);
     salvage_pins(&damaged, &fresh, &target);
-    let names_recovered = salvage_names(&damaged, &fresh, &target)?;
+    let names_recovered = salvage_names(&damaged, path, &fresh, &target)?;
     let names_claimed = if names::table_exists(&damaged).unwrap_or(true) {
         meta::read_totals(&damaged).ok().map(|t| t.names)
     } else {
@@ -194,22 +194,32 @@ fn salvage_pins(damaged: &Connection, fresh: &Connection, target: &Schema) {
 
 /// Copies every name of the damaged file that SQLite can still read and whose object was
 /// recovered into the fresh file; returns how many. Damage can cut any path through a
-/// B-tree, so names are read four ways: the names table forwards and backwards, and its key
-/// index (which holds each name beside its key) forwards and backwards. The report counts
-/// what none of them reached.
-fn salvage_names(damaged: &Connection, fresh: &Connection, target: &Schema) -> Result<u64> {
+/// B-tree, so names are read up to five ways: the names table forwards and backwards, its
+/// index by key (which holds each name beside its key, where the stash has it) forwards and
+/// backwards, and the index pages of the file themselves (`pagescan::scan_names`). The
+/// report counts what none of them reached.
+fn salvage_names(
+    damaged: &Connection,
+    damaged_path: &Path,
+    fresh: &Connection,
+    target: &Schema,
+) -> Result<u64> {
     if !names::table_exists(damaged).unwrap_or(false) {
         return Ok(0);
     }
-    names::create(fresh)?;
+    names::create(fresh, false)?;
     let mut found: HashMap<Vec<u8>, Key> = HashMap::new();
     let table = names::TABLE;
+    let by_key = names::indexed_by_key(damaged).unwrap_or(false);
     for (source, order) in [
         (table.to_string(), "name ASC"),
         (table.to_string(), "name DESC"),
         (format!("{table} INDEXED BY {table}_key"), "key ASC"),
         (format!("{table} INDEXED BY {table}_key"), "key DESC"),
-    ] {
+    ]
+    .into_iter()
+    .filter(|(source, _)| by_key || !source.contains("INDEXED BY"))
+    {
         let read = (|| -> rusqlite::Result<()> {
             let mut stmt =
                 damaged.prepare(&format!("SELECT name, key FROM {source} ORDER BY {order}"))?;
@@ -224,6 +234,34 @@ fn salvage_names(damaged: &Connection, fresh: &Connection, target: &Schema) -> R
         })();
         if let Err(e) = read {
             log::warn!("objstash salvage: reading the names ({order}) stopped: {e}");
+        }
+    }
+    // The pages themselves: names on leaf pages that a damaged interior page hides from
+    // the reads above (and the entries of the index by key, where the stash has it).
+    let mut scanned: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    if let Err(e) = pagescan::scan_names(damaged_path, |first, second| {
+        scanned.push((first.to_vec(), second.to_vec()));
+    }) {
+        log::warn!("objstash salvage: reading the names' pages stopped: {e}");
+    }
+    let stored = |key: &Key| {
+        let table = target.table(key);
+        fresh
+            .prepare_cached(&table.exists)
+            .and_then(|mut s| s.exists([&key.as_bytes()[..]]))
+            .unwrap_or(false)
+    };
+    for (first, second) in scanned {
+        // (name, key) from the table, (key, name) from its index: the key is the blob
+        // whose object was recovered.
+        for (name, key) in [(&first, &second), (&second, &first)] {
+            if let Some(key) = Key::from_slice(key)
+                && !found.contains_key(name)
+                && stored(&key)
+            {
+                found.insert(name.clone(), key);
+                break;
+            }
         }
     }
     let tx = fresh.unchecked_transaction().context(|| "starting to copy names".to_string())?;

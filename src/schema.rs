@@ -5,9 +5,11 @@
 //! tables of its layout. A stash that uses the zstd codec also has an `objstash_dicts` table
 //! (see `dict.rs`) and format version 2 or more; one with names has an `objstash_names`
 //! table (`names.rs`) and format version 3 or more; one with chunked objects an
-//! `objstash_chunks` table (`chunks.rs`) and format version 4. Each feature raises the version only when
-//! first used, so a stash that does not use it stays readable by versions that do not
-//! know it.
+//! `objstash_chunks` table (`chunks.rs`) and format version 4; one whose object tables keep
+//! generations of key indexes is format 5 from its creation; one whose names are not
+//! indexed by key is format 6 (`names.rs`). Each feature raises the version only when
+//! first used, so a stash that does not use it stays readable by versions that do not know
+//! it.
 //!
 //! Each object table is a rowid table with a key index beside it: rows are appended in
 //! rowid order and only the index is a randomly ordered B-tree. Measured against WITHOUT
@@ -16,10 +18,10 @@
 //! ([`KeyIndex::Full`]), and are read and written as they are. Each row also holds its last
 //! use (`uses.rs`): versions that do not know the column read and write such a table as
 //! before, so it is no format change; a stash made before it gets it at its next writable
-//! open. The index on uses that eviction reads is built when the stash first evicts or gets
-//! a cap ([`Schema::index_uses`]), so a stash that never evicts does not pay for it (17
-//! bytes an object and a third B-tree per insert); every version's statements work with or
-//! without it.
+//! open. The index on uses that eviction reads, and the names' index by key that removing
+//! reads, are built when the stash first evicts, removes or gets a cap
+//! ([`Schema::index_removals`]), so a stash that never does pays for neither (17 bytes an
+//! object and a third B-tree per insert; half of each name).
 
 use rusqlite::{Connection, params};
 
@@ -35,9 +37,8 @@ use crate::uses::PINNED;
 
 /// `PRAGMA application_id` of every stash: "obst" in ASCII.
 pub(crate) const APPLICATION_ID: i32 = 0x6f62_7374;
-/// The newest format this version reads: a stash whose tables keep generations of key
-/// indexes.
-pub(crate) const FORMAT_VERSION: i64 = GENERATIONS_FORMAT_VERSION;
+/// The newest format this version reads: a stash whose names are not indexed by key.
+pub(crate) const FORMAT_VERSION: i64 = names::UNINDEXED_FORMAT_VERSION;
 /// The format of a stash whose object tables keep generations of key-prefix indexes
 /// (`key_index.rs`): versions before it would not find its keys through an index, and
 /// would store a key twice.
@@ -399,9 +400,10 @@ impl Schema {
 }
 
 impl Schema {
-    /// Whether the object tables have the index of uses that eviction reads (made with
-    /// them before this version, or by [`Schema::index_uses`]).
-    pub(crate) fn uses_indexed(&self, conn: &Connection) -> Result<bool> {
+    /// Whether the stash has the indexes that removing and evicting read: the object
+    /// tables' index of uses, and the names' index by key (made with them before format 5,
+    /// or by [`Schema::index_removals`]).
+    pub(crate) fn removals_indexed(&self, conn: &Connection) -> Result<bool> {
         let name = format!("{}_used", self.tables[0].name);
         conn.query_row(
             "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = ?1",
@@ -412,10 +414,20 @@ impl Schema {
         .context(|| format!("looking for the index {name}"))
     }
 
-    /// Indexes the uses of every object table, within the caller's transaction: one pass
-    /// over each table (about a second per million objects here), once in a stash's life.
-    pub(crate) fn index_uses(&self, conn: &Connection) -> rusqlite::Result<()> {
-        let sql: String = self.tables.iter().map(TableSql::index_uses).collect();
+    /// Indexes the uses of every object table, and the names by key if the stash has
+    /// names, within the caller's transaction: one pass over each table (about a second
+    /// per million objects here), once in a stash's life, at its first cap, eviction or
+    /// removal. Until then a stash pays neither (17 bytes an object, 78 a name).
+    pub(crate) fn index_removals(&self, conn: &Connection) -> rusqlite::Result<()> {
+        let mut sql: String = self.tables.iter().map(TableSql::index_uses).collect();
+        let names: i64 = conn.query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1",
+            [names::TABLE],
+            |r| r.get(0),
+        )?;
+        if names > 0 {
+            sql += &names::index_by_key();
+        }
         conn.execute_batch(&sql)
     }
 }
@@ -477,11 +489,11 @@ mod tests {
             let conn = Connection::open_in_memory().unwrap();
             let schema = Schema::new(Layout::Single, key_index);
             schema.create(&conn).unwrap();
-            assert!(!schema.uses_indexed(&conn).unwrap());
+            assert!(!schema.removals_indexed(&conn).unwrap());
             // Eviction's statements run once uses are indexed.
-            schema.index_uses(&conn).unwrap();
-            assert!(schema.uses_indexed(&conn).unwrap());
-            crate::names::create(&conn).unwrap();
+            schema.index_removals(&conn).unwrap();
+            assert!(schema.removals_indexed(&conn).unwrap());
+            crate::names::create(&conn, true).unwrap();
             assert_eq!(Schema::read(&conn, Layout::Single).unwrap().key_index(), key_index);
             let table = &schema.tables[0];
             for sql in table.statements() {
@@ -510,7 +522,7 @@ mod tests {
         let conn = Connection::open_in_memory().unwrap();
         let schema = Schema::fresh(Layout::Single);
         schema.create(&conn).unwrap();
-        crate::names::create(&conn).unwrap();
+        crate::names::create(&conn, false).unwrap();
         let table = &schema.tables[0];
         for i in 0..300u32 {
             let mut key = [0u8; 32];

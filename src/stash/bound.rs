@@ -149,7 +149,7 @@ impl Stash {
     /// stash has never evicted nor had a cap, and so has no index of uses to read it from.
     pub(super) fn oldest_use(&self, conn: &Connection) -> Result<Option<SystemTime>> {
         let schema = &self.shared.schema;
-        if !schema::has_uses(conn, schema)? || !schema.uses_indexed(conn)? {
+        if !schema::has_uses(conn, schema)? || !schema.removals_indexed(conn)? {
             return Ok(None);
         }
         let mut oldest: Option<i64> = None;

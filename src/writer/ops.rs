@@ -47,6 +47,11 @@ impl Op for Remove {
     fn apply(&mut self, tx: &mut Tx<'_>) -> Result<(), Stop> {
         tx.write_run()?;
         let names = tx.names_table()?;
+        // Removing reads the names' index by key: built at the first removal, with the
+        // stash's other indexes for removals (`schema.rs`).
+        if names && !tx.shared.schema.removals_indexed(tx.conn)? {
+            tx.shared.schema.index_removals(tx.conn).stop(|| "indexing names by key".into())?;
+        }
         self.found = self.keys.iter().map(|key| tx.delete(key, names)).collect::<Result<_, _>>()?;
         Ok(())
     }
@@ -183,8 +188,11 @@ impl Op for SetMaxSize {
         meta::write_max_size(tx.conn, self.cap)?;
         // A capped stash evicts: its uses are indexed with the cap, so that the index's
         // bytes count from the start and the first eviction does not wait for it.
-        if self.cap.is_some() && !tx.shared.schema.uses_indexed(tx.conn)? {
-            tx.shared.schema.index_uses(tx.conn).stop(|| "indexing the uses of objects".into())?;
+        if self.cap.is_some() && !tx.shared.schema.removals_indexed(tx.conn)? {
+            tx.shared
+                .schema
+                .index_removals(tx.conn)
+                .stop(|| "indexing the uses of objects".into())?;
         }
         Ok(())
     }

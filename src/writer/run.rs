@@ -65,7 +65,7 @@ pub(super) struct Writer {
     pub(super) idle: bool,
     /// Whether the object tables are known to have the index of uses eviction reads
     /// (built at the first eviction or cap, `schema.rs`).
-    pub(super) uses_indexed: bool,
+    pub(super) removals_indexed: bool,
 }
 
 /// What the loop does next.
@@ -111,7 +111,7 @@ impl Writer {
             evicting: false,
             checkpoint_owed: false,
             moves: Moves::new(config.young_keys),
-            uses_indexed: false,
+            removals_indexed: false,
             idle: false,
         };
         writer.read_cap().map_err(Stop::into_error)?;

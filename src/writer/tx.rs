@@ -136,7 +136,8 @@ impl Tx<'_> {
     fn insert_names(&mut self, run: &mut [NameRow]) -> Result<(), Stop> {
         if !self.names_table()? {
             // Readers learn of the table once it is committed (see `Writer::commit`).
-            names::create(self.conn)?;
+            let by_key = self.shared.schema.removals_indexed(self.conn)?;
+            names::create(self.conn, by_key)?;
         }
         let schema = &self.shared.schema;
         // By table, then name: one statement per table, and names in B-tree order.

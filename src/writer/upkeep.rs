@@ -80,10 +80,10 @@ impl Writer {
             }
             return Ok(true);
         }
-        if self.cap.is_some() && !self.uses_indexed {
+        if self.cap.is_some() && !self.removals_indexed {
             // Built as soon as the stash has a cap, before it needs to evict, so that its
             // bytes count from the start.
-            match self.index_uses() {
+            match self.index_removals() {
                 Ok(()) => return Ok(true),
                 Err(Failure::Busy) => return Ok(false),
                 Err(Failure::Fatal(stop)) => return Err(stop),
@@ -330,7 +330,7 @@ impl Writer {
     /// Evicts, in one transaction, the least recently used unpinned objects used before
     /// `before`, up to `stored_bytes` of them (and [`EVICT_ROWS`] rows), with their names.
     fn evict(&mut self, before: i64, stored_bytes: u64) -> Result<Evicted, Failure> {
-        self.index_uses()?;
+        self.index_removals()?;
         let evicted = self.transaction(|writer| {
             // Uses recorded in memory first, so that they count.
             tx::write_uses(&writer.conn, &writer.shared);
@@ -357,11 +357,11 @@ impl Writer {
     /// Builds the index of uses that eviction reads, unless the stash has it: once in a
     /// stash's life, at its first eviction or cap (`schema.rs`). One transaction, one pass
     /// over each table.
-    fn index_uses(&mut self) -> Result<(), Failure> {
-        if self.uses_indexed {
+    fn index_removals(&mut self) -> Result<(), Failure> {
+        if self.removals_indexed {
             return Ok(());
         }
-        if !self.shared.schema.uses_indexed(&self.conn).map_err(Stop::from)? {
+        if !self.shared.schema.removals_indexed(&self.conn).map_err(Stop::from)? {
             log::info!(
                 "objstash: indexing the uses of the objects of {} for eviction (once)",
                 self.shared.path.display()
@@ -370,12 +370,12 @@ impl Writer {
                 writer
                     .shared
                     .schema
-                    .index_uses(&writer.conn)
+                    .index_removals(&writer.conn)
                     .stop(|| "indexing the uses of objects".into())
             })?;
             self.checkpoint_owed = true;
         }
-        self.uses_indexed = true;
+        self.removals_indexed = true;
         Ok(())
     }
 

@@ -153,6 +153,50 @@ fn names_raise_the_format_version_only_when_used() -> TestResult {
     Ok(())
 }
 
+/// Whether the stash at `path` has the names' index by key.
+fn names_indexed_by_key(path: &std::path::Path) -> rusqlite::Result<bool> {
+    Connection::open(path)?.query_row(
+        "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = 'objstash_names_key'",
+        [],
+        |r| r.get::<_, i64>(0).map(|n| n > 0),
+    )
+}
+
+#[test]
+fn names_are_indexed_by_key_at_the_first_removal_or_cap() -> TestResult {
+    for layout in LAYOUTS {
+        let dir = tempfile::tempdir()?;
+        // Without removals, names are not indexed by key, and the format says so.
+        let path = dir.path().join("removed.db");
+        let stash = Stash::builder().layout(layout).open(&path)?;
+        let objs = objects(44, 200);
+        let names: Vec<String> = (0..objs.len()).map(|i| format!("{i:032x}")).collect();
+        let named: Vec<(&String, &Vec<u8>)> = names.iter().zip(&objs).collect();
+        let keys = stash.save_named(&named)?;
+        stash.flush()?;
+        assert!(!names_indexed_by_key(&path)?, "{layout}");
+        assert_eq!(user_version(&path)?, 6, "{layout}");
+        // The first removal builds the index, and drops the names of what it removes.
+        assert_eq!(stash.remove_all(&keys[..50])?, vec![true; 50]);
+        assert!(names_indexed_by_key(&path)?, "{layout}");
+        let found = stash.get_named(&names)?;
+        assert!(found[..50].iter().all(Option::is_none), "{layout}");
+        assert!(found[50..].iter().zip(&objs[50..]).all(|(f, o)| f.as_ref() == Some(o)));
+        assert_eq!(stash.stats()?.names, 150);
+        stash.close()?;
+
+        // A stash with a cap has it before its first eviction; names made afterwards too.
+        let path = dir.path().join("capped.db");
+        let stash = Stash::builder().layout(layout).max_size(1 << 30).open(&path)?;
+        stash.save_named(&named)?;
+        stash.flush()?;
+        assert!(names_indexed_by_key(&path)?, "{layout}");
+        assert_eq!(user_version(&path)?, 5, "{layout}: nothing newer is needed");
+        stash.close()?;
+    }
+    Ok(())
+}
+
 #[test]
 fn a_salvage_keeps_the_names_of_the_objects_it_keeps() -> TestResult {
     for layout in LAYOUTS {
