@@ -4,13 +4,19 @@
 //!
 //! Names live in one `objstash_names(name, key)` table, whatever the layout, and an index
 //! on the key lets removing an object drop its names in the same transaction. The table is
-//! made by the first named save, which marks the stash format 3 (older versions, which
-//! would remove objects and leave their names behind, refuse it). The index by key is half
-//! of what a name costs (78 of 157 bytes for a name of 32 characters,
-//! `experiments/name_bytes`) and only removals read it, so it is built with the other
-//! indexes removals read, at the stash's first cap, eviction or removal
-//! (`Schema::index_removals`); a names table made without it marks the stash format 6
-//! (older versions would read the whole table for every object they removed).
+//! made by the first named save. The index by key is half of what a name costs (78 of 157
+//! bytes for a name of 32 characters, `experiments/name_bytes`) and only removals read it,
+//! so it is built with the other indexes removals read, at the stash's first cap, eviction
+//! or removal (`Schema::index_removals`).
+//!
+//! Tables made since then ([`FORMAT_VERSION`] 6) also store a name of lowercase hex digits
+//! (an even number of them: Speckle's ids, digests) as the bytes they spell, behind a tag
+//! byte ([`NameForm::Packed`]): 17 bytes for a 32-character id instead of 32, 61 bytes a
+//! name in all instead of 78. The stash's meta table records the form (`names_form`).
+//! Tables made before (format 3, always indexed by key) hold names as given
+//! ([`NameForm::Raw`]) and are read and written as they are; older versions refuse format
+//! 6, as they would not find packed names and would read the whole table for each object
+//! they removed.
 //!
 //! A name is only ever committed in a transaction where its object exists: the writer
 //! inserts it with `WHERE EXISTS` on the object's row, after the run of rows that may
@@ -18,10 +24,11 @@
 //! Until then, the pending-names map makes a named save visible to every read at once,
 //! as the pending map does for rows.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use rusqlite::{Connection, OptionalExtension};
 
@@ -38,10 +45,72 @@ pub const MAX_NAME_LEN: usize = 1024;
 /// The names table.
 pub(crate) const TABLE: &str = "objstash_names";
 
-/// Format version of a stash with names indexed by key.
-pub(crate) const FORMAT_VERSION: i64 = 3;
-/// Format version of a stash whose names are not (yet) indexed by key.
-pub(crate) const UNINDEXED_FORMAT_VERSION: i64 = 6;
+/// Format version of a stash with a names table made since names were packed and indexed
+/// by key only once needed (tables made before are format 3).
+pub(crate) const FORMAT_VERSION: i64 = 6;
+
+/// How a names table stores names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NameForm {
+    /// As given (tables made before format 6).
+    Raw,
+    /// A name of an even number of lowercase hex digits as the bytes they spell after
+    /// [`PACKED`]; any other name as given, after [`ESCAPED`] if it begins with either tag.
+    Packed,
+}
+
+/// The tag of a name stored as the bytes its hex digits spell.
+const PACKED: u8 = 0x01;
+/// The tag of a name stored as given that begins with a tag byte.
+const ESCAPED: u8 = 0x00;
+/// The meta row that records a names table's form.
+const FORM_SETTING: &str = "names_form";
+
+impl NameForm {
+    /// The bytes the table holds for `name`.
+    pub(crate) fn store(self, name: &[u8]) -> Cow<'_, [u8]> {
+        if self == NameForm::Raw {
+            return Cow::Borrowed(name);
+        }
+        let digit = |b: u8| match b {
+            b'0'..=b'9' => Some(b - b'0'),
+            b'a'..=b'f' => Some(b - b'a' + 10),
+            _ => None,
+        };
+        if name.len().is_multiple_of(2) && name.iter().all(|&b| digit(b).is_some()) {
+            let mut packed = Vec::with_capacity(1 + name.len() / 2);
+            packed.push(PACKED);
+            packed.extend(
+                name.chunks(2)
+                    .map(|pair| digit(pair[0]).unwrap_or(0) << 4 | digit(pair[1]).unwrap_or(0)),
+            );
+            return Cow::Owned(packed);
+        }
+        match name.first() {
+            Some(&(PACKED | ESCAPED)) => Cow::Owned([&[ESCAPED], name].concat()),
+            _ => Cow::Borrowed(name),
+        }
+    }
+
+    /// The name whose stored bytes are `stored`.
+    pub(crate) fn name(self, stored: &[u8]) -> Vec<u8> {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        match (self, stored.split_first()) {
+            (NameForm::Packed, Some((&PACKED, bytes))) => bytes
+                .iter()
+                .flat_map(|b| [HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]])
+                .collect(),
+            (NameForm::Packed, Some((&ESCAPED, rest))) => rest.to_vec(),
+            _ => stored.to_vec(),
+        }
+    }
+
+    /// The form of the names table on `conn` (which must have one).
+    pub(crate) fn read(conn: &Connection) -> Result<NameForm> {
+        let form: Option<String> = crate::meta::read_setting(conn, FORM_SETTING)?;
+        Ok(if form.as_deref() == Some("packed") { NameForm::Packed } else { NameForm::Raw })
+    }
+}
 
 /// Checks a caller's name: not empty, at most [`MAX_NAME_LEN`] bytes.
 pub(crate) fn check(name: &[u8]) -> Result<()> {
@@ -60,17 +129,20 @@ pub(crate) fn table_exists(conn: &Connection) -> Result<bool> {
 /// there, with its index by key if `by_key` (the stash has the indexes removals read), and
 /// raises the format.
 pub(crate) fn create(conn: &Connection, by_key: bool) -> Result<()> {
+    if table_exists(conn)? {
+        return Ok(());
+    }
     let mut sql = format!(
-        "CREATE TABLE IF NOT EXISTS {TABLE}(name BLOB PRIMARY KEY, key BLOB NOT NULL) WITHOUT ROWID;\n\
-         INSERT OR IGNORE INTO {META}(name, value) VALUES ('names', 0);\n",
+        "CREATE TABLE {TABLE}(name BLOB PRIMARY KEY, key BLOB NOT NULL) WITHOUT ROWID;\n\
+         INSERT OR IGNORE INTO {META}(name, value) VALUES ('names', 0);\n\
+         INSERT OR REPLACE INTO {META}(name, value) VALUES ('{FORM_SETTING}', 'packed');\n",
         META = crate::meta::META
     );
     if by_key {
         sql += &index_by_key();
     }
     conn.execute_batch(&sql).context(|| "making the names table".to_string())?;
-    let indexed = by_key || indexed_by_key(conn)?;
-    format::raise(conn, if indexed { FORMAT_VERSION } else { UNINDEXED_FORMAT_VERSION })
+    format::raise(conn, FORMAT_VERSION)
 }
 
 /// The statement that indexes the names by key, unless they are.
@@ -89,13 +161,13 @@ pub(crate) fn indexed_by_key(conn: &Connection) -> Result<bool> {
     .context(|| "looking for the names' index by key".to_string())
 }
 
-/// The key `name` maps to in the database.
-pub(crate) fn lookup(conn: &Connection, name: &[u8]) -> Result<Option<Key>> {
+/// The key `name` maps to in the database, whose names table stores names in `form`.
+pub(crate) fn lookup(conn: &Connection, form: NameForm, name: &[u8]) -> Result<Option<Key>> {
     let mut stmt = conn
         .prepare_cached(&format!("SELECT key FROM {TABLE} WHERE name = ?1"))
         .context(|| "preparing a name lookup".to_string())?;
     let key: Option<Vec<u8>> = stmt
-        .query_row([name], |r| r.get(0))
+        .query_row([&form.store(name)[..]], |r| r.get(0))
         .optional()
         .context(|| "looking up a name".to_string())?;
     Ok(key.and_then(|bytes| Key::from_slice(&bytes)))
@@ -152,6 +224,7 @@ pub(crate) fn each(conn: &Connection, mut f: impl FnMut(&[u8], Key)) -> Result<(
     if !table_exists(conn)? {
         return Ok(());
     }
+    let form = NameForm::read(conn)?;
     let mut stmt = conn
         .prepare(&format!("SELECT name, key FROM {TABLE}"))
         .context(|| "preparing a scan of the names".to_string())?;
@@ -160,7 +233,7 @@ pub(crate) fn each(conn: &Connection, mut f: impl FnMut(&[u8], Key)) -> Result<(
         let name = row.get_ref(0).ok().and_then(|v| v.as_blob().ok());
         let key = row.get_ref(1).ok().and_then(|v| v.as_blob().ok()).and_then(Key::from_slice);
         if let (Some(name), Some(key)) = (name, key) {
-            f(name, key);
+            f(&form.name(name), key);
         }
     }
     Ok(())
@@ -208,6 +281,8 @@ pub(crate) struct PendingNames {
     seq: AtomicU64,
     /// Whether the names table is known to exist (it is never dropped).
     table: AtomicBool,
+    /// How the names table stores names, once read (it never changes).
+    form: OnceLock<NameForm>,
 }
 
 impl PendingNames {
@@ -217,6 +292,7 @@ impl PendingNames {
             hasher: RandomState::new(),
             seq: AtomicU64::new(0),
             table: AtomicBool::new(table),
+            form: OnceLock::new(),
         }
     }
 
@@ -265,6 +341,15 @@ impl PendingNames {
         Ok(exists)
     }
 
+    /// How the names table on `conn`, which must exist, stores names.
+    pub(crate) fn form(&self, conn: &Connection) -> Result<NameForm> {
+        if let Some(form) = self.form.get() {
+            return Ok(*form);
+        }
+        let form = NameForm::read(conn)?;
+        Ok(*self.form.get_or_init(|| form))
+    }
+
     /// Notes that the names table exists (the writer made it).
     pub(crate) fn table_made(&self) {
         self.table.store(true, Ordering::Relaxed);
@@ -289,6 +374,32 @@ mod tests {
         assert_eq!(pending.get(b"wall"), Some(Key::of(b"2")));
         pending.settle(&second);
         assert_eq!(pending.get(b"wall"), None);
+    }
+
+    #[test]
+    fn every_name_is_stored_apart_and_read_back() {
+        let names: [&[u8]; 10] = [
+            b"8f2a",
+            b"0123456789abcdef0123456789abcdef",
+            b"8F2A",
+            b"8f2",
+            b"wall",
+            b"\x01ab",
+            b"\x00",
+            b"\x01",
+            b"ab\x00",
+            b"g0",
+        ];
+        let mut stored = std::collections::HashSet::new();
+        for name in names {
+            assert_eq!(NameForm::Raw.store(name), name);
+            let packed = NameForm::Packed.store(name);
+            assert_eq!(NameForm::Packed.name(&packed), name, "{name:?}");
+            assert!(stored.insert(packed.to_vec()), "{name:?} stored as another name");
+        }
+        let id = NameForm::Packed.store(b"0123456789abcdef0123456789abcdef");
+        assert_eq!(id.len(), 17);
+        assert_eq!(NameForm::Packed.store(b"wall"), &b"wall"[..]);
     }
 
     #[test]

@@ -22,7 +22,7 @@ use crate::key::Key;
 use crate::layout::Layout;
 use crate::manifest::{self, ChunkRef, Manifest};
 use crate::meta;
-use crate::names;
+use crate::names::{self, NameForm};
 use crate::pagescan::{self, Indexed};
 use crate::readers::open_connection;
 use crate::recovery::{RecoveryReport, Trigger};
@@ -208,6 +208,8 @@ fn salvage_names(
         return Ok(0);
     }
     names::create(fresh, false)?;
+    // Names as given: read in the damaged file's form, stored in the fresh file's.
+    let (was, form) = (NameForm::read(damaged).unwrap_or(NameForm::Raw), NameForm::read(fresh)?);
     let mut found: HashMap<Vec<u8>, Key> = HashMap::new();
     let table = names::TABLE;
     let by_key = names::indexed_by_key(damaged).unwrap_or(false);
@@ -227,7 +229,7 @@ fn salvage_names(
             while let Some(row) = rows.next()? {
                 let (name, key): (Vec<u8>, Vec<u8>) = (row.get(0)?, row.get(1)?);
                 if let Some(key) = Key::from_slice(&key) {
-                    found.entry(name).or_insert(key);
+                    found.entry(was.name(&name)).or_insert(key);
                 }
             }
             Ok(())
@@ -255,11 +257,12 @@ fn salvage_names(
         // (name, key) from the table, (key, name) from its index: the key is the blob
         // whose object was recovered.
         for (name, key) in [(&first, &second), (&second, &first)] {
+            let name = was.name(name);
             if let Some(key) = Key::from_slice(key)
-                && !found.contains_key(name)
+                && !found.contains_key(&name)
                 && stored(&key)
             {
-                found.insert(name.clone(), key);
+                found.insert(name, key);
                 break;
             }
         }
@@ -270,7 +273,7 @@ fn salvage_names(
         let table = target.table(&key);
         copied += tx
             .prepare_cached(&table.name_insert)
-            .and_then(|mut s| s.execute(params![name, &key.as_bytes()[..]]))
+            .and_then(|mut s| s.execute(params![&form.store(&name)[..], &key.as_bytes()[..]]))
             .context(|| format!("copying the names of {key}"))? as u64;
     }
     tx.commit().context(|| "committing the copied names".to_string())?;

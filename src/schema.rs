@@ -6,8 +6,9 @@
 //! (see `dict.rs`) and format version 2 or more; one with names has an `objstash_names`
 //! table (`names.rs`) and format version 3 or more; one with chunked objects an
 //! `objstash_chunks` table (`chunks.rs`) and format version 4; one whose object tables keep
-//! generations of key indexes is format 5 from its creation; one whose names are not
-//! indexed by key is format 6 (`names.rs`). Each feature raises the version only when
+//! generations of key indexes is format 5 from its creation; one whose names table was
+//! made since names were packed and indexed by key only once needed is format 6
+//! (`names.rs`). Each feature raises the version only when
 //! first used, so a stash that does not use it stays readable by versions that do not know
 //! it.
 //!
@@ -37,8 +38,9 @@ use crate::uses::PINNED;
 
 /// `PRAGMA application_id` of every stash: "obst" in ASCII.
 pub(crate) const APPLICATION_ID: i32 = 0x6f62_7374;
-/// The newest format this version reads: a stash whose names are not indexed by key.
-pub(crate) const FORMAT_VERSION: i64 = names::UNINDEXED_FORMAT_VERSION;
+/// The newest format this version reads: a stash whose names table stores hex names packed
+/// and is indexed by key only once needed.
+pub(crate) const FORMAT_VERSION: i64 = names::FORMAT_VERSION;
 /// The format of a stash whose object tables keep generations of key-prefix indexes
 /// (`key_index.rs`): versions before it would not find its keys through an index, and
 /// would store a key twice.

@@ -235,13 +235,14 @@ impl Stash {
         if !self.shared.names.table_exists(&reader)? {
             return Ok(queued);
         }
+        let form = self.shared.names.form(&reader)?;
         reader.in_transaction(|conn| {
             names
                 .iter()
                 .zip(queued)
                 .map(|(name, queued)| match queued {
                     Some(key) => Ok(Some(key)),
-                    None => names::lookup(conn, name),
+                    None => names::lookup(conn, form, name),
                 })
                 .collect()
         })
@@ -274,11 +275,14 @@ impl Stash {
         if found.iter().any(|f| matches!(f, Lookup::Key(_) | Lookup::Unknown)) {
             let reader = self.readers.checkout()?;
             let table = self.shared.names.table_exists(&reader)?;
+            let form = if table { Some(self.shared.names.form(&reader)?) } else { None };
             reader.in_transaction(|conn| {
                 for (name, slot) in names.iter().zip(found.iter_mut()) {
                     let key = match slot {
                         Lookup::Key(key) => Some(*key),
-                        Lookup::Unknown if table => names::lookup(conn, name)?,
+                        Lookup::Unknown if let Some(form) = form => {
+                            names::lookup(conn, form, name)?
+                        }
                         _ => continue,
                     };
                     *slot = match key {
@@ -331,7 +335,7 @@ impl Stash {
         if !self.shared.names.table_exists(conn)? {
             return Ok(None);
         }
-        names::lookup(conn, name)
+        names::lookup(conn, self.shared.names.form(conn)?, name)
     }
 
     /// The names among `names` that are not saved, in input order: what still has to be

@@ -104,7 +104,8 @@ impl Op for Unname {
     fn apply(&mut self, tx: &mut Tx<'_>) -> Result<(), Stop> {
         tx.write_run()?;
         self.found = if tx.names_table()? {
-            self.names.iter().map(|name| tx.unname(name)).collect::<Result<_, _>>()?
+            let form = crate::names::NameForm::read(tx.conn)?;
+            self.names.iter().map(|name| tx.unname(name, form)).collect::<Result<_, _>>()?
         } else {
             vec![false; self.names.len()]
         };

@@ -19,7 +19,7 @@ use super::stop::{Stop, StopContext};
 use crate::chunks;
 use crate::key::Key;
 use crate::meta::Delta;
-use crate::names::{self, NameRow, NameSql};
+use crate::names::{self, NameForm, NameRow, NameSql};
 use crate::pending::Row;
 use crate::schema::TableSql;
 use crate::uses::{self, PINNED};
@@ -139,6 +139,8 @@ impl Tx<'_> {
             let by_key = self.shared.schema.removals_indexed(self.conn)?;
             names::create(self.conn, by_key)?;
         }
+        // Read in the transaction, not cached: the table may be this transaction's.
+        let form = NameForm::read(self.conn)?;
         let schema = &self.shared.schema;
         // By table, then name: one statement per table, and names in B-tree order.
         run.sort_by_cached_key(|row| (schema.layout.table_of(&row.key), Arc::clone(&row.name)));
@@ -149,16 +151,17 @@ impl Tx<'_> {
             let index = schema.layout.table_of(&row.key);
             let table = &schema.tables[index];
             let key = &row.key.as_bytes()[..];
+            let name = form.store(&row.name);
             let what = || format!("naming {}", row.key);
             let is_present = self.written.present.contains(&row.key);
             let added = if is_present {
-                known.execute(params![&row.name[..], key]).stop(what)?
+                known.execute(params![&name[..], key]).stop(what)?
             } else {
                 if current.as_ref().is_none_or(|(i, _)| *i != index) {
                     current = Some((index, prepare(&table.name_insert)?));
                 }
                 let (_, insert) = current.as_mut().expect("prepared above");
-                insert.execute(params![&row.name[..], key]).stop(what)?
+                insert.execute(params![&name[..], key]).stop(what)?
             };
             if added == 1 {
                 self.written.totals.names += 1;
@@ -166,16 +169,17 @@ impl Tx<'_> {
             }
             // Saved before (perhaps under another key), or its object is gone.
             let sql = if is_present { NameSql::REPOINT_KNOWN } else { &table.name_repoint };
-            prepare(sql)?.execute(params![&row.name[..], key]).stop(what)?;
+            prepare(sql)?.execute(params![&name[..], key]).stop(what)?;
         }
         Ok(())
     }
 
-    /// Deletes a name; whether it was there.
-    pub(crate) fn unname(&mut self, name: &[u8]) -> Result<bool, Stop> {
+    /// Deletes a name, stored in `form`; whether it was there.
+    pub(crate) fn unname(&mut self, name: &[u8], form: NameForm) -> Result<bool, Stop> {
+        let name = form.store(name);
         let mut stmt =
             self.conn.prepare_cached(NameSql::DELETE).stop(|| "preparing a name delete".into())?;
-        let gone = stmt.execute([name]).stop(|| "removing a name".into())?;
+        let gone = stmt.execute([&name[..]]).stop(|| "removing a name".into())?;
         self.written.totals.names -= gone as i64;
         Ok(gone > 0)
     }

@@ -147,7 +147,7 @@ fn names_raise_the_format_version_only_when_used() -> TestResult {
     let stash = Stash::open(&path)?;
     stash.save_named(&[("n", "named")])?;
     stash.close()?;
-    assert_eq!(user_version(&path)?, 3);
+    assert_eq!(user_version(&path)?, 6);
     let stash = Stash::open(&path)?;
     assert_eq!(stash.get_named(&["n"])?, vec![Some(b"named".to_vec())]);
     Ok(())
@@ -191,7 +191,67 @@ fn names_are_indexed_by_key_at_the_first_removal_or_cap() -> TestResult {
         stash.save_named(&named)?;
         stash.flush()?;
         assert!(names_indexed_by_key(&path)?, "{layout}");
-        assert_eq!(user_version(&path)?, 5, "{layout}: nothing newer is needed");
+        assert_eq!(user_version(&path)?, 6, "{layout}");
+        stash.close()?;
+    }
+    Ok(())
+}
+
+#[test]
+fn hex_names_are_stored_packed_and_older_tables_as_they_are() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let objs = objects(45, 6);
+    // Hex ids, a name that is not hex, and names that begin with the tag bytes.
+    let names: Vec<Vec<u8>> = vec![
+        b"0123456789abcdef0123456789abcdef".to_vec(),
+        b"ABCDEF".to_vec(),
+        b"wall 12".to_vec(),
+        vec![1, b'a', b'b'],
+        vec![0],
+        b"ab".to_vec(),
+    ];
+    let named: Vec<(&Vec<u8>, &Vec<u8>)> = names.iter().zip(&objs).collect();
+    let stored = |path: &std::path::Path| -> rusqlite::Result<Vec<Vec<u8>>> {
+        let conn = Connection::open(path)?;
+        let mut stmt = conn.prepare("SELECT name FROM objstash_names ORDER BY name")?;
+        stmt.query_map([], |r| r.get(0))?.collect()
+    };
+    // A new table: hex names as the bytes they spell, after a tag byte.
+    let path = dir.path().join("new.db");
+    let stash = Stash::open(&path)?;
+    stash.save_named(&named)?;
+    stash.close()?;
+    let held = stored(&path)?;
+    let id = [0x01u8, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef];
+    assert!(held.contains(&[&[1u8][..], &id, &id].concat()), "{held:?}");
+    assert!(held.contains(&b"wall 12".to_vec()) && held.contains(&b"ABCDEF".to_vec()));
+    assert!(held.contains(&vec![0, 1, b'a', b'b']) && held.contains(&vec![0, 0]));
+    assert!(held.contains(&vec![1, 0xab]));
+    // An older table (format 3, names as given, indexed by key) stays as it is.
+    let old = dir.path().join("old.db");
+    format_1_stash(&old, Layout::Single)?;
+    Connection::open(&old)?.execute_batch(
+        "CREATE TABLE objstash_names(name BLOB PRIMARY KEY, key BLOB NOT NULL) WITHOUT ROWID;
+         CREATE INDEX objstash_names_key ON objstash_names(key);
+         INSERT INTO objstash_meta(name, value) VALUES ('names', 0);
+         PRAGMA user_version = 3;",
+    )?;
+    let stash = Stash::open(&old)?;
+    stash.save_named(&named)?;
+    stash.close()?;
+    assert_eq!(user_version(&old)?, 3);
+    let mut given = names.clone();
+    given.sort();
+    assert_eq!(stored(&old)?, given);
+    // Both read every name back, after a reopen, and drop them.
+    for path in [&path, &old] {
+        let stash = Stash::open(path)?;
+        let found = stash.get_named(&names)?;
+        assert!(found.iter().zip(&objs).all(|(f, o)| f.as_ref() == Some(o)), "{path:?}");
+        assert!(stash.missing_named(&names)?.is_empty(), "{path:?}");
+        assert_eq!(stash.remove_named(&names[..3])?, vec![true; 3]);
+        let found = stash.get_named(&names)?;
+        assert!(found[..3].iter().all(Option::is_none) && found[3..].iter().all(Option::is_some));
         stash.close()?;
     }
     Ok(())
