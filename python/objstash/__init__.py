@@ -111,7 +111,9 @@ class Stats:
     """Chunks of large objects (part of ``stored_bytes``: ``chunk_bytes``)."""
     chunk_bytes: int = 0
     oldest_use: float | None = None
-    """Seconds since the epoch of the earliest last use of an unpinned object."""
+    """Seconds since the epoch of the earliest last use of an unpinned object; ``None``
+    until the stash has had a cap or evicted or removed anything (uses are indexed from
+    then on)."""
 
     @property
     def compression_ratio(self) -> float:
