@@ -271,7 +271,9 @@ impl StashBuilder {
     /// Between two checks the files can go over by about one batch of saves (a
     /// thirty-second of the cap, at most 32 MiB); objects used in the last few seconds
     /// (see [`StashBuilder::eviction_grace`]) and pinned ones are never evicted, so those
-    /// alone can keep a stash over its cap. How it works: notes/design.md.
+    /// alone can keep a stash over its cap. How it works: notes/design.md. The first cap
+    /// of a stash that has never evicted indexes its objects' uses at open, once (one pass
+    /// over the stash, about a second per million objects).
     ///
     /// Default: the cap the stash records; none for a new stash.
     pub fn max_size(mut self, bytes: u64) -> Self {

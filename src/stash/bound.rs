@@ -32,7 +32,10 @@ impl Stash {
     /// Records a size cap in the stash (`None` removes it), for every handle and every
     /// later open; see [`StashBuilder::max_size`](crate::StashBuilder::max_size) for what
     /// counts. Returns once the cap is committed; evicting down to it then goes on in the
-    /// background, between batches of saves. Call [`Stash::trim_to`] to wait for it.
+    /// background, between batches of saves. Call [`Stash::trim_to`] to wait for it. The
+    /// first cap, eviction or removal of a stash indexes its objects' uses (and its names by
+    /// key) in the same transaction, once: one pass over the stash, about a second per
+    /// million objects, which saves wait for.
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] for a cap of 0; [`Error::ReadOnly`],
