@@ -417,9 +417,10 @@ impl Schema {
     }
 
     /// Indexes the uses of every object table, and the names by key if the stash has
-    /// names, within the caller's transaction: one pass over each table (about a second
-    /// per million objects here), once in a stash's life, at its first cap, eviction or
-    /// removal. Until then a stash pays neither (17 bytes an object, 78 a name).
+    /// names, within the caller's transaction: one pass over each table (0.4 s for the
+    /// million example's stash in memory; from disk, as long as reading the file), once in
+    /// a stash's life, at its first cap, eviction or removal. Until then a stash pays
+    /// neither (17 bytes an object, and a name's second copy).
     pub(crate) fn index_removals(&self, conn: &Connection) -> rusqlite::Result<()> {
         let mut sql: String = self.tables.iter().map(TableSql::index_uses).collect();
         let names: i64 = conn.query_row(
