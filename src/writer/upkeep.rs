@@ -354,16 +354,16 @@ impl Writer {
         Ok(evicted)
     }
 
-    /// Builds the index of uses that eviction reads, unless the stash has it: once in a
-    /// stash's life, at its first eviction or cap (`schema.rs`). One transaction, one pass
-    /// over each table.
+    /// Builds the indexes removals read (of uses, and of names by key), unless the stash
+    /// has them: once in a stash's life, at its first eviction or cap (`schema.rs`). One
+    /// transaction, one pass over each table.
     fn index_removals(&mut self) -> Result<(), Failure> {
         if self.removals_indexed {
             return Ok(());
         }
         if !self.shared.schema.removals_indexed(&self.conn).map_err(Stop::from)? {
             log::info!(
-                "objstash: indexing the uses of the objects of {} for eviction (once)",
+                "objstash: indexing the uses and names of {} for eviction (once)",
                 self.shared.path.display()
             );
             self.transaction(|writer| {
