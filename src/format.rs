@@ -8,12 +8,19 @@ use crate::error::{DbContext, Result};
 
 /// Whether the database on `conn` has the table `name`.
 pub(crate) fn has_table(conn: &Connection, name: &str) -> Result<bool> {
-    conn.query_row("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1", [name], |_| {
-        Ok(())
-    })
-    .optional()
-    .map(|found| found.is_some())
-    .context(|| format!("looking for the table {name}"))
+    has(conn, "table", name)
+}
+
+/// Whether the database on `conn` has the index `name`.
+pub(crate) fn has_index(conn: &Connection, name: &str) -> Result<bool> {
+    has(conn, "index", name)
+}
+
+fn has(conn: &Connection, kind: &str, name: &str) -> Result<bool> {
+    conn.prepare_cached("SELECT 1 FROM sqlite_schema WHERE type = ?1 AND name = ?2")
+        .and_then(|mut stmt| stmt.query_row([kind, name], |_| Ok(())).optional())
+        .map(|found| found.is_some())
+        .context(|| format!("looking for the {kind} {name}"))
 }
 
 /// Raises the format version to `version` unless it is newer already; inside the caller's

@@ -184,7 +184,7 @@ pub(crate) fn add_totals(conn: &Connection, delta: &Delta) -> Result<()> {
 }
 
 fn read_meta<T: rusqlite::types::FromSql>(conn: &Connection, name: &str) -> Result<Option<T>> {
-    conn.query_row(&format!("SELECT value FROM {META} WHERE name = ?1"), [name], |r| r.get(0))
-        .optional()
+    conn.prepare_cached(&format!("SELECT value FROM {META} WHERE name = ?1"))
+        .and_then(|mut stmt| stmt.query_row([name], |r| r.get(0)).optional())
         .context(|| format!("reading {name} from the stash's meta table"))
 }

@@ -152,13 +152,7 @@ pub(crate) fn index_by_key() -> String {
 
 /// Whether the names are indexed by key.
 pub(crate) fn indexed_by_key(conn: &Connection) -> Result<bool> {
-    conn.query_row(
-        "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = ?1",
-        [format!("{TABLE}_key")],
-        |r| r.get::<_, i64>(0),
-    )
-    .map(|n| n > 0)
-    .context(|| "looking for the names' index by key".to_string())
+    format::has_index(conn, &format!("{TABLE}_key"))
 }
 
 /// The key `name` maps to in the database, whose names table stores names in `form`.

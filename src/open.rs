@@ -568,14 +568,14 @@ fn index_removals_if_capped(conn: &Connection, path: &Path, schema: &Schema) -> 
         "objstash: indexing the uses of the objects of {} for eviction (once)",
         path.display()
     );
-    let indexed = conn
-        .execute_batch("BEGIN IMMEDIATE")
-        .and_then(|()| schema.index_removals(conn))
-        .and_then(|()| conn.execute_batch("COMMIT"));
-    indexed.map_err(|e| {
+    let what = || format!("indexing the uses and names of {}", path.display());
+    conn.execute_batch("BEGIN IMMEDIATE").context(what)?;
+    let indexed =
+        schema.index_removals(conn).and_then(|()| conn.execute_batch("COMMIT").context(what));
+    if indexed.is_err() {
         let _ = conn.execute_batch("ROLLBACK");
-        Error::db(format!("indexing the uses of the objects of {}", path.display()), e)
-    })
+    }
+    indexed
 }
 
 /// An id of the running boot of the machine, where the system tells one (Linux); `None`

@@ -406,14 +406,7 @@ impl Schema {
     /// tables' index of uses, and the names' index by key (made with them before format 5,
     /// or by [`Schema::index_removals`]).
     pub(crate) fn removals_indexed(&self, conn: &Connection) -> Result<bool> {
-        let name = format!("{}_used", self.tables[0].name);
-        conn.query_row(
-            "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = ?1",
-            [&name],
-            |r| r.get::<_, i64>(0),
-        )
-        .map(|n| n > 0)
-        .context(|| format!("looking for the index {name}"))
+        crate::format::has_index(conn, &format!("{}_used", self.tables[0].name))
     }
 
     /// Indexes the uses of every object table, and the names by key if the stash has
@@ -421,17 +414,12 @@ impl Schema {
     /// million example's stash in memory; from disk, as long as reading the file), once in
     /// a stash's life, at its first cap, eviction or removal. Until then a stash pays
     /// neither (17 bytes an object, and a name's second copy).
-    pub(crate) fn index_removals(&self, conn: &Connection) -> rusqlite::Result<()> {
+    pub(crate) fn index_removals(&self, conn: &Connection) -> Result<()> {
         let mut sql: String = self.tables.iter().map(TableSql::index_uses).collect();
-        let names: i64 = conn.query_row(
-            "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1",
-            [names::TABLE],
-            |r| r.get(0),
-        )?;
-        if names > 0 {
+        if names::table_exists(conn)? {
             sql += &names::index_by_key();
         }
-        conn.execute_batch(&sql)
+        conn.execute_batch(&sql).context(|| "indexing the uses and names of objects".into())
     }
 }
 

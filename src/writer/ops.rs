@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::op::{After, Answer, Op};
-use super::stop::{Stop, StopContext};
+use super::stop::Stop;
 use super::tx::Tx;
 use super::upkeep::Job;
 use crate::dict;
@@ -50,7 +50,7 @@ impl Op for Remove {
         // Removing reads the names' index by key: built at the first removal, with the
         // stash's other indexes for removals (`schema.rs`).
         if names && !tx.shared.schema.removals_indexed(tx.conn)? {
-            tx.shared.schema.index_removals(tx.conn).stop(|| "indexing names by key".into())?;
+            tx.shared.schema.index_removals(tx.conn)?;
         }
         self.found = self.keys.iter().map(|key| tx.delete(key, names)).collect::<Result<_, _>>()?;
         Ok(())
@@ -190,10 +190,7 @@ impl Op for SetMaxSize {
         // A capped stash evicts: its uses are indexed with the cap, so that the index's
         // bytes count from the start and the first eviction does not wait for it.
         if self.cap.is_some() && !tx.shared.schema.removals_indexed(tx.conn)? {
-            tx.shared
-                .schema
-                .index_removals(tx.conn)
-                .stop(|| "indexing the uses of objects".into())?;
+            tx.shared.schema.index_removals(tx.conn)?;
         }
         Ok(())
     }

@@ -366,13 +366,7 @@ impl Writer {
                 "objstash: indexing the uses and names of {} for eviction (once)",
                 self.shared.path.display()
             );
-            self.transaction(|writer| {
-                writer
-                    .shared
-                    .schema
-                    .index_removals(&writer.conn)
-                    .stop(|| "indexing the uses of objects".into())
-            })?;
+            self.transaction(|writer| Ok(writer.shared.schema.index_removals(&writer.conn)?))?;
             self.checkpoint_owed = true;
         }
         self.removals_indexed = true;
