@@ -208,8 +208,18 @@ fn salvage_names(
         return Ok(0);
     }
     names::create(fresh, false)?;
-    // Names as given: read in the damaged file's form, stored in the fresh file's.
-    let (was, form) = (NameForm::read(damaged).unwrap_or(NameForm::Raw), NameForm::read(fresh)?);
+    // Names as given: read in the damaged file's form, stored in the fresh file's. A
+    // damaged meta table leaves the format to tell: every names table of format 6 or
+    // newer was made packed.
+    let was = NameForm::read(damaged).unwrap_or_else(|_| {
+        let version = damaged.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0));
+        if version.is_ok_and(|v| v >= names::FORMAT_VERSION) {
+            NameForm::Packed
+        } else {
+            NameForm::Raw
+        }
+    });
+    let form = NameForm::read(fresh)?;
     let mut found: HashMap<Vec<u8>, Key> = HashMap::new();
     let table = names::TABLE;
     let by_key = names::indexed_by_key(damaged).unwrap_or(false);
