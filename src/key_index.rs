@@ -31,6 +31,12 @@ pub(crate) const OLD: &str = "objstash_old";
 /// Adds the row of key `?1` at rowid `?2` to the young index.
 pub(crate) const INDEX: &str =
     "INSERT INTO objstash_young(prefix, id) VALUES (substr(?1, 1, 8), ?2)";
+/// The rowids of the rows whose keys begin with the 8-byte prefix `?1`, in each index:
+/// for a key not stored, one descent of each index and no read of the table.
+pub(crate) const PREFIX_IDS: [&str; 2] = [
+    "SELECT id FROM objstash_young WHERE prefix = ?1",
+    "SELECT id FROM objstash_old WHERE prefix = ?1",
+];
 /// Takes the row of key `?1` at rowid `?2` out of either index.
 pub(crate) const UNINDEX: [&str; 2] = [
     "DELETE FROM objstash_young WHERE prefix = substr(?1, 1, 8) AND id = ?2",

@@ -67,6 +67,9 @@ pub(crate) struct TableSql {
     /// `select` with the row's last use (tables with a use column only).
     pub select_used: String,
     pub exists: String,
+    /// Whether the row at rowid `?1` holds the key `?2` (generations: a row of the key's
+    /// prefix, found through [`key_index::PREFIX_IDS`]).
+    has_key: String,
     pub delete: String,
     /// A chunk of rows with their values, for checking (see `scan.rs`).
     pub scan: String,
@@ -97,7 +100,7 @@ pub(crate) struct TableSql {
 
 impl TableSql {
     /// The statements of one table: [`TableSql::statements`] lists them all.
-    const STATEMENTS: usize = 19;
+    const STATEMENTS: usize = 20;
 
     /// Every statement of the table. Destructured, so that a statement added to the struct
     /// and not here does not compile (the test below prepares them all).
@@ -111,6 +114,7 @@ impl TableSql {
             select,
             select_used,
             exists,
+            has_key,
             delete,
             scan,
             totals,
@@ -132,6 +136,7 @@ impl TableSql {
             select,
             select_used,
             exists,
+            has_key,
             delete,
             scan,
             totals,
@@ -171,6 +176,7 @@ impl TableSql {
             select: key_index.select(&name, "raw_len, data"),
             select_used: key_index.select(&name, "raw_len, data, used"),
             exists: key_index.exists(&name),
+            has_key: format!("SELECT 1 FROM {name} WHERE rowid = ?1 AND key = ?2"),
             delete: format!(
                 "DELETE FROM {name} WHERE {is_key} \
                  RETURNING raw_len, length(data), used, {MANIFEST_SQL}, rowid"
@@ -238,12 +244,10 @@ impl TableSql {
         used: i64,
         reserve: bool,
     ) -> rusqlite::Result<usize> {
-        let key = &key.as_bytes()[..];
-        if self.key_index == KeyIndex::Generations
-            && conn.prepare_cached(&self.exists)?.exists([key])?
-        {
+        if self.key_index == KeyIndex::Generations && self.stored(conn, key, true)? {
             return Ok(0);
         }
+        let key = &key.as_bytes()[..];
         let added = if reserve {
             let len = value.len() as i64;
             conn.prepare_cached(&self.insert_zeroblob)?.execute(params![key, raw_len, len, used])?
@@ -255,6 +259,38 @@ impl TableSql {
                 .execute(params![key, conn.last_insert_rowid()])?;
         }
         Ok(added)
+    }
+
+    /// Whether `key` is stored. With generations, the rows of its prefix in the young
+    /// index, and in the old one unless `old` is false (the caller knows the old index
+    /// holds no key of the prefix), each compared with the key: for a key not stored, two
+    /// index descents, where `exists`, whose `IN` builds a temporary table of rowids, costs
+    /// the writer a third of its time (the writer asks this of every row it inserts;
+    /// `missing` of every key it is given).
+    pub(crate) fn stored(
+        &self,
+        conn: &Connection,
+        key: &crate::key::Key,
+        old: bool,
+    ) -> rusqlite::Result<bool> {
+        let key = &key.as_bytes()[..];
+        if self.key_index == KeyIndex::Full {
+            return conn.prepare_cached(&self.exists)?.exists([key]);
+        }
+        let prefix = &key[..8];
+        let generations =
+            if old { &key_index::PREFIX_IDS[..] } else { &key_index::PREFIX_IDS[..1] };
+        for sql in generations {
+            let mut ids = conn.prepare_cached(sql)?;
+            let mut rows = ids.query([prefix])?;
+            while let Some(row) = rows.next()? {
+                let id: i64 = row.get(0)?;
+                if conn.prepare_cached(&self.has_key)?.exists(params![id, key])? {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
     }
 
     /// Takes the row of `key` at `rowid`, just deleted, out of the key index (the full key
@@ -526,7 +562,8 @@ mod tests {
                 .execute(params![&key.as_bytes()[..], 5])
                 .unwrap();
         }
-        for sql in [&table.exists, &table.select, &table.touch] {
+        let statements = [&table.exists, &table.select, &table.touch, &table.has_key];
+        for sql in statements.into_iter().map(String::as_str).chain(key_index::PREFIX_IDS) {
             let stmt = conn.prepare_cached(sql).unwrap();
             let again = stmt.get_status(rusqlite::StatementStatus::RePrepare);
             assert_eq!(again, 0, "{sql}");
@@ -534,7 +571,7 @@ mod tests {
     }
 
     #[test]
-    fn keys_that_share_a_prefix_are_two_rows_and_an_insert_of_a_stored_key_adds_none() {
+    fn keys_that_share_a_prefix_are_two_rows_found_apart_and_an_insert_of_a_stored_key_adds_none() {
         let conn = Connection::open_in_memory().unwrap();
         let schema = Schema::fresh(Layout::Single);
         schema.create(&conn).unwrap();
@@ -551,6 +588,26 @@ mod tests {
         for (key, data) in [(&first, b"a"), (&second, b"b")] {
             let got: Vec<u8> = select.query_row([&key[..]], |r| r.get(1)).unwrap();
             assert_eq!(&got, data);
+        }
+        // A key of the same prefix that is not stored is not found, in either index.
+        let mut third = first;
+        third[31] = 9;
+        let [first, second, third] =
+            [first, second, third].map(|k| crate::key::Key::from_slice(&k).unwrap());
+        for moved in [false, true] {
+            if moved {
+                conn.execute_batch(&format!(
+                    "INSERT INTO {OLD} SELECT * FROM {YOUNG}; DELETE FROM {YOUNG};",
+                    OLD = key_index::OLD,
+                    YOUNG = key_index::YOUNG
+                ))
+                .unwrap();
+            }
+            for (key, stored) in [(&first, true), (&second, true), (&third, false)] {
+                assert_eq!(table.stored(&conn, key, true).unwrap(), stored, "{key} {moved}");
+                // Told the old index holds none of the prefix, only the young one is read.
+                assert_eq!(table.stored(&conn, key, false).unwrap(), stored && !moved);
+            }
         }
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
         assert_eq!(version, GENERATIONS_FORMAT_VERSION);

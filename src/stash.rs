@@ -318,9 +318,7 @@ impl Stash {
     /// Whether `key` has a committed row, looked up on `conn`.
     fn stored(&self, conn: &Connection, key: &Key) -> Result<bool> {
         let table = self.table(key);
-        let mut stmt =
-            conn.prepare_cached(&table.exists).context(|| format!("looking up {}", table.name))?;
-        stmt.exists([&key.as_bytes()[..]]).context(|| format!("looking up {key} in {}", table.name))
+        table.stored(conn, key, true).context(|| format!("looking up {key} in {}", table.name))
     }
 
     /// The writer, or [`Error::ReadOnly`] for a handle that only reads.

@@ -1,6 +1,7 @@
 //! The writer's ceiling: rows handed to the writer already hashed and compressed (no work
 //! for the producers but a map insert and a channel send), so the figure is what the one
-//! writer thread and SQLite can take. Rows/s of each million, up to `--count`.
+//! writer thread and SQLite can take. Rows/s of each million, up to `--count`, and the
+//! bytes written (the log and the checkpoints) a row.
 //!
 //! `cargo run --release -p objstash-bench --bin writer_ceiling -- [--count 10000000]
 //!  [--layout single|bucketed] [--durability fast|safe] [--batch-size ROWS]`
@@ -68,6 +69,7 @@ fn main() -> Result<()> {
     let start = Instant::now();
     let mut million = Instant::now();
     let mut at = 0u64;
+    let mut written = written_bytes();
     while at < count {
         let n = CALL.min(count - at);
         let rows = (at..at + n)
@@ -81,15 +83,32 @@ fn main() -> Result<()> {
         if at.is_multiple_of(1_000_000) || at == count {
             stash.flush()?;
             let rows = if at.is_multiple_of(1_000_000) { 1_000_000 } else { at % 1_000_000 };
+            let now_written = written_bytes();
             println!(
-                "rows {:>9}: {:>9.0} rows/s this million, {:>9.0} rows/s overall",
+                "rows {:>9}: {:>9.0} rows/s this million, {:>9.0} rows/s overall, \
+                 {:>6.0} B written a row",
                 at,
                 rows as f64 / million.elapsed().as_secs_f64(),
-                at as f64 / start.elapsed().as_secs_f64()
+                at as f64 / start.elapsed().as_secs_f64(),
+                (now_written - written) as f64 / rows as f64
             );
+            written = now_written;
             million = Instant::now();
         }
     }
     stash.close()?;
     Ok(())
+}
+
+/// Bytes this process has handed to `write` and `pwrite` so far (`wchar` of `/proc/self/io`;
+/// 0 where there is none): the log's frames, the checkpoints' pages.
+fn written_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/io")
+        .ok()
+        .and_then(|io| {
+            io.lines()
+                .find_map(|line| line.strip_prefix("wchar: "))
+                .and_then(|n| n.trim().parse().ok())
+        })
+        .unwrap_or(0)
 }

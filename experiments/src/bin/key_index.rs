@@ -22,6 +22,9 @@
 //!   once per few batches. A lookup reads the young index, then the old.
 //! - `both`: generations of prefix indexes (`prefix -> rowid`), the full key compared in
 //!   the row.
+//! - `append`: the floor, no design: the rows appended to the table with no index at all
+//!   and no lookup. What every writer of these bytes pays to SQLite, the file system and
+//!   the machine; a design's decline beyond this one's is the design's.
 
 use std::time::Instant;
 
@@ -46,6 +49,7 @@ enum Design {
     Prefix,
     Generations,
     Both,
+    Append,
 }
 
 impl Design {
@@ -55,6 +59,7 @@ impl Design {
             Design::Prefix => "prefix",
             Design::Generations => "generations",
             Design::Both => "both",
+            Design::Append => "append",
         }
     }
 }
@@ -81,7 +86,8 @@ fn main() -> Result<()> {
         "{rows} rows of {mean} B on average, batches of {BATCH}, young indexes of {young}, \
          journal {journal}"
     );
-    for design in [Design::Today, Design::Prefix, Design::Generations, Design::Both] {
+    for design in [Design::Today, Design::Prefix, Design::Generations, Design::Both, Design::Append]
+    {
         if !only.is_empty() && design.name() != only {
             continue;
         }
@@ -115,10 +121,13 @@ fn open(path: &std::path::Path, design: Design, journal: &str) -> Result<Connect
     conn.pragma_update(None, "cache_size", -16 * 1024)?;
     conn.pragma_update(None, "journal_size_limit", -1)?;
     let table = "CREATE TABLE objects(rowid INTEGER PRIMARY KEY, key BLOB NOT NULL, \
-                 raw_len INTEGER NOT NULL, data BLOB NOT NULL, used INTEGER NOT NULL);\
-                 CREATE INDEX objects_used ON objects(used);";
+                 raw_len INTEGER NOT NULL, data BLOB NOT NULL, used INTEGER NOT NULL);";
     conn.execute_batch(table)?;
+    if design != Design::Append {
+        conn.execute_batch("CREATE INDEX objects_used ON objects(used);")?;
+    }
     match design {
+        Design::Append => {}
         Design::Today => {
             conn.execute_batch("CREATE UNIQUE INDEX objects_key ON objects(key);")?;
         }
@@ -185,6 +194,9 @@ fn run(
         for (key, i) in &batch {
             let (raw_len, data) = &pool[(*i % POOL) as usize];
             match design {
+                Design::Append => {
+                    append(&tx, key, *raw_len, data, *i)?;
+                }
                 Design::Today => {
                     tx.prepare_cached(
                         "INSERT OR IGNORE INTO objects(key, raw_len, data, used) VALUES (?, ?, ?, ?)",
