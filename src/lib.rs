@@ -128,6 +128,7 @@ mod lock;
 mod manifest;
 mod meta;
 mod names;
+mod old_filter;
 mod pagescan;
 mod parts;
 mod pending;

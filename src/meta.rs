@@ -183,6 +183,17 @@ pub(crate) fn add_totals(conn: &Connection, delta: &Delta) -> Result<()> {
     Ok(())
 }
 
+/// Adds one to the count `name`, inside the caller's transaction; its new value.
+pub(crate) fn count_one(conn: &Connection, name: &str) -> Result<u64> {
+    conn.prepare_cached(&format!(
+        "INSERT INTO {META}(name, value) VALUES (?1, 1) \
+         ON CONFLICT(name) DO UPDATE SET value = value + 1 RETURNING value"
+    ))
+    .and_then(|mut stmt| stmt.query_row([name], |r| r.get::<_, i64>(0)))
+    .map(|n| n.max(0) as u64)
+    .context(|| format!("counting {name}"))
+}
+
 fn read_meta<T: rusqlite::types::FromSql>(conn: &Connection, name: &str) -> Result<Option<T>> {
     conn.prepare_cached(&format!("SELECT value FROM {META} WHERE name = ?1"))
         .and_then(|mut stmt| stmt.query_row([name], |r| r.get(0)).optional())

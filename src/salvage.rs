@@ -27,7 +27,7 @@ use crate::pagescan::{self, Indexed};
 use crate::readers::open_connection;
 use crate::recovery::{RecoveryReport, Trigger};
 use crate::scan::{self, Columns, ScannedRow};
-use crate::schema::{self, KeyIndex, Schema};
+use crate::schema::{self, Insert, KeyIndex, Schema};
 use crate::uses::{self, PINNED};
 
 /// Rows read per query while salvaging; each query restarts past damage.
@@ -508,7 +508,7 @@ impl Salvager<'_> {
         for (key, raw_len, data) in self.rows.drain(..) {
             let table = self.target.table(&key);
             let added = table
-                .add(&tx, &key, raw_len, &data, now, false)
+                .add(&tx, &key, raw_len, &data, now, Insert::VALUE)
                 .context(|| format!("copying {key} into the recovered stash"))?;
             self.recovered += added as u64;
         }

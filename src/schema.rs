@@ -38,9 +38,9 @@ use crate::uses::PINNED;
 
 /// `PRAGMA application_id` of every stash: "obst" in ASCII.
 pub(crate) const APPLICATION_ID: i32 = 0x6f62_7374;
-/// The newest format this version reads: a stash whose names table stores hex names packed
-/// and is indexed by key only once needed.
-pub(crate) const FORMAT_VERSION: i64 = names::FORMAT_VERSION;
+/// The newest format this version reads: a stash whose moves into the old key index are
+/// counted (`old_filter.rs`).
+pub(crate) const FORMAT_VERSION: i64 = crate::old_filter::FORMAT_VERSION;
 /// The format of a stash whose object tables keep generations of key-prefix indexes
 /// (`key_index.rs`): versions before it would not find its keys through an index, and
 /// would store a key twice.
@@ -51,6 +51,22 @@ pub(crate) const DICT_FORMAT_VERSION: i64 = 2;
 pub(crate) const BASE_FORMAT_VERSION: i64 = 1;
 /// Page size of new stashes; see notes/design.md.
 pub(crate) const PAGE_SIZE: u32 = 8192;
+
+/// How [`TableSql::add`] inserts a row.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Insert {
+    /// Insert a zeroed value of the value's length, to be written through blob I/O at the
+    /// new rowid.
+    pub reserve: bool,
+    /// Whether the old key index may hold the key's prefix (false only when the writer's
+    /// filter says it holds none, `old_filter.rs`).
+    pub old: bool,
+}
+
+impl Insert {
+    /// The value bound, the key looked up in every index.
+    pub(crate) const VALUE: Insert = Insert { reserve: false, old: true };
+}
 
 /// The SQL statements of one object table.
 #[derive(Debug)]
@@ -233,8 +249,7 @@ impl TableSql {
     }
 
     /// Inserts the row `(key, raw_len, value, used)` unless the key is stored; 1 if it was
-    /// added. `reserve` inserts a zeroed value of `value`'s length instead, to be written
-    /// through blob I/O at the new rowid.
+    /// added. See [`Insert`].
     pub(crate) fn add(
         &self,
         conn: &Connection,
@@ -242,9 +257,10 @@ impl TableSql {
         raw_len: i64,
         value: &[u8],
         used: i64,
-        reserve: bool,
+        how: Insert,
     ) -> rusqlite::Result<usize> {
-        if self.key_index == KeyIndex::Generations && self.stored(conn, key, true)? {
+        let Insert { reserve, old } = how;
+        if self.key_index == KeyIndex::Generations && self.stored(conn, key, old)? {
             return Ok(0);
         }
         let key = &key.as_bytes()[..];
@@ -555,7 +571,7 @@ mod tests {
             let mut key = [0u8; 32];
             key[..4].copy_from_slice(&i.wrapping_mul(2_654_435_761).to_be_bytes());
             let key = crate::key::Key::from_slice(&key).unwrap();
-            table.add(&conn, &key, 1, b"x", 0, false).unwrap();
+            table.add(&conn, &key, 1, b"x", 0, Insert::VALUE).unwrap();
             conn.prepare_cached(&table.select).unwrap().exists([&key.as_bytes()[..]]).unwrap();
             conn.prepare_cached(&table.touch)
                 .unwrap()
@@ -581,7 +597,7 @@ mod tests {
         second[31] = 8;
         for (key, data) in [(&first, "a"), (&second, "b"), (&first, "c")] {
             let key = crate::key::Key::from_slice(key).unwrap();
-            let added = table.add(&conn, &key, 1, data.as_bytes(), 0, false).unwrap();
+            let added = table.add(&conn, &key, 1, data.as_bytes(), 0, Insert::VALUE).unwrap();
             assert_eq!(added, usize::from(data != "c"), "{data}");
         }
         let mut select = conn.prepare(&table.select).unwrap();

@@ -101,7 +101,14 @@ impl Op for CommitChunked {
         let chunk_keys: Vec<Key> = self.manifest.chunks.iter().map(|c| c.key).collect();
         let stored = self.manifest.encode();
         let added = table
-            .add(tx.conn, &key, self.manifest.len as i64, &stored, uses::now(), false)
+            .add(
+                tx.conn,
+                &key,
+                self.manifest.len as i64,
+                &stored,
+                uses::now(),
+                crate::schema::Insert::VALUE,
+            )
             .stop(what)?;
         self.added = added == 1;
         let totals = &mut tx.written.totals;

@@ -16,6 +16,7 @@ use rusqlite::params;
 use super::run::Writer;
 use super::stop::{Failure, StopContext};
 use crate::key_index::{KeyIndex, OLD, YOUNG};
+use crate::{format, meta, old_filter};
 
 /// Old index bytes one slice may rewrite at most (a slice is one transaction, logged whole).
 const SLICE_BYTES: u64 = 32 << 20;
@@ -70,8 +71,28 @@ impl Writer {
              SELECT prefix, id FROM {YOUNG} WHERE {range} ORDER BY prefix, id"
         );
         let delete = format!("DELETE FROM {YOUNG} WHERE {range}");
+        let listing = format!("SELECT prefix FROM {YOUNG} WHERE {range}");
         let (from, to) = (from.to_be_bytes(), to.map(u64::to_be_bytes));
-        self.transaction(|writer| {
+        let filtered = self.old_filter.is_some();
+        let (prefixes, moves) = self.transaction(|writer| {
+            // Since format 7 every move counts itself, so that writers' filters of the old
+            // index see it (`old_filter.rs`), and takes the prefixes it moves into its own.
+            format::raise(&writer.conn, old_filter::FORMAT_VERSION)?;
+            let moves = meta::count_one(&writer.conn, old_filter::MOVES)?;
+            let mut prefixes = Vec::new();
+            if filtered {
+                let mut stmt = writer
+                    .conn
+                    .prepare_cached(&listing)
+                    .stop(|| "listing young keys to move".into())?;
+                let mut rows = stmt
+                    .query(params![&from[..], to.as_ref().map(|t| &t[..])])
+                    .stop(|| "listing young keys to move".into())?;
+                while let Some(row) = rows.next().stop(|| "listing young keys to move".into())? {
+                    let prefix: Vec<u8> = row.get(0).stop(|| "reading a young key".into())?;
+                    prefixes.push(prefix);
+                }
+            }
             for sql in [&copy, &delete] {
                 writer
                     .conn
@@ -81,8 +102,18 @@ impl Writer {
                     })
                     .stop(|| "moving young keys into the old index".into())?;
             }
-            Ok(())
+            Ok((prefixes, moves))
         })?;
+        // The filter follows this move if it had seen every move before it.
+        match &mut self.old_filter {
+            Some(filter) if filter.moves + 1 == moves => {
+                for prefix in &prefixes {
+                    filter.insert(prefix);
+                }
+                filter.moves = moves;
+            }
+            _ => self.old_filter = None,
+        }
         self.moves.slices.pop_front();
         self.checkpoint_owed = true;
         Ok(!self.moves.slices.is_empty())

@@ -26,6 +26,7 @@ use crate::evict::{self, MAX_BATCH_BYTES, Marks};
 use crate::key_index::KeyIndex;
 use crate::meta;
 use crate::names;
+use crate::old_filter::{self, OldFilter};
 use crate::schema;
 use crate::uses;
 
@@ -66,6 +67,11 @@ pub(super) struct Writer {
     /// Whether the object tables are known to have the index of uses eviction reads
     /// (built at the first eviction or cap, `schema.rs`).
     pub(super) removals_indexed: bool,
+    /// The filter of the old key index's prefixes (`old_filter.rs`), while it holds.
+    pub(super) old_filter: Option<OldFilter>,
+    /// New rows written since the writer last had a filter: one is built once they are
+    /// enough to pay for reading the old index.
+    unfiltered_rows: u64,
 }
 
 /// What the loop does next.
@@ -113,6 +119,8 @@ impl Writer {
             moves: Moves::new(config.young_keys),
             removals_indexed: false,
             idle: false,
+            old_filter: None,
+            unfiltered_rows: 0,
         };
         writer.read_cap().map_err(Stop::into_error)?;
         Ok(writer)
@@ -253,11 +261,13 @@ impl Writer {
             if !batch.writes() {
                 return Ok(());
             }
-            self.begin()?;
+            let format = self.begin()?;
             batch.open = true;
+            self.follow_old_filter(format)?;
         }
         let Batch { entries, written, tx: state, .. } = batch;
-        let mut tx = Tx { conn: &self.conn, shared: &self.shared, written: state };
+        let old = self.old_filter.as_ref();
+        let mut tx = Tx { conn: &self.conn, shared: &self.shared, written: state, old };
         for entry in &mut entries[*written..] {
             match entry {
                 Entry::Save(row) => tx.queue_row(row.clone()),
@@ -286,6 +296,32 @@ impl Writer {
             self.shared.names.table_made();
         }
         self.objects = self.objects.saturating_add_signed(batch.tx.totals.objects);
+        if self.old_filter.is_none() {
+            self.unfiltered_rows += batch.tx.totals.objects.max(0) as u64;
+        }
+        Ok(())
+    }
+
+    /// At the start of a write transaction of a stash in format `format`: keeps the filter
+    /// of the old index if no other writer has moved keys into it since (the count of moves
+    /// says), else drops it, and builds one once enough rows came without (`old_filter.rs`).
+    fn follow_old_filter(&mut self, format: i64) -> Result<(), Failure> {
+        if self.shared.schema.key_index() != KeyIndex::Generations
+            || format < old_filter::FORMAT_VERSION
+        {
+            self.old_filter = None;
+            return Ok(());
+        }
+        let moves = meta::read_count(&self.conn, old_filter::MOVES)?;
+        if self.old_filter.as_ref().is_some_and(|f| f.moves != moves || f.full()) {
+            self.old_filter = None;
+        }
+        if self.old_filter.is_none() && self.unfiltered_rows >= old_filter::WORTH_ROWS {
+            let filter = OldFilter::build(&self.conn, self.objects, moves)
+                .stop(|| "reading the old key index".into())?;
+            self.old_filter = Some(filter);
+            self.unfiltered_rows = 0;
+        }
         Ok(())
     }
 
@@ -293,7 +329,8 @@ impl Writer {
     /// lock for the busy timeout. A stash that a newer objstash has moved to a format this
     /// version does not know (another process may do so at any time) stops the writer
     /// rather than be written in the old way.
-    pub(super) fn begin(&self) -> Result<(), Failure> {
+    /// The stash's format version.
+    pub(super) fn begin(&self) -> Result<i64, Failure> {
         match self.conn.execute_batch("BEGIN IMMEDIATE") {
             Ok(()) => {}
             Err(e) if sqlite_code(&e) == Some(rusqlite::ErrorCode::DatabaseBusy) => {
@@ -302,7 +339,7 @@ impl Writer {
             Err(e) => return Err(Stop::sqlite("starting a transaction", e).into()),
         }
         let newer = match self.conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)) {
-            Ok(version) if version <= schema::FORMAT_VERSION => return Ok(()),
+            Ok(version) if version <= schema::FORMAT_VERSION => return Ok(version),
             Ok(version) => Stop::new(format!(
                 "a newer objstash changed the stash to format {version} while this handle had \
                  it open (this version writes format {} and older); reopen it with the newer \

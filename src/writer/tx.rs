@@ -20,8 +20,9 @@ use crate::chunks;
 use crate::key::Key;
 use crate::meta::Delta;
 use crate::names::{self, NameForm, NameRow, NameSql};
+use crate::old_filter::OldFilter;
 use crate::pending::Row;
-use crate::schema::TableSql;
+use crate::schema::{Insert, TableSql};
 use crate::uses::{self, PINNED};
 
 /// Rows of at least this many stored bytes are written through blob I/O (see
@@ -52,6 +53,8 @@ pub(crate) struct Tx<'a> {
     pub conn: &'a Connection,
     pub shared: &'a Shared,
     pub written: &'a mut Written,
+    /// The writer's filter of the old key index, when it has one (`old_filter.rs`).
+    pub old: Option<&'a OldFilter>,
 }
 
 impl Tx<'_> {
@@ -91,10 +94,12 @@ impl Tx<'_> {
         for row in rows.iter() {
             let table = self.shared.schema.table(&row.key);
             let what = || format!("inserting {} into {}", row.key, table.name);
+            let old = self.old.is_none_or(|filter| filter.may_hold(&row.key));
             let added = if row.data.len() < LARGE_ROW {
-                table.add(self.conn, &row.key, row.raw_len as i64, &row.data, now, false)
+                let how = Insert { reserve: false, old };
+                table.add(self.conn, &row.key, row.raw_len as i64, &row.data, now, how)
             } else {
-                self.insert_large(row, table, now)
+                self.insert_large(row, table, now, old)
             }
             .stop(what)?;
             if added == 1 {
@@ -114,8 +119,15 @@ impl Tx<'_> {
     /// with a zeroed value of the right length, which is then written through blob I/O.
     /// Binding the value would make SQLite copy it first, a third copy of a large object in
     /// memory beside the caller's bytes and the compressed row.
-    fn insert_large(&self, row: &Row, table: &TableSql, now: i64) -> rusqlite::Result<usize> {
-        let added = table.add(self.conn, &row.key, row.raw_len as i64, &row.data, now, true)?;
+    fn insert_large(
+        &self,
+        row: &Row,
+        table: &TableSql,
+        now: i64,
+        old: bool,
+    ) -> rusqlite::Result<usize> {
+        let how = Insert { reserve: true, old };
+        let added = table.add(self.conn, &row.key, row.raw_len as i64, &row.data, now, how)?;
         if added == 1 {
             let rowid = self.conn.last_insert_rowid();
             let mut blob = self.conn.blob_open(

@@ -118,3 +118,50 @@ fn young_keys_move_into_the_old_index_and_every_key_is_found_throughout() -> Tes
     }
     Ok(())
 }
+
+/// Two writers on one stash, each moving young keys into the old index and keeping a filter
+/// of it (`old_filter.rs`, from format 7): each saves, round after round, the new objects
+/// the other saved in its last turn, which the other may have moved since. The lists
+/// are cut so that the writer, not a lookup before it, finds them stored: each group of a
+/// save's chunk (`SAVE_CHUNK`, 256) begins with new objects, and a chunk that begins with
+/// new ones is not looked up. No key is stored twice, in the counts or in the tables.
+#[test]
+fn writers_that_both_move_young_keys_store_each_key_once() -> TestResult {
+    for layout in LAYOUTS {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("two.db");
+        let objs = objects(74, 60_000);
+        let open = || Stash::builder().layout(layout).young_keys(2_000).open(&path);
+        let handles = [open()?, open()?];
+        let mut fresh = objs.iter();
+        let mut saved: [Vec<&Vec<u8>>; 2] = [Vec::new(), Vec::new()];
+        for round in 0..10 {
+            for (i, stash) in handles.iter().enumerate() {
+                let (mut list, mut mine): (Vec<&Vec<u8>>, Vec<&Vec<u8>>) = (Vec::new(), Vec::new());
+                for group in saved[1 - i].chunks(240) {
+                    mine.extend(fresh.by_ref().take(16));
+                    list.extend_from_slice(&mine[mine.len() - 16..]);
+                    list.extend_from_slice(group);
+                }
+                mine.extend(fresh.by_ref().take(2_048));
+                list.extend_from_slice(&mine[mine.len() - 2_048..]);
+                stash.save_all(&list)?;
+                stash.flush()?;
+                saved[i] = mine;
+                assert!(fresh.len() > 0, "round {round}: more objects are needed");
+            }
+        }
+        let stored = (60_000 - fresh.len()) as u64;
+        let [a, b] = handles;
+        b.close()?;
+        assert_eq!(a.stats()?.objects, stored, "{layout}: each object counted once");
+        a.close()?;
+        assert_eq!(user_version(&path)?, 7, "{layout}: moves are counted");
+        let (young, old) = generations(&path)?;
+        assert_eq!(young + old, stored, "{layout}: each key indexed once");
+        let stash = Stash::open(&path)?;
+        let report = stash.verify()?;
+        assert!(report.is_ok() && report.checked == stored, "{layout}: {report}");
+    }
+    Ok(())
+}
