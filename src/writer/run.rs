@@ -328,8 +328,7 @@ impl Writer {
     /// Starts a write transaction: [`Failure::Busy`] when another handle kept the write
     /// lock for the busy timeout. A stash that a newer objstash has moved to a format this
     /// version does not know (another process may do so at any time) stops the writer
-    /// rather than be written in the old way.
-    /// The stash's format version.
+    /// rather than be written in the old way. Returns the stash's format version.
     pub(super) fn begin(&self) -> Result<i64, Failure> {
         match self.conn.execute_batch("BEGIN IMMEDIATE") {
             Ok(()) => {}
