@@ -28,6 +28,7 @@ use rusqlite::{Connection, params};
 
 use crate::chunks::{self, MANIFEST_MAGIC_SQL, MANIFEST_SQL};
 use crate::error::{DbContext, Error, Result};
+use crate::key_filter::{KeyFilter, Lookup};
 use crate::key_index;
 pub(crate) use crate::key_index::KeyIndex;
 use crate::layout::Layout;
@@ -39,12 +40,8 @@ use crate::uses::PINNED;
 /// `PRAGMA application_id` of every stash: "obst" in ASCII.
 pub(crate) const APPLICATION_ID: i32 = 0x6f62_7374;
 /// The newest format this version reads: a stash whose moves into the old key index are
-/// counted (`old_filter.rs`).
-pub(crate) const FORMAT_VERSION: i64 = crate::old_filter::FORMAT_VERSION;
-/// The format of a stash whose object tables keep generations of key-prefix indexes
-/// (`key_index.rs`): versions before it would not find its keys through an index, and
-/// would store a key twice.
-pub(crate) const GENERATIONS_FORMAT_VERSION: i64 = 5;
+/// counted (`key_filter.rs`).
+pub(crate) const FORMAT_VERSION: i64 = crate::key_filter::FORMAT_VERSION;
 /// The format of a stash that stores a zstd dictionary (rows older versions cannot decode).
 pub(crate) const DICT_FORMAT_VERSION: i64 = 2;
 /// The format of a stash without dictionaries, which every version reads.
@@ -53,19 +50,19 @@ pub(crate) const BASE_FORMAT_VERSION: i64 = 1;
 pub(crate) const PAGE_SIZE: u32 = 8192;
 
 /// How [`TableSql::add`] inserts a row.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Insert {
+#[derive(Debug)]
+pub(crate) struct Insert<'a> {
     /// Insert a zeroed value of the value's length, to be written through blob I/O at the
     /// new rowid.
     pub reserve: bool,
-    /// Whether the old key index may hold the key's prefix (false only when the writer's
-    /// filter says it holds none, `old_filter.rs`).
-    pub old: bool,
+    /// The writer's filter of stored key prefixes (`key_filter.rs`): it says which indexes
+    /// the lookup reads, and takes the key once inserted.
+    pub filter: Option<&'a mut KeyFilter>,
 }
 
-impl Insert {
+impl Insert<'_> {
     /// The value bound, the key looked up in every index.
-    pub(crate) const VALUE: Insert = Insert { reserve: false, old: true };
+    pub(crate) const VALUE: Insert<'static> = Insert { reserve: false, filter: None };
 }
 
 /// The SQL statements of one object table.
@@ -259,8 +256,9 @@ impl TableSql {
         used: i64,
         how: Insert,
     ) -> rusqlite::Result<usize> {
-        let Insert { reserve, old } = how;
-        if self.key_index == KeyIndex::Generations && self.stored(conn, key, old)? {
+        let Insert { reserve, filter } = how;
+        let lookup = filter.as_deref().map_or(Lookup::BOTH, |f| f.lookup(key));
+        if self.key_index == KeyIndex::Generations && self.stored(conn, key, lookup)? {
             return Ok(0);
         }
         let key = &key.as_bytes()[..];
@@ -273,13 +271,16 @@ impl TableSql {
         if added == 1 && self.key_index == KeyIndex::Generations {
             conn.prepare_cached(key_index::INDEX)?
                 .execute(params![key, conn.last_insert_rowid()])?;
+            if let Some(filter) = filter {
+                filter.insert(&key[..8]);
+            }
         }
         Ok(added)
     }
 
-    /// Whether `key` is stored. With generations, the rows of its prefix in the young
-    /// index, and in the old one unless `old` is false (the caller knows the old index
-    /// holds no key of the prefix), each compared with the key: for a key not stored, two
+    /// Whether `key` is stored. With generations, the rows of its prefix in the indexes
+    /// `lookup` names (the others are known to hold none of the prefix), each compared
+    /// with the key: for a key not stored, two
     /// index descents, where `exists`, whose `IN` builds a temporary table of rowids, costs
     /// the writer a third of its time (the writer asks this of every row it inserts;
     /// `missing` of every key it is given).
@@ -287,16 +288,16 @@ impl TableSql {
         &self,
         conn: &Connection,
         key: &crate::key::Key,
-        old: bool,
+        lookup: Lookup,
     ) -> rusqlite::Result<bool> {
         let key = &key.as_bytes()[..];
         if self.key_index == KeyIndex::Full {
             return conn.prepare_cached(&self.exists)?.exists([key]);
         }
         let prefix = &key[..8];
-        let generations =
-            if old { &key_index::PREFIX_IDS[..] } else { &key_index::PREFIX_IDS[..1] };
-        for sql in generations {
+        let [young, old] = key_index::PREFIX_IDS;
+        let read = [(lookup.young, young), (lookup.old, old)];
+        for sql in read.into_iter().filter_map(|(read, sql)| read.then_some(sql)) {
             let mut ids = conn.prepare_cached(sql)?;
             let mut rows = ids.query([prefix])?;
             while let Some(row) = rows.next()? {
@@ -415,7 +416,9 @@ impl Schema {
         sql += &format!("PRAGMA application_id = {APPLICATION_ID};\n");
         let version = match self.key_index() {
             KeyIndex::Full => BASE_FORMAT_VERSION,
-            KeyIndex::Generations => GENERATIONS_FORMAT_VERSION,
+            // Made with its moves counted, so that its writer can keep a filter of its keys
+            // from the first row (`key_filter.rs`).
+            KeyIndex::Generations => crate::key_filter::FORMAT_VERSION,
         };
         sql += &format!("PRAGMA user_version = {version};\n");
         sql += "COMMIT;";
@@ -620,12 +623,13 @@ mod tests {
                 .unwrap();
             }
             for (key, stored) in [(&first, true), (&second, true), (&third, false)] {
-                assert_eq!(table.stored(&conn, key, true).unwrap(), stored, "{key} {moved}");
+                assert_eq!(table.stored(&conn, key, Lookup::BOTH).unwrap(), stored, "{key}");
                 // Told the old index holds none of the prefix, only the young one is read.
-                assert_eq!(table.stored(&conn, key, false).unwrap(), stored && !moved);
+                let young = Lookup { young: true, old: false };
+                assert_eq!(table.stored(&conn, key, young).unwrap(), stored && !moved);
             }
         }
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-        assert_eq!(version, GENERATIONS_FORMAT_VERSION);
+        assert_eq!(version, crate::key_filter::FORMAT_VERSION);
     }
 }

@@ -318,7 +318,9 @@ impl Stash {
     /// Whether `key` has a committed row, looked up on `conn`.
     fn stored(&self, conn: &Connection, key: &Key) -> Result<bool> {
         let table = self.table(key);
-        table.stored(conn, key, true).context(|| format!("looking up {key} in {}", table.name))
+        table
+            .stored(conn, key, crate::key_filter::Lookup::BOTH)
+            .context(|| format!("looking up {key} in {}", table.name))
     }
 
     /// The writer, or [`Error::ReadOnly`] for a handle that only reads.

@@ -107,7 +107,7 @@ impl Op for CommitChunked {
                 self.manifest.len as i64,
                 &stored,
                 uses::now(),
-                crate::schema::Insert::VALUE,
+                crate::schema::Insert { reserve: false, filter: tx.filter.as_deref_mut() },
             )
             .stop(what)?;
         self.added = added == 1;

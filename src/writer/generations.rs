@@ -16,7 +16,7 @@ use rusqlite::params;
 use super::run::Writer;
 use super::stop::{Failure, StopContext};
 use crate::key_index::{KeyIndex, OLD, YOUNG};
-use crate::{format, meta, old_filter};
+use crate::{format, key_filter, meta};
 
 /// Old index bytes one slice may rewrite at most (a slice is one transaction, logged whole).
 const SLICE_BYTES: u64 = 32 << 20;
@@ -73,12 +73,12 @@ impl Writer {
         let delete = format!("DELETE FROM {YOUNG} WHERE {range}");
         let listing = format!("SELECT prefix FROM {YOUNG} WHERE {range}");
         let (from, to) = (from.to_be_bytes(), to.map(u64::to_be_bytes));
-        let filtered = self.old_filter.is_some();
+        let filtered = self.filter.is_some();
         let (prefixes, moves) = self.transaction(|writer| {
             // Since format 7 every move counts itself, so that writers' filters of the old
-            // index see it (`old_filter.rs`), and takes the prefixes it moves into its own.
-            format::raise(&writer.conn, old_filter::FORMAT_VERSION)?;
-            let moves = meta::count_one(&writer.conn, old_filter::MOVES)?;
+            // index see it (`key_filter.rs`), and takes the prefixes it moves into its own.
+            format::raise(&writer.conn, key_filter::FORMAT_VERSION)?;
+            let moves = meta::count_one(&writer.conn, key_filter::MOVES)?;
             let mut prefixes = Vec::new();
             if filtered {
                 let mut stmt = writer
@@ -105,14 +105,14 @@ impl Writer {
             Ok((prefixes, moves))
         })?;
         // The filter follows this move if it had seen every move before it.
-        match &mut self.old_filter {
+        match &mut self.filter {
             Some(filter) if filter.moves + 1 == moves => {
                 for prefix in &prefixes {
                     filter.insert(prefix);
                 }
                 filter.moves = moves;
             }
-            _ => self.old_filter = None,
+            _ => self.filter = None,
         }
         self.moves.slices.pop_front();
         self.checkpoint_owed = true;

@@ -23,10 +23,10 @@ use super::upkeep::Job;
 use super::{Shared, WriterConfig};
 use crate::error::{Error, Result, sqlite_code};
 use crate::evict::{self, MAX_BATCH_BYTES, Marks};
+use crate::key_filter::{self, KeyFilter};
 use crate::key_index::KeyIndex;
 use crate::meta;
 use crate::names;
-use crate::old_filter::{self, OldFilter};
 use crate::schema;
 use crate::uses;
 
@@ -67,11 +67,14 @@ pub(super) struct Writer {
     /// Whether the object tables are known to have the index of uses eviction reads
     /// (built at the first eviction or cap, `schema.rs`).
     pub(super) removals_indexed: bool,
-    /// The filter of the old key index's prefixes (`old_filter.rs`), while it holds.
-    pub(super) old_filter: Option<OldFilter>,
-    /// New rows written since the writer last had a filter: one is built once they are
-    /// enough to pay for reading the old index.
-    unfiltered_rows: u64,
+    /// The filter of stored key prefixes (`key_filter.rs`), while it holds.
+    pub(super) filter: Option<KeyFilter>,
+    /// SQLite's `data_version` at the start of the last write transaction: it changes when
+    /// another connection commits.
+    data_version: i64,
+    /// New rows this writer has written since another connection last committed: a filter
+    /// is built (again) once they are enough to pay for reading the indexes.
+    quiet_rows: u64,
 }
 
 /// What the loop does next.
@@ -119,8 +122,9 @@ impl Writer {
             moves: Moves::new(config.young_keys),
             removals_indexed: false,
             idle: false,
-            old_filter: None,
-            unfiltered_rows: 0,
+            filter: None,
+            data_version: 0,
+            quiet_rows: 0,
         };
         writer.read_cap().map_err(Stop::into_error)?;
         Ok(writer)
@@ -263,11 +267,11 @@ impl Writer {
             }
             let format = self.begin()?;
             batch.open = true;
-            self.follow_old_filter(format)?;
+            self.follow_filter(format)?;
         }
         let Batch { entries, written, tx: state, .. } = batch;
-        let old = self.old_filter.as_ref();
-        let mut tx = Tx { conn: &self.conn, shared: &self.shared, written: state, old };
+        let filter = self.filter.as_mut();
+        let mut tx = Tx { conn: &self.conn, shared: &self.shared, written: state, filter };
         for entry in &mut entries[*written..] {
             match entry {
                 Entry::Save(row) => tx.queue_row(row.clone()),
@@ -296,31 +300,44 @@ impl Writer {
             self.shared.names.table_made();
         }
         self.objects = self.objects.saturating_add_signed(batch.tx.totals.objects);
-        if self.old_filter.is_none() {
-            self.unfiltered_rows += batch.tx.totals.objects.max(0) as u64;
-        }
+        self.quiet_rows += batch.tx.totals.objects.max(0) as u64;
         Ok(())
     }
 
-    /// At the start of a write transaction of a stash in format `format`: keeps the filter
-    /// of the old index if no other writer has moved keys into it since (the count of moves
-    /// says), else drops it, and builds one once enough rows came without (`old_filter.rs`).
-    fn follow_old_filter(&mut self, format: i64) -> Result<(), Failure> {
+    /// At the start of a write transaction of a stash in format `format`, follows what
+    /// other connections did since the last one (`key_filter.rs`): a move into the old
+    /// index that the filter has not seen drops it; any commit means the young index may
+    /// hold keys the filter lacks. Builds the filter (again) once enough rows came with no
+    /// other connection committing.
+    fn follow_filter(&mut self, format: i64) -> Result<(), Failure> {
         if self.shared.schema.key_index() != KeyIndex::Generations
-            || format < old_filter::FORMAT_VERSION
+            || format < key_filter::FORMAT_VERSION
         {
-            self.old_filter = None;
+            self.filter = None;
             return Ok(());
         }
-        let moves = meta::read_count(&self.conn, old_filter::MOVES)?;
-        if self.old_filter.as_ref().is_some_and(|f| f.moves != moves || f.full()) {
-            self.old_filter = None;
+        let moves = meta::read_count(&self.conn, key_filter::MOVES)?;
+        let data_version: i64 = self
+            .conn
+            .query_row("PRAGMA data_version", [], |r| r.get(0))
+            .stop(|| "reading the data version".into())?;
+        if data_version != self.data_version {
+            self.data_version = data_version;
+            self.quiet_rows = 0;
         }
-        if self.old_filter.is_none() && self.unfiltered_rows >= old_filter::WORTH_ROWS {
-            let filter = OldFilter::build(&self.conn, self.objects, moves)
-                .stop(|| "reading the old key index".into())?;
-            self.old_filter = Some(filter);
-            self.unfiltered_rows = 0;
+        if let Some(filter) = &mut self.filter {
+            if filter.moves != moves || filter.full() {
+                self.filter = None;
+            } else if filter.data_version != data_version {
+                filter.young_exact = false;
+            }
+        }
+        let worth = key_filter::WORTH_ROWS.max(self.objects / 20);
+        if self.filter.as_ref().is_none_or(|f| !f.young_exact) && self.quiet_rows >= worth {
+            let filter = KeyFilter::build(&self.conn, self.objects, moves, data_version)
+                .stop(|| "reading the key indexes".into())?;
+            self.filter = Some(filter);
+            self.quiet_rows = 0;
         }
         Ok(())
     }

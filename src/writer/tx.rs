@@ -18,9 +18,9 @@ use super::Shared;
 use super::stop::{Stop, StopContext};
 use crate::chunks;
 use crate::key::Key;
+use crate::key_filter::KeyFilter;
 use crate::meta::Delta;
 use crate::names::{self, NameForm, NameRow, NameSql};
-use crate::old_filter::OldFilter;
 use crate::pending::Row;
 use crate::schema::{Insert, TableSql};
 use crate::uses::{self, PINNED};
@@ -53,8 +53,8 @@ pub(crate) struct Tx<'a> {
     pub conn: &'a Connection,
     pub shared: &'a Shared,
     pub written: &'a mut Written,
-    /// The writer's filter of the old key index, when it has one (`old_filter.rs`).
-    pub old: Option<&'a OldFilter>,
+    /// The writer's filter of stored key prefixes, when it has one (`key_filter.rs`).
+    pub filter: Option<&'a mut KeyFilter>,
 }
 
 impl Tx<'_> {
@@ -94,12 +94,12 @@ impl Tx<'_> {
         for row in rows.iter() {
             let table = self.shared.schema.table(&row.key);
             let what = || format!("inserting {} into {}", row.key, table.name);
-            let old = self.old.is_none_or(|filter| filter.may_hold(&row.key));
-            let added = if row.data.len() < LARGE_ROW {
-                let how = Insert { reserve: false, old };
-                table.add(self.conn, &row.key, row.raw_len as i64, &row.data, now, how)
+            let reserve = row.data.len() >= LARGE_ROW;
+            let how = Insert { reserve, filter: self.filter.as_deref_mut() };
+            let added = if reserve {
+                Self::insert_large(self.conn, row, table, now, how)
             } else {
-                self.insert_large(row, table, now, old)
+                table.add(self.conn, &row.key, row.raw_len as i64, &row.data, now, how)
             }
             .stop(what)?;
             if added == 1 {
@@ -120,23 +120,17 @@ impl Tx<'_> {
     /// Binding the value would make SQLite copy it first, a third copy of a large object in
     /// memory beside the caller's bytes and the compressed row.
     fn insert_large(
-        &self,
+        conn: &Connection,
         row: &Row,
         table: &TableSql,
         now: i64,
-        old: bool,
+        how: Insert<'_>,
     ) -> rusqlite::Result<usize> {
-        let how = Insert { reserve: true, old };
-        let added = table.add(self.conn, &row.key, row.raw_len as i64, &row.data, now, how)?;
+        let added = table.add(conn, &row.key, row.raw_len as i64, &row.data, now, how)?;
         if added == 1 {
-            let rowid = self.conn.last_insert_rowid();
-            let mut blob = self.conn.blob_open(
-                rusqlite::MAIN_DB,
-                table.name.as_str(),
-                "data",
-                rowid,
-                false,
-            )?;
+            let rowid = conn.last_insert_rowid();
+            let mut blob =
+                conn.blob_open(rusqlite::MAIN_DB, table.name.as_str(), "data", rowid, false)?;
             blob.write_all(&row.data)
                 .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
         }
