@@ -53,11 +53,9 @@ pub(crate) struct KeyFilter {
     capacity: u64,
     /// The meta table's move count when the filter last matched the old index.
     pub(crate) moves: u64,
-    /// SQLite's `data_version` when the filter was built: while it holds, no other
-    /// connection has committed, and the filter holds every prefix of the young index.
-    pub(crate) data_version: i64,
-    /// Whether the filter holds every prefix of the young index (cleared for good when
-    /// another connection commits).
+    /// Whether the filter holds every prefix of the young index: true when built, cleared
+    /// for good when another connection commits (the writer sees SQLite's `data_version`
+    /// change).
     pub(crate) young_exact: bool,
 }
 
@@ -75,7 +73,7 @@ impl Lookup {
 
 impl KeyFilter {
     /// An empty filter sized for `capacity` prefixes.
-    fn with_capacity(capacity: u64, moves: u64, data_version: i64) -> Self {
+    fn with_capacity(capacity: u64, moves: u64) -> Self {
         let capacity = capacity.max(MIN_KEYS);
         let bits = capacity * BITS_PER_KEY;
         KeyFilter {
@@ -84,21 +82,15 @@ impl KeyFilter {
             keys: 0,
             capacity,
             moves,
-            data_version,
             young_exact: true,
         }
     }
 
     /// Reads every prefix of both indexes on `conn`, inside the caller's write transaction,
-    /// whose move count is `moves` and `data_version` is `data_version`; sized for half as
-    /// many again as `objects` (the stash's count).
-    pub(crate) fn build(
-        conn: &Connection,
-        objects: u64,
-        moves: u64,
-        data_version: i64,
-    ) -> rusqlite::Result<Self> {
-        let mut filter = KeyFilter::with_capacity(objects + objects / 2, moves, data_version);
+    /// whose move count is `moves`; sized for half as many again as `objects` (the stash's
+    /// count).
+    pub(crate) fn build(conn: &Connection, objects: u64, moves: u64) -> rusqlite::Result<Self> {
+        let mut filter = KeyFilter::with_capacity(objects + objects / 2, moves);
         for generation in GENERATIONS {
             let mut stmt = conn.prepare(&format!("SELECT prefix FROM {generation}"))?;
             let mut rows = stmt.query([])?;
@@ -172,7 +164,7 @@ mod tests {
 
     #[test]
     fn holds_every_prefix_added_and_few_others() {
-        let mut filter = KeyFilter::with_capacity(100_000, 0, 0);
+        let mut filter = KeyFilter::with_capacity(100_000, 0);
         for i in 0..100_000 {
             filter.insert(&key(i).as_bytes()[..8]);
         }
@@ -190,7 +182,7 @@ mod tests {
 
     #[test]
     fn is_full_past_its_capacity() {
-        let mut filter = KeyFilter::with_capacity(0, 0, 0);
+        let mut filter = KeyFilter::with_capacity(0, 0);
         for i in 0..=MIN_KEYS {
             filter.insert(&key(i).as_bytes()[..8]);
         }

@@ -324,17 +324,16 @@ impl Writer {
         if data_version != self.data_version {
             self.data_version = data_version;
             self.quiet_rows = 0;
-        }
-        if let Some(filter) = &mut self.filter {
-            if filter.moves != moves || filter.full() {
-                self.filter = None;
-            } else if filter.data_version != data_version {
+            if let Some(filter) = &mut self.filter {
                 filter.young_exact = false;
             }
         }
+        if self.filter.as_ref().is_some_and(|f| f.moves != moves || f.full()) {
+            self.filter = None;
+        }
         let worth = key_filter::WORTH_ROWS.max(self.objects / 20);
         if self.filter.as_ref().is_none_or(|f| !f.young_exact) && self.quiet_rows >= worth {
-            let filter = KeyFilter::build(&self.conn, self.objects, moves, data_version)
+            let filter = KeyFilter::build(&self.conn, self.objects, moves)
                 .stop(|| "reading the key indexes".into())?;
             self.filter = Some(filter);
             self.quiet_rows = 0;
