@@ -24,7 +24,7 @@ use crate::layout::Layout;
 use crate::lock::Hold;
 use crate::meta;
 use crate::meta::State;
-use crate::readers::Readers;
+use crate::readers::{ReadMap, Readers};
 use crate::readers::{open_connection, open_error};
 use crate::recovery::{self, RecoveryReport, Trigger};
 use crate::salvage;
@@ -48,7 +48,7 @@ pub(crate) struct Options {
     pub young_keys: usize,
     pub channel_capacity: usize,
     pub threads: usize,
-    pub read_mmap: u64,
+    pub read_map: ReadMap,
     pub read_snapshot: Duration,
     pub busy_timeout: Duration,
     pub read_only: bool,
@@ -211,7 +211,7 @@ impl Options {
         let held_for =
             if settings.durability.owned() { Duration::ZERO } else { self.read_snapshot };
         let readers =
-            Readers::new(path.clone(), statements, self.read_mmap, self.busy_timeout, held_for)?;
+            Readers::new(path.clone(), statements, self.read_map, self.busy_timeout, held_for)?;
         // A writable open has given the tables their use column (`migrate`).
         let shared =
             Stash::shared(path, self.busy_timeout, schema, &conn, !read_only, self.use_resolution)?;

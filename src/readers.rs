@@ -43,6 +43,41 @@ pub(crate) const WRITER_CACHE_KIB: i64 = 16 * 1024;
 /// serves the rest, and there is one read connection per reading thread, so this is what
 /// bounds the readers' memory.
 pub(crate) const READER_CACHE_KIB: i64 = 8 * 1024;
+/// How much of the file a read connection maps into memory (SQLite's `mmap_size`), so that
+/// its reads find their pages in the OS page cache in place, with no `pread` and no copy
+/// into the connection's own cache (the largest part of a warm `get` after inflating).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReadMap {
+    /// The default: [`SMALL_FILE`] bytes for a connection opened while the database file
+    /// fits in them, none for one opened on a larger file. A small stash is read whole and
+    /// often, so the map pays and holds at most the file; a map of the first part of a
+    /// large file would serve only the reads that land there, and each page fault brings
+    /// in the pages around it (64 KiB), which count in the process's resident memory
+    /// (notes/design.md).
+    SmallFile,
+    /// This many bytes whatever the file's size (0: no map), as the builder was told.
+    Bytes(u64),
+}
+
+/// The default map's size, and the largest file it maps: python-diskcache's `mmap_size`.
+pub(crate) const SMALL_FILE: u64 = 64 << 20;
+
+impl ReadMap {
+    /// The `mmap_size` of a connection opened now on the file at `path`.
+    fn bytes(self, path: &Path) -> u64 {
+        match self {
+            ReadMap::Bytes(bytes) => bytes,
+            ReadMap::SmallFile if small(path) => SMALL_FILE,
+            ReadMap::SmallFile => 0,
+        }
+    }
+}
+
+/// Whether the file at `path` fits in the default map.
+fn small(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.len() <= SMALL_FILE)
+}
+
 /// Idle read connections kept open beyond this are closed.
 const MAX_IDLE: usize = 16;
 
@@ -125,8 +160,8 @@ pub(crate) struct Readers {
 struct Pool {
     path: PathBuf,
     statements: usize,
-    /// `mmap_size` of each connection, in bytes; 0 reads through the page cache only.
-    mmap: u64,
+    /// How much of the file each connection maps.
+    map: ReadMap,
     busy: Duration,
     /// How long a read connection may keep a snapshot between reads; zero: not at all.
     held_for: Duration,
@@ -148,6 +183,8 @@ struct Idle {
 struct Pooled {
     conn: Connection,
     held: Option<Snapshot>,
+    /// Mapped because the file was small when it was opened ([`ReadMap::SmallFile`]).
+    small_map: bool,
 }
 
 /// A read transaction kept open between reads.
@@ -164,14 +201,14 @@ impl Readers {
     pub(crate) fn new(
         path: PathBuf,
         statements: usize,
-        mmap: u64,
+        map: ReadMap,
         busy: Duration,
         held_for: Duration,
     ) -> Result<Self> {
         let pool = Arc::new(Pool {
             path,
             statements,
-            mmap,
+            map,
             busy,
             held_for,
             idle: Mutex::new(Idle::default()),
@@ -193,9 +230,10 @@ impl Readers {
     /// An idle read connection, or a new one, outside any transaction; it goes back to the
     /// pool when dropped.
     pub(crate) fn checkout(&self) -> Result<Reader<'_>> {
-        let (conn, held, _) = self.pool.take()?;
-        let mut reader = Reader { pool: &self.pool, conn: Some(conn), held, reused: false };
+        let (pooled, _) = self.pool.take()?;
+        let mut reader = Reader::new(&self.pool, pooled);
         reader.end_snapshot()?;
+        reader.unmap_if_outgrown()?;
         Ok(reader)
     }
 
@@ -205,9 +243,10 @@ impl Readers {
     /// nothing in a reused snapshot should [`Reader::renew`] it and read again. On a stash
     /// that holds no snapshots the connection is outside any transaction.
     pub(crate) fn checkout_held(&self, commits: &Commits) -> Result<Reader<'_>> {
-        let (conn, held, closed) = self.pool.take()?;
-        let mut reader = Reader { pool: &self.pool, conn: Some(conn), held, reused: false };
+        let (pooled, closed) = self.pool.take()?;
+        let mut reader = Reader::new(&self.pool, pooled);
         if self.pool.held_for.is_zero() || closed {
+            reader.unmap_if_outgrown()?;
             return Ok(reader);
         }
         let current = commits.now();
@@ -252,38 +291,42 @@ impl Pool {
 
     /// An idle connection with its snapshot, or a new connection; and whether the pool
     /// is closed.
-    fn take(&self) -> Result<(Connection, Option<Snapshot>, bool)> {
+    fn take(&self) -> Result<(Pooled, bool)> {
         let (pooled, closed) = {
             let mut idle = self.lock();
             (idle.conns.pop(), idle.closed)
         };
-        match pooled {
-            Some(Pooled { conn, held }) => Ok((conn, held, closed)),
-            None => Ok((self.connect()?, None, closed)),
-        }
+        let pooled = match pooled {
+            Some(p) => p,
+            None => self.connect()?,
+        };
+        Ok((pooled, closed))
     }
 
     /// A new read connection.
-    fn connect(&self) -> Result<Connection> {
+    fn connect(&self) -> Result<Pooled> {
         let conn = open_connection(&self.path, true, self.statements, self.busy)?;
         let context = || format!("making a read connection to {}", self.path.display());
         conn.pragma_update(None, "query_only", true).context(context)?;
-        if self.mmap > 0 {
+        let map = self.map.bytes(&self.path);
+        if map > 0 {
             // SQLite caps it far below i64::MAX (2 GiB).
-            let bytes = i64::try_from(self.mmap).unwrap_or(i64::MAX);
+            let bytes = i64::try_from(map).unwrap_or(i64::MAX);
             conn.pragma_update(None, "mmap_size", bytes).context(context)?;
         }
-        Ok(conn)
+        let small_map = map > 0 && self.map == ReadMap::SmallFile;
+        Ok(Pooled { conn, held: None, small_map })
     }
 
     /// Takes a connection back; one that holds a snapshot wakes the keeper if it waits.
-    fn put(&self, conn: Connection, held: Option<Snapshot>) {
+    fn put(&self, pooled: Pooled) {
         let mut idle = self.lock();
         if idle.closed || idle.conns.len() >= MAX_IDLE {
             return;
         }
-        idle.conns.push(Pooled { conn, held });
-        if held.is_some() && idle.keeper_waiting {
+        let held = pooled.held.is_some();
+        idle.conns.push(pooled);
+        if held && idle.keeper_waiting {
             idle.keeper_waiting = false;
             self.wake.notify_one();
         }
@@ -332,6 +375,14 @@ pub(crate) struct Reader<'a> {
     held: Option<Snapshot>,
     /// Whether `held` was kept from an earlier read (rather than begun for this one).
     reused: bool,
+    small_map: bool,
+}
+
+impl<'a> Reader<'a> {
+    fn new(pool: &'a Pool, pooled: Pooled) -> Self {
+        let Pooled { conn, held, small_map } = pooled;
+        Reader { pool, conn: Some(conn), held, reused: false, small_map }
+    }
 }
 
 impl std::ops::Deref for Reader<'_> {
@@ -361,11 +412,29 @@ impl Reader<'_> {
 
     fn begin_snapshot(&mut self, commits: u64) -> Result<()> {
         self.end_snapshot()?;
+        self.unmap_if_outgrown()?;
         // BEGIN is deferred: the snapshot is taken by the first read, after `commits` was
         // counted.
         self.execute_batch("BEGIN").context(|| "starting a read transaction".to_string())?;
         self.held = Some(Snapshot { commits, since: Instant::now() });
         self.reused = false;
+        Ok(())
+    }
+
+    /// Replaces a connection mapped while the file was small by one without a map once the
+    /// file has outgrown it ([`ReadMap::SmallFile`]). Called outside any transaction, before
+    /// one begins: one `stat` per transaction, not per read of a kept snapshot.
+    fn unmap_if_outgrown(&mut self) -> Result<()> {
+        if self.small_map && !small(&self.pool.path) {
+            self.replace()?;
+        }
+        Ok(())
+    }
+
+    fn replace(&mut self) -> Result<()> {
+        let fresh = self.pool.connect()?;
+        self.conn = Some(fresh.conn);
+        self.small_map = fresh.small_map;
         Ok(())
     }
 
@@ -375,7 +444,7 @@ impl Reader<'_> {
             // refuse to end ("malformed"): the connection is then replaced, so that the
             // damage one read met never fails another.
             if self.execute_batch("ROLLBACK").is_err() || !self.is_autocommit() {
-                self.conn = Some(self.pool.connect()?);
+                self.replace()?;
             }
         }
         Ok(())
@@ -401,10 +470,71 @@ impl Drop for Reader<'_> {
         let Some(conn) = self.conn.take() else { return };
         // A connection left inside a transaction by a failed statement is not reused; one
         // inside its held snapshot keeps it.
+        let small_map = self.small_map;
         if conn.is_autocommit() {
-            self.pool.put(conn, None);
+            self.pool.put(Pooled { conn, held: None, small_map });
         } else if let Some(held) = self.held {
-            self.pool.put(conn, Some(held));
+            self.pool.put(Pooled { conn, held: Some(held), small_map });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `mmap_size` of the connection `readers` lends next.
+    fn map_of(readers: &Readers) -> i64 {
+        let reader = readers.checkout().unwrap();
+        reader.pragma_query_value(None, "mmap_size", |r| r.get(0)).unwrap()
+    }
+
+    #[test]
+    fn the_default_map_serves_a_small_file_and_is_dropped_once_the_file_outgrows_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let writer = Connection::open(&path).unwrap();
+        writer.execute_batch("PRAGMA journal_mode=WAL; CREATE TABLE t(b BLOB)").unwrap();
+        let busy = Duration::from_secs(5);
+        let small = Readers::new(path.clone(), 4, ReadMap::SmallFile, busy, Duration::ZERO);
+        let small = small.unwrap();
+        let told = Readers::new(path.clone(), 4, ReadMap::Bytes(1 << 20), busy, Duration::ZERO);
+        let told = told.unwrap();
+        let none = Readers::new(path.clone(), 4, ReadMap::Bytes(0), busy, Duration::ZERO);
+        let none = none.unwrap();
+        // Snapshots kept far longer than the test: a kept one is only renewed on a commit.
+        let held =
+            Readers::new(path.clone(), 4, ReadMap::SmallFile, busy, Duration::from_secs(3600));
+        let held = held.unwrap();
+        let commits = Commits::default();
+        let held_map = |commits: &Commits| -> i64 {
+            let reader = held.checkout_held(commits).unwrap();
+            reader.pragma_query_value(None, "mmap_size", |r| r.get(0)).unwrap()
+        };
+        assert_eq!(held_map(&commits), SMALL_FILE as i64);
+        assert_eq!(map_of(&small), SMALL_FILE as i64);
+        assert_eq!(map_of(&told), 1 << 20);
+        assert_eq!(map_of(&none), 0);
+
+        // The file grows past the map (checkpointed, so that the database file itself does).
+        let blob = (SMALL_FILE + (1 << 20)) as i64;
+        writer.execute("INSERT INTO t VALUES (zeroblob(?1))", [blob]).unwrap();
+        writer.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)").unwrap();
+        assert!(std::fs::metadata(&path).unwrap().len() > SMALL_FILE);
+        // The pooled connection that was mapped is replaced by one without a map; a
+        // map the builder asked for stays whatever the size.
+        assert_eq!(map_of(&small), 0);
+        assert_eq!(small.pool.lock().conns.len(), 1, "the mapped connection is not kept");
+        assert_eq!(map_of(&told), 1 << 20);
+        // A kept snapshot is read as it is; the one begun after a commit is not mapped.
+        assert_eq!(held_map(&commits), SMALL_FILE as i64);
+        commits.committed();
+        assert_eq!(held_map(&commits), 0);
+        let read: i64 = small
+            .checkout()
+            .unwrap()
+            .query_row("SELECT length(b) FROM t", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(read, blob);
     }
 }

@@ -1,8 +1,8 @@
 //! The Rust half of the peers benchmark (`bench/peers/run.sh`): times one system on the
 //! objects of a file the Python half wrote, and prints its figures as one JSON line.
 //!
-//! `peers SYSTEM OBJECTS_FILE DIR` where SYSTEM is `objstash:LAYOUT:DURABILITY:CODEC` or
-//! `cacache`. The file holds each object as a 4-byte little-endian length and its bytes.
+//! `peers SYSTEM OBJECTS_FILE DIR` where SYSTEM is `objstash:LAYOUT:DURABILITY:CODEC`
+//! (with `:MAP_BYTES` for a read map other than the default) or `cacache`. The file holds each object as a 4-byte little-endian length and its bytes.
 //! Timed: saving every object (objstash: `save_all` in calls of 10,000 objects, then a
 //! flush; cacache: `write_sync` of each under its index, then its content is on disk),
 //! `get` of every object by its key on one thread in a shuffled order after one warm-up
@@ -44,15 +44,21 @@ fn rate(n: usize, start: Instant) -> f64 {
 }
 
 fn objstash(spec: &str, objects: &[Vec<u8>], dir: &Path) -> Result<serde_json::Value> {
-    let [layout, durability, codec] = spec.split(':').collect::<Vec<_>>()[..] else {
-        bail!("objstash:LAYOUT:DURABILITY:CODEC, not objstash:{spec}")
+    let fields = spec.split(':').collect::<Vec<_>>();
+    let (&[layout, durability, codec], map) = fields.split_at(3.min(fields.len())) else {
+        bail!("objstash:LAYOUT:DURABILITY:CODEC[:MAP_BYTES], not objstash:{spec}")
     };
     let path = dir.join("objstash.db");
-    let stash = Stash::builder()
+    let mut builder = Stash::builder()
         .layout(layout.parse::<Layout>()?)
         .durability(durability.parse::<Durability>()?)
-        .codec(codec.parse::<Codec>()?)
-        .open(&path)?;
+        .codec(codec.parse::<Codec>()?);
+    match map {
+        [] => {}
+        [bytes] => builder = builder.read_mmap_size(bytes.parse()?),
+        _ => bail!("objstash:LAYOUT:DURABILITY:CODEC[:MAP_BYTES], not objstash:{spec}"),
+    }
+    let stash = builder.open(&path)?;
     let start = Instant::now();
     let mut keys: Vec<Key> = Vec::with_capacity(objects.len());
     for chunk in objects.chunks(10_000) {
