@@ -33,6 +33,13 @@ pub(super) const GET_MANY_MIN_PART: usize = 64;
 /// What a read of one key of many found: the object, none, or why it could not be read.
 type Read = Result<Option<Vec<u8>>>;
 
+/// What `get_many` finds of a key: a row still pending, decoded once the part's
+/// transaction has ended, or an object read and decoded in it.
+enum Found {
+    Pending(Stored),
+    Read(Result<Vec<u8>>),
+}
+
 /// A committed row as a read finds it.
 pub(super) struct Stored {
     pub raw_len: i64,
@@ -78,6 +85,13 @@ impl Stash {
 
     /// The committed object under `key`, decoded and checked, read on `conn`.
     fn read_committed(&self, conn: &Connection, key: &Key) -> Result<Option<Vec<u8>>> {
+        self.read_decoded(conn, key)?.transpose()
+    }
+
+    /// The committed object under `key`, read on `conn` and decoded from SQLite's own copy
+    /// of the row (no copy of the stored bytes): a failed read is the outer error, a damaged
+    /// row the inner one.
+    fn read_decoded(&self, conn: &Connection, key: &Key) -> Result<Option<Result<Vec<u8>>>> {
         let table = self.table(key);
         let mut stmt = conn
             .prepare_cached(self.select_sql(table))
@@ -89,16 +103,15 @@ impl Stash {
             Ok(self.decode(key, raw_len, data, used))
         })
         .optional()
-        .context(|| format!("reading {key} from {}", table.name))?
-        .transpose()
+        .context(|| format!("reading {key} from {}", table.name))
     }
 
     /// The objects stored under `keys`, in the same order, `None` for those not stored.
     ///
     /// The keys are sorted and split into one part per thread of the stash's pool; each
     /// part reads its rows in key order in one read transaction (SQLite takes its lock once
-    /// per part, not per key), then decompresses and checks them while the other parts do
-    /// the same. That is faster than a loop of [`Stash::get`].
+    /// per part, not per key), decompressing and checking each where SQLite holds it, while
+    /// the other parts do the same. That is faster than a loop of [`Stash::get`].
     ///
     /// # Errors
     /// [`Error::Database`](crate::Error::Database) if a read fails; otherwise
@@ -133,18 +146,24 @@ impl Stash {
         Ok(found)
     }
 
-    /// Reads the rows of `keys[i]` for each `i` of `indices` (in key order), then decodes
-    /// them, each to its own result.
+    /// Reads and decodes the objects of `keys[i]` for each `i` of `indices` (in key
+    /// order), each to its own result: in one read transaction, each row decoded where
+    /// SQLite holds it.
     fn read_part(&self, keys: &[Key], indices: &[usize]) -> Result<Vec<(usize, Read)>> {
         let part: Vec<Key> = indices.iter().map(|&i| keys[i]).collect();
         let now = uses::now();
-        let from_pending = |row: Row| Stored::pending(row, now);
-        let rows = self.lookup(&part, from_pending, |conn, key| self.select_row(conn, key))?;
+        let pending = |row: Row| Found::Pending(Stored::pending(row, now));
+        let read =
+            |conn: &Connection, key: &Key| Ok(self.read_decoded(conn, key)?.map(Found::Read));
+        let found = self.lookup(&part, pending, read)?;
         Ok(indices
             .iter()
-            .zip(part.iter().zip(rows))
-            .map(|(&i, (key, row))| {
-                let decoded = row.map(|row| self.decode(key, row.raw_len, &row.data, row.used));
+            .zip(part.iter().zip(found))
+            .map(|(&i, (key, found))| {
+                let decoded = found.map(|found| match found {
+                    Found::Read(read) => read,
+                    Found::Pending(row) => self.decode(key, row.raw_len, &row.data, row.used),
+                });
                 (i, decoded.transpose())
             })
             .collect())
