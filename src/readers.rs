@@ -25,6 +25,10 @@
 //!
 //! A stash in rollback-journal mode (`Durability::Owned`) keeps none: there a read
 //! transaction's lock would keep the writer from committing.
+//!
+//! **A map of a small file** ([`ReadMap`]). A connection opened on a file of at most
+//! 64 MiB maps it and reads its pages in place; before it begins a read transaction it
+//! checks the file's size, and is replaced by one without a map once the file is larger.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
