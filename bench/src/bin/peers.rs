@@ -2,7 +2,8 @@
 //! objects of a file the Python half wrote, and prints its figures as one JSON line.
 //!
 //! `peers SYSTEM OBJECTS_FILE DIR` where SYSTEM is `objstash:LAYOUT:DURABILITY:CODEC`
-//! (with `:MAP_BYTES` for a read map other than the default) or `cacache`. The file holds each object as a 4-byte little-endian length and its bytes.
+//! (with `:MAP_BYTES` for a read map other than the default) or `cacache`. The file holds
+//! each object as a 4-byte little-endian length and its bytes.
 //! Timed: saving every object (objstash: `save_all` in calls of 10,000 objects, then a
 //! flush; cacache: `write_sync` of each under its index, then its content is on disk),
 //! `get` of every object by its key on one thread in a shuffled order after one warm-up
