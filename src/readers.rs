@@ -64,7 +64,7 @@ pub(crate) enum ReadMap {
 }
 
 /// The default map's size, and the largest file it maps: python-diskcache's `mmap_size`.
-pub(crate) const SMALL_FILE: u64 = 64 << 20;
+const SMALL_FILE: u64 = 64 << 20;
 
 impl ReadMap {
     /// The `mmap_size` of a connection opened now on the file at `path`.
@@ -379,6 +379,7 @@ pub(crate) struct Reader<'a> {
     held: Option<Snapshot>,
     /// Whether `held` was kept from an earlier read (rather than begun for this one).
     reused: bool,
+    /// As [`Pooled::small_map`], for the connection on loan.
     small_map: bool,
 }
 
