@@ -40,7 +40,9 @@ rust_tests() {
 
 part "S3 server for the remote tier's tests" tests/s3/install.sh
 part "Rust tests" rust_tests
-part "Python package" python/tests/run.sh
+# The wheel in the dev profile (python/build-wheel.sh --dev): it reuses what the Rust
+# tests built rather than building every dependency again for release.
+part "Python package" env OBJSTASH_WHEEL=dev python/tests/run.sh
 
 echo "== summary ($((SECONDS - start)) s)"
 printf '%s\n' "${summary[@]}"

@@ -6,6 +6,11 @@
 #
 # Needs Rust and Python 3.10+ with pip; maturin and zig come from PyPI into
 # target/wheel-venv (python/build-requirements.txt). Prints the wheel's path.
+#
+# `--dev`: a wheel for this machine only, in cargo's dev profile and without zig, so that
+# it reuses the dependencies the Rust tests built (in target/debug, optimized as the
+# workspace's dev profile says) instead of building them all again for release: what
+# ./test.sh tests against. The same code; ship the release wheel.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -17,8 +22,13 @@ fi
 "$build/bin/python" -m pip install --quiet --disable-pip-version-check \
   -r python/build-requirements.txt >&2
 rm -f target/wheels/objstash-*.whl
-# maturin finds zig through the build environment's python (`python -m ziglang`).
-PATH="$build/bin:$PATH" "$build/bin/maturin" build --release --zig \
-  --compatibility manylinux2014 --manifest-path python/Cargo.toml \
-  --interpreter "$build/bin/python" --out target/wheels >&2
+if [ "${1:-}" = --dev ]; then
+  build_args=(--profile dev --compatibility linux)
+else
+  # maturin finds zig through the build environment's python (`python -m ziglang`).
+  build_args=(--release --zig --compatibility manylinux2014)
+fi
+PATH="$build/bin:$PATH" "$build/bin/maturin" build "${build_args[@]}" \
+  --manifest-path python/Cargo.toml --interpreter "$build/bin/python" \
+  --out target/wheels >&2
 ls target/wheels/objstash-*.whl

@@ -3,13 +3,18 @@
 # (target/python-venv, kept between runs) and installs into it, with no Rust toolchain on
 # PATH, the test requirements from PyPI (python/tests/requirements.txt) and the wheel, as
 # a user without Rust would. Leaves $venv set and $venv_path, the PATH to run it with.
+# OBJSTASH_WHEEL=dev builds the wheel with `python/build-wheel.sh --dev` (./test.sh).
 python="${PYTHON:-python3}"
 if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
   echo "objstash: the Python package needs Python 3.10 or newer as $python (set PYTHON=...)" >&2
   exit 1
 fi
-echo "== building the wheel (python/build-wheel.sh)"
-wheel="$(python/build-wheel.sh | tail -n 1)"
+wheel_args=()
+if [ "${OBJSTASH_WHEEL:-release}" = dev ]; then
+  wheel_args=(--dev)
+fi
+echo "== building the wheel (python/build-wheel.sh ${wheel_args[*]})"
+wheel="$(python/build-wheel.sh "${wheel_args[@]}" | tail -n 1)"
 venv="${OBJSTASH_VENV:-$PWD/target/python-venv}"
 if [ ! -x "$venv/bin/python" ]; then
   echo "== making a virtual environment in $venv"
