@@ -1,16 +1,21 @@
 """objstash beside its peers on the same objects, in one run, rounds alternating.
 
     bench/peers/run.sh [--elements 44500] [--rounds 3]
+    bench/peers/run.sh --copies 100 --reads 500000 --rounds 1 --systems ...  (10 million)
 
 The objects: a generated model (python/tests/speckle_model.py, about 100,000 objects at
-the default size) serialized by specklepy, as a Speckle send would store them. Each system
-starts empty in a directory of its own and is timed on:
-- save: every object, as the system's users write them (specklepy's SQLiteTransport:
+the default size) serialized by specklepy, as a Speckle send would store them; with
+`--copies K`, K copies of it, each object of a copy made distinct by a new id of the same
+length (ten million objects from 100 copies, of the same sizes and kinds). They are written
+once to a file that every system reads as it saves, so that no system holds them all in
+memory. Each system starts empty in a directory of its own and is timed on:
+- save: every object, reading the file included, as the system's users write them
+  (specklepy's SQLiteTransport:
   begin_write, save_object for each, end_write; diskcache: set of each in one
   transaction; objstash: save_all in calls of 10,000 then flush; cacache-rs: write_sync
   of each);
-- get: every object by its key or id on one thread, in a shuffled order, after one
-  warm-up pass (the OS page cache warm);
+- get: every object (or `--reads N` drawn at random) by its key or id on one thread, in
+  a shuffled order, after one warm-up pass over the same ones (the OS page cache warm);
 - get_many: objstash's get_many in calls of 1,000 (specklepy and diskcache have no batch
   read: their figure is their get loop's);
 - bytes on disk: every file the system left, after it closed.
@@ -23,6 +28,7 @@ over rounds of the ratio within a round.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -52,10 +58,24 @@ def dir_bytes(path: str) -> int:
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
 
 
-def shuffled(n: int) -> list[int]:
+def shuffled(n: int, reads: int = 0) -> list[int]:
+    """The order of the timed reads: every index shuffled, or `reads` of them."""
     order = list(range(n))
     random.Random(7).shuffle(order)
-    return order
+    return order[:reads] if reads else order
+
+
+def batches(objects_file: str, size: int = 10_000):
+    """The file's objects as lists of up to `size` bytes objects."""
+    batch = []
+    with open(objects_file, "rb", buffering=1 << 20) as f:
+        while header := f.read(4):
+            batch.append(f.read(struct.unpack("<I", header)[0]))
+            if len(batch) == size:
+                yield batch
+                batch = []
+    if batch:
+        yield batch
 
 
 def timed_gets(get, ids: list, order: list[int]) -> float:
@@ -70,44 +90,47 @@ def timed_gets(get, ids: list, order: list[int]) -> float:
     return rate
 
 
-def specklepy_sqlite(items, d):
+def specklepy_sqlite(ids, objects_file, reads, d):
     t = SQLiteTransport(base_path=d, scope="bench")
     start = time.perf_counter()
     t.begin_write()
-    for i, s in items:
-        t.save_object(i, s)
+    at = 0
+    for batch in batches(objects_file):
+        for s in batch:
+            t.save_object(ids[at], s.decode())
+            at += 1
     t.end_write()
-    save = len(items) / (time.perf_counter() - start)
-    ids = [i for i, _ in items]
-    get = timed_gets(t.get_object, ids, shuffled(len(ids)))
+    save = len(ids) / (time.perf_counter() - start)
+    get = timed_gets(t.get_object, ids, shuffled(len(ids), reads))
     t.close()
     return {"save": save, "get": get, "get_many": get, "bytes": dir_bytes(d)}
 
 
-def python_diskcache(items, d):
+def python_diskcache(ids, objects_file, reads, d):
     cache = diskcache.Cache(d)
     start = time.perf_counter()
+    at = 0
     with cache.transact():
-        for i, s in items:
-            cache.set(i, s)
-    save = len(items) / (time.perf_counter() - start)
-    ids = [i for i, _ in items]
-    get = timed_gets(cache.get, ids, shuffled(len(ids)))
+        for batch in batches(objects_file):
+            for s in batch:
+                cache.set(ids[at], s.decode())
+                at += 1
+    save = len(ids) / (time.perf_counter() - start)
+    get = timed_gets(cache.get, ids, shuffled(len(ids), reads))
     cache.close()
     return {"save": save, "get": get, "get_many": get, "bytes": dir_bytes(d)}
 
 
 def objstash_python(codec):
-    def run(items, d):
+    def run(ids, objects_file, reads, d):
         stash = objstash.Stash(os.path.join(d, "bench.objstash"), codec=codec)
-        data = [s.encode() for _, s in items]
         start = time.perf_counter()
         keys = []
-        for at in range(0, len(data), 10_000):
-            keys.extend(stash.save_all(data[at : at + 10_000]))
+        for batch in batches(objects_file):
+            keys.extend(stash.save_all(batch))
         stash.flush()
-        save = len(data) / (time.perf_counter() - start)
-        order = shuffled(len(keys))
+        save = len(keys) / (time.perf_counter() - start)
+        order = shuffled(len(keys), reads)
         get = timed_gets(stash.get, keys, order)
         ordered = [keys[i] for i in order]
         start = time.perf_counter()
@@ -120,10 +143,13 @@ def objstash_python(codec):
     return run
 
 
-def rust(binary, system, objects_file):
-    def run(items, d):
+def rust(binary, system):
+    def run(ids, objects_file, reads, d):
         out = subprocess.run(
-            [binary, system, objects_file, d], check=True, capture_output=True, text=True
+            [binary, system, objects_file, d, str(reads)],
+            check=True,
+            capture_output=True,
+            text=True,
         )
         return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -134,6 +160,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--elements", type=int, default=44_500)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--copies", type=int, default=1, help="copies of the model's objects")
+    parser.add_argument("--reads", type=int, default=0, help="objects read (default: all)")
+    parser.add_argument(
+        "--systems", default="", help="comma-separated parts of names: only those systems"
+    )
     parser.add_argument("--rust", required=True, help="the Rust half's binary")
     args = parser.parse_args()
 
@@ -141,42 +172,59 @@ def main() -> None:
     memory = MemoryTransport()
     operations.send(model, [memory], use_default_cache=False)
     items = list(memory.objects.items())
+    del model, memory
     raw = sum(len(s.encode()) for _, s in items)
-    print(f"objects: {len(items)} serialized by specklepy, {raw / len(items):.0f} B/object")
+    print(
+        f"objects: {len(items)} serialized by specklepy, {raw / len(items):.0f} B/object, "
+        f"{args.copies} copies"
+    )
 
     work = tempfile.mkdtemp(prefix="objstash-peers-")
     objects_file = os.path.join(work, "objects.bin")
+    ids = []
     with open(objects_file, "wb") as f:
-        for _, s in items:
-            b = s.encode()
-            f.write(struct.pack("<I", len(b)))
-            f.write(b)
+        for copy in range(args.copies):
+            for i, s in items:
+                if copy:
+                    # A new id of the same length where the object names its own.
+                    new = hashlib.md5(f"{copy}/{i}".encode()).hexdigest()[: len(i)]
+                    s, n = s.replace(f'"id":"{i}"', f'"id":"{new}"', 1), new
+                    if n not in s:
+                        raise RuntimeError(f"object {i} does not name its id")
+                    i = new
+                b = s.encode()
+                f.write(struct.pack("<I", len(b)))
+                f.write(b)
+                ids.append(i)
+    del items
 
     # The headline comparisons sit next to each other, so that a round measures them close
     # in time (rounds run this order forwards, then backwards).
     systems = {
-        "objstash, gzip, single, fast": rust(args.rust, "objstash:single:fast:gzip", objects_file),
+        "objstash, gzip, single, fast": rust(args.rust, "objstash:single:fast:gzip"),
         "specklepy SQLiteTransport": specklepy_sqlite,
         "python-diskcache (one transaction)": python_diskcache,
         "objstash from Python, gzip": objstash_python("gzip"),
-        "objstash, zstd-dict, single, fast": rust(
-            args.rust, "objstash:single:fast:zstd-dict", objects_file
-        ),
-        "objstash, gzip, bucketed, fast": rust(
-            args.rust, "objstash:bucketed:fast:gzip", objects_file
-        ),
-        "objstash, gzip, single, safe": rust(args.rust, "objstash:single:safe:gzip", objects_file),
+        "objstash, zstd-dict, single, fast": rust(args.rust, "objstash:single:fast:zstd-dict"),
+        "objstash, gzip, bucketed, fast": rust(args.rust, "objstash:bucketed:fast:gzip"),
+        "objstash, gzip, single, safe": rust(args.rust, "objstash:single:safe:gzip"),
         "objstash, gzip, single, fast, no read map": rust(
-            args.rust, "objstash:single:fast:gzip:0", objects_file
+            args.rust, "objstash:single:fast:gzip:0"
         ),
-        "cacache-rs (one file per object)": rust(args.rust, "cacache", objects_file),
+        "cacache-rs (one file per object)": rust(args.rust, "cacache"),
     }
+    if args.systems:
+        wanted = args.systems.split(",")
+        chosen = [n for n in systems if any(w in n for w in wanted)]
+        if "specklepy SQLiteTransport" not in chosen:
+            raise SystemExit("--systems must keep specklepy SQLiteTransport: ratios are to it")
+        systems = {n: systems[n] for n in chosen}
     results: dict[str, dict[str, list[float]]] = {name: {} for name in systems}
     for round_ in range(args.rounds):
         order = list(systems) if round_ % 2 == 0 else list(reversed(systems))
         for name in order:
             d = tempfile.mkdtemp(dir=work)
-            figures = systems[name](items, d)
+            figures = systems[name](ids, objects_file, args.reads, d)
             shutil.rmtree(d)
             for what, value in figures.items():
                 results[name].setdefault(what, []).append(value)
@@ -207,15 +255,24 @@ def main() -> None:
             f"| {m['get']:,.0f} ({ratio(name, 'get'):.2f}x) "
             f"| {m.get('get_many', m['get']):,.0f} ({ratio(name, 'get_many'):.2f}x) |"
         )
+    def against(name: str, other: str) -> float | None:
+        """The median over rounds of name's get over other's in the same round."""
+        if name not in results or other not in results:
+            return None
+        return statistics.median(a / b for a, b in zip(results[name]["get"], results[other]["get"]))
+
     dc = "python-diskcache (one transaction)"
+    cc = "cacache-rs (one file per object)"
     mine = ("objstash, gzip, single, fast", "objstash, gzip, single, fast, no read map")
-    for name in (*mine, "objstash from Python, gzip"):
-        rounds = zip(results[name]["get"], results[dc]["get"])
-        against = statistics.median(a / b for a, b in rounds)
-        print(f"{name}: get {against:.2f}x python-diskcache's (median over rounds)")
-    rounds = zip(results[mine[0]]["get"], results[mine[1]]["get"])
-    mapped = statistics.median(a / b for a, b in rounds)
-    print(f"get with the default read map: {mapped:.2f}x without (median over rounds)")
+    for name in (*mine, "objstash from Python, gzip", "objstash, gzip, bucketed, fast"):
+        for other in (dc, cc):
+            if (r := against(name, other)) is not None:
+                print(f"{name}: get {r:.2f}x {other}'s (median over rounds)")
+    if (r := against(*mine)) is not None:
+        print(f"get with the default read map: {r:.2f}x without (median over rounds)")
+    if (r := against("objstash, gzip, bucketed, fast", mine[0])) is not None:
+        print(f"get in the bucketed layout: {r:.2f}x the single layout's (median over rounds)")
+
 
 if __name__ == "__main__":
     main()

@@ -1,15 +1,20 @@
 //! The Rust half of the peers benchmark (`bench/peers/run.sh`): times one system on the
 //! objects of a file the Python half wrote, and prints its figures as one JSON line.
 //!
-//! `peers SYSTEM OBJECTS_FILE DIR` where SYSTEM is `objstash:LAYOUT:DURABILITY:CODEC`
-//! (with `:MAP_BYTES` for a read map other than the default) or `cacache`. The file holds
-//! each object as a 4-byte little-endian length and its bytes.
-//! Timed: saving every object (objstash: `save_all` in calls of 10,000 objects, then a
-//! flush; cacache: `write_sync` of each under its index, then its content is on disk),
-//! `get` of every object by its key on one thread in a shuffled order after one warm-up
-//! pass, and (objstash) `get_many` in calls of 1,000 keys. Bytes on disk: every file the
-//! system left in DIR, after it closed.
+//! `peers SYSTEM OBJECTS_FILE DIR [READS]` where SYSTEM is
+//! `objstash:LAYOUT:DURABILITY:CODEC` (with `:MAP_BYTES` for a read map other than the
+//! default) or `cacache`. The file holds each object as a 4-byte little-endian length and
+//! its bytes; it is read as the objects are saved, 10,000 at a time, so that ten million
+//! objects need not fit in memory beside the stash's pages.
+//! Timed: saving every object, reading the file included (objstash: `save_all` in calls of
+//! 10,000 objects, then a flush; cacache: `write_sync` of each under its index, then its
+//! content is on disk), `get` by key on one thread in a shuffled order after one warm-up
+//! pass, and (objstash) `get_many` in calls of 1,000 keys, of every object or of READS
+//! objects drawn at random. Bytes on disk: every file the system left in DIR, after it
+//! closed.
 
+use std::fs::File;
+use std::io::{BufReader, ErrorKind, Read};
 use std::path::Path;
 use std::time::Instant;
 
@@ -17,16 +22,43 @@ use anyhow::{Context, Result, bail};
 use objstash::{Codec, Durability, Key, Layout, Stash};
 use objstash_bench::shuffled;
 
-fn read_objects(path: &Path) -> Result<Vec<Vec<u8>>> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut objects = Vec::new();
-    let mut at = 0;
-    while at < bytes.len() {
-        let len = u32::from_le_bytes(bytes[at..at + 4].try_into()?) as usize;
-        objects.push(bytes[at + 4..at + 4 + len].to_vec());
-        at += 4 + len;
+/// Calls `each` with the file's objects in batches of up to `batch`.
+fn for_each_batch(
+    path: &Path,
+    batch: usize,
+    mut each: impl FnMut(&[Vec<u8>]) -> Result<()>,
+) -> Result<()> {
+    let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut file = BufReader::with_capacity(1 << 20, file);
+    let mut objects = Vec::with_capacity(batch);
+    loop {
+        let mut len = [0u8; 4];
+        match file.read_exact(&mut len) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::UnexpectedEof => break,
+            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        }
+        let mut object = vec![0; u32::from_le_bytes(len) as usize];
+        file.read_exact(&mut object).with_context(|| format!("reading {}", path.display()))?;
+        objects.push(object);
+        if objects.len() == batch {
+            each(&objects)?;
+            objects.clear();
+        }
     }
-    Ok(objects)
+    if !objects.is_empty() {
+        each(&objects)?;
+    }
+    Ok(())
+}
+
+/// The order of the timed reads: every object shuffled, or the first `reads` of that.
+fn read_order(n: usize, reads: usize) -> Vec<usize> {
+    let mut order = shuffled(n);
+    if reads > 0 {
+        order.truncate(reads);
+    }
+    order
 }
 
 fn dir_bytes(dir: &Path) -> u64 {
@@ -44,7 +76,7 @@ fn rate(n: usize, start: Instant) -> f64 {
     n as f64 / start.elapsed().as_secs_f64()
 }
 
-fn objstash(spec: &str, objects: &[Vec<u8>], dir: &Path) -> Result<serde_json::Value> {
+fn objstash(spec: &str, file: &Path, reads: usize, dir: &Path) -> Result<serde_json::Value> {
     let fields = spec.split(':').collect::<Vec<_>>();
     let (&[layout, durability, codec], map) = fields.split_at(3.min(fields.len())) else {
         bail!("objstash:LAYOUT:DURABILITY:CODEC[:MAP_BYTES], not objstash:{spec}")
@@ -61,13 +93,14 @@ fn objstash(spec: &str, objects: &[Vec<u8>], dir: &Path) -> Result<serde_json::V
     }
     let stash = builder.open(&path)?;
     let start = Instant::now();
-    let mut keys: Vec<Key> = Vec::with_capacity(objects.len());
-    for chunk in objects.chunks(10_000) {
-        keys.extend(stash.save_all(chunk)?);
-    }
+    let mut keys: Vec<Key> = Vec::new();
+    for_each_batch(file, 10_000, |batch| {
+        keys.extend(stash.save_all(batch)?);
+        Ok(())
+    })?;
     stash.flush()?;
-    let save = rate(objects.len(), start);
-    let order = shuffled(keys.len());
+    let save = rate(keys.len(), start);
+    let order = read_order(keys.len(), reads);
     let mut get = 0.0;
     for pass in 0..2 {
         let start = Instant::now();
@@ -90,21 +123,26 @@ fn objstash(spec: &str, objects: &[Vec<u8>], dir: &Path) -> Result<serde_json::V
     )
 }
 
-fn cacache(objects: &[Vec<u8>], dir: &Path) -> Result<serde_json::Value> {
+fn cacache(file: &Path, reads: usize, dir: &Path) -> Result<serde_json::Value> {
     let cache = dir.join("cacache");
-    let names: Vec<String> = (0..objects.len()).map(|i| format!("object-{i}")).collect();
+    let name = |i: usize| format!("object-{i}");
+    let mut lens = Vec::new();
     let start = Instant::now();
-    for (name, object) in names.iter().zip(objects) {
-        cacache::write_sync(&cache, name, object)?;
-    }
-    let save = rate(objects.len(), start);
-    let order = shuffled(objects.len());
+    for_each_batch(file, 10_000, |batch| {
+        for object in batch {
+            cacache::write_sync(&cache, name(lens.len()), object)?;
+            lens.push(object.len());
+        }
+        Ok(())
+    })?;
+    let save = rate(lens.len(), start);
+    let order = read_order(lens.len(), reads);
     let mut get = 0.0;
     for pass in 0..2 {
         let start = Instant::now();
         for &i in &order {
-            let data = cacache::read_sync(&cache, &names[i])?;
-            anyhow::ensure!(data.len() == objects[i].len());
+            let data = cacache::read_sync(&cache, name(i))?;
+            anyhow::ensure!(data.len() == lens[i]);
         }
         if pass == 1 {
             get = rate(order.len(), start);
@@ -115,13 +153,17 @@ fn cacache(objects: &[Vec<u8>], dir: &Path) -> Result<serde_json::Value> {
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let [_, system, file, dir] = &args[..] else { bail!("usage: peers SYSTEM OBJECTS_FILE DIR") };
-    let objects = read_objects(Path::new(file))?;
-    let dir = Path::new(dir);
+    let usage = "usage: peers SYSTEM OBJECTS_FILE DIR [READS]";
+    let (system, file, dir, reads) = match &args[..] {
+        [_, system, file, dir] => (system, file, dir, 0),
+        [_, system, file, dir, reads] => (system, file, dir, reads.parse().context(usage)?),
+        _ => bail!(usage),
+    };
+    let (file, dir) = (Path::new(file), Path::new(dir));
     std::fs::create_dir_all(dir)?;
     let figures = match system.split_once(':') {
-        Some(("objstash", spec)) => objstash(spec, &objects, dir)?,
-        None if system == "cacache" => cacache(&objects, dir)?,
+        Some(("objstash", spec)) => objstash(spec, file, reads, dir)?,
+        None if system == "cacache" => cacache(file, reads, dir)?,
         _ => bail!("unknown system {system}: objstash:LAYOUT:DURABILITY:CODEC or cacache"),
     };
     println!("{figures}");
