@@ -67,7 +67,8 @@ from objstash._objstash import MAX_NAME_LEN as MAX_NAME_LEN
 from objstash._objstash import __version__ as __version__
 from objstash._objstash import ObjectReader as ObjectReader
 from objstash._objstash import Stash as _Stash
-from objstash._objstash import _close_all, _flush_all, _suspend_all
+from objstash._objstash import _after_fork_in_child, _after_fork_in_parent
+from objstash._objstash import _before_fork, _close_all, _take_sigterm
 from objstash import errors as errors
 from objstash.errors import BadKeyError as BadKeyError
 from objstash.errors import BadNameError as BadNameError
@@ -311,15 +312,6 @@ class TrimReport:
         return self.text
 
 
-def _on_sigterm(signum: int, frame: object) -> None:
-    """Commits what every stash saved, then ends the process as SIGTERM would have."""
-    try:
-        _flush_all()
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-
 #: The process whose exit hooks are in place (they are per process: a fork inherits the
 #: handlers but multiprocessing's finalizers run only in the process that made them).
 _hooked_pid: int | None = None
@@ -334,8 +326,9 @@ def _hook_exits() -> None:
     _hooked_pid = os.getpid()
     if threading.current_thread() is threading.main_thread():
         try:
+            # Python's view first: a handler the program set from Python decides.
             if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-                signal.signal(signal.SIGTERM, _on_sigterm)
+                _take_sigterm()
         except ValueError:  # not the main interpreter
             pass
     _close_at_multiprocessing_exit()
@@ -347,12 +340,17 @@ def _close_at_multiprocessing_exit(_: object = None) -> None:
         multiprocessing.util.Finalize(None, _close_all, exitpriority=0)
 
 
-def _after_fork_in_child() -> None:
+def _after_fork_in_child_hooks() -> None:
+    _after_fork_in_child()
     if _hooked_pid is not None:
         _hook_exits()
 
 
-os.register_at_fork(before=_suspend_all, after_in_child=_after_fork_in_child)
+os.register_at_fork(
+    before=_before_fork,
+    after_in_parent=_after_fork_in_parent,
+    after_in_child=_after_fork_in_child_hooks,
+)
 atexit.register(_close_all)
 # A multiprocessing child clears the finalizers it inherited once it starts, then runs
 # these: the finalizer is made again there.

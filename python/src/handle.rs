@@ -117,13 +117,12 @@ impl Handle {
         self.generation.load(Ordering::SeqCst)
     }
 
-    /// Closes the stash for good; later calls fail with [`CallError::Closed`].
+    /// Closes the stash for good; later calls fail with [`CallError::Closed`]. The lock is
+    /// held until the close has committed: a flush meanwhile (SIGTERM's, which then ends the
+    /// process) waits for it rather than finding nothing to flush.
     pub fn close(&self) -> objstash::Result<()> {
-        let taken = {
-            let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
-            std::mem::replace(&mut *state, State::Closed)
-        };
-        match taken {
+        let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
+        match std::mem::replace(&mut *state, State::Closed) {
             State::Open(stash) => stash.close(),
             State::Forked { failure: Some(e) } => Err(e),
             State::Closed | State::Forked { failure: None } => Ok(()),

@@ -11,26 +11,43 @@ mod errors;
 mod handle;
 mod remote;
 mod signals;
+mod sigterm;
 mod stash;
 mod stream;
 
 use pyo3::prelude::*;
 
-/// Before `os.fork`: closes every open stash, committing what was saved; the next call in
-/// either process reopens it (registered by the package with `os.register_at_fork`).
+/// Before `os.fork`: stops the SIGTERM thread, then closes every open stash, committing
+/// what was saved; the next call in either process reopens it (registered by the package
+/// with `os.register_at_fork`).
 ///
 /// The GIL is released while it waits for calls under way: a streaming save takes it to
 /// read a Python file object (`stream.rs`).
 #[pyfunction]
-fn _suspend_all(py: Python<'_>) {
-    py.detach(handle::suspend_all);
+fn _before_fork(py: Python<'_>) {
+    py.detach(|| {
+        sigterm::before_fork();
+        handle::suspend_all();
+    });
 }
 
-/// Commits what every open stash saved (the package's SIGTERM handler and the end of a
-/// multiprocessing child call it). Failures go to stderr.
+/// After `os.fork`, in the parent: starts the SIGTERM thread again.
 #[pyfunction]
-fn _flush_all(py: Python<'_>) {
-    py.detach(handle::flush_all);
+fn _after_fork_in_parent() -> PyResult<()> {
+    Ok(sigterm::after_fork_in_parent()?)
+}
+
+/// After `os.fork`, in the child: a SIGTERM pipe and thread of the child's own.
+#[pyfunction]
+fn _after_fork_in_child() -> PyResult<()> {
+    Ok(sigterm::after_fork_in_child()?)
+}
+
+/// Makes SIGTERM commit what every stash saved and then end the process, if SIGTERM is at
+/// its default (see `sigterm.rs`); returns whether it does.
+#[pyfunction]
+fn _take_sigterm() -> PyResult<bool> {
+    Ok(sigterm::take()?)
 }
 
 /// Closes every stash (the package calls it at interpreter exit). Failures go to stderr.
@@ -44,8 +61,10 @@ fn _objstash(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<stash::Stash>()?;
     m.add_class::<stash::KeyIterator>()?;
     m.add_class::<stream::ObjectReader>()?;
-    m.add_function(wrap_pyfunction!(_suspend_all, m)?)?;
-    m.add_function(wrap_pyfunction!(_flush_all, m)?)?;
+    m.add_function(wrap_pyfunction!(_before_fork, m)?)?;
+    m.add_function(wrap_pyfunction!(_after_fork_in_parent, m)?)?;
+    m.add_function(wrap_pyfunction!(_after_fork_in_child, m)?)?;
+    m.add_function(wrap_pyfunction!(_take_sigterm, m)?)?;
     m.add_function(wrap_pyfunction!(_close_all, m)?)?;
     m.add("MAX_NAME_LEN", objstash::MAX_NAME_LEN)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
