@@ -201,7 +201,9 @@ pub struct VerifyReport {
     pub checked: u64,
     /// Names counted (each checked to point to a stored object).
     pub names: u64,
-    /// Keys whose stored row does not decompress or does not hash to the key.
+    /// Keys whose stored row does not decompress or does not hash to the key. A row whose
+    /// key bytes are damaged as well is listed under the key it holds (its true key is
+    /// nowhere in the file), and a `get` of the true key finds nothing.
     pub corrupt: Vec<Key>,
     /// Keys whose row is intact but that the key index does not find (damage to index
     /// pages): `get` answers `None` for them; [`repair`](crate::repair) brings them back.

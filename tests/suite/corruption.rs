@@ -225,7 +225,8 @@ fn read_all_safely(stash: &Stash, keys: &[Key], objs: &[Vec<u8>]) -> (usize, usi
 #[test]
 fn random_byte_flips_are_listed_and_never_serve_wrong_bytes() -> TestResult {
     for layout in LAYOUTS {
-        for seed in 1..=3u64 {
+        // Seed 20 damages a row's key and its bytes at once (seeds 1-40 pass).
+        for seed in [1, 2, 3, 20u64] {
             flip_bytes_and_check(layout, seed)?;
         }
     }
@@ -288,10 +289,14 @@ fn flip_bytes_and_check(layout: Layout, seed: u64) -> TestResult {
             let listed: HashSet<Key> =
                 report.corrupt.iter().chain(&report.unreachable).copied().collect();
             let unlisted = bad.iter().filter(|key| !listed.contains(key)).count() as u64;
+            // A row whose key bytes and stored bytes are both damaged can only be named by
+            // the key it holds: its true key is nowhere in the file (a prefix index keeps
+            // 8 bytes of it). Such a row is listed, under a key no save returned.
+            let misnamed = listed.iter().filter(|key| !keys.contains(key)).count() as u64;
             assert!(
-                unlisted <= report.unnamed,
-                "{layout}/{seed}: {unlisted} unreadable keys not named, {} rows counted: \
-                 {report}",
+                unlisted <= report.unnamed + misnamed,
+                "{layout}/{seed}: {unlisted} unreadable keys not named, {} rows counted, \
+                 {misnamed} named by a damaged key: {report}",
                 report.unnamed
             );
             // Everything named really is unreadable.
