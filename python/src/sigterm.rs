@@ -38,6 +38,8 @@ static WAKE: AtomicI32 = AtomicI32::new(-1);
 static OWNER: AtomicI32 = AtomicI32::new(0);
 /// Set by the first SIGTERM handled.
 static ENDING: AtomicBool = AtomicBool::new(false);
+/// Set once this process (or the parent it was forked from) took SIGTERM.
+static TAKEN: AtomicBool = AtomicBool::new(false);
 
 /// The byte the handler writes.
 const TERM: u8 = b'T';
@@ -158,13 +160,30 @@ fn start(watcher: &mut Watcher) -> io::Result<()> {
     Ok(())
 }
 
-/// Whether SIGTERM's handler is this module's.
-fn installed() -> bool {
+/// SIGTERM's handler now (`SIG_DFL`, `SIG_IGN` or a function), or `None` if it cannot be
+/// read.
+fn disposition() -> Option<libc::sighandler_t> {
     // SAFETY: a query: `act` is null and `old` a zeroed `sigaction` to fill.
     unsafe {
         let mut old: libc::sigaction = std::mem::zeroed();
-        libc::sigaction(libc::SIGTERM, std::ptr::null(), &mut old) == 0
-            && old.sa_sigaction == on_sigterm as *const () as libc::sighandler_t
+        (libc::sigaction(libc::SIGTERM, std::ptr::null(), &mut old) == 0)
+            .then_some(old.sa_sigaction)
+    }
+}
+
+/// Whether SIGTERM's handler is this module's.
+fn installed() -> bool {
+    disposition() == Some(on_sigterm as *const () as libc::sighandler_t)
+}
+
+/// Takes SIGTERM again if this process took it once and it is at its default again. A
+/// program that saved the handler it saw and put it back later put back `SIG_DFL`
+/// (Python's `getsignal` reports it while this module's handler is installed): the
+/// package's saves call this, as the calls whose work a SIGTERM would lose. A handler of
+/// the program's own, or `SIG_IGN`, is left alone. One `sigaction` query when taken.
+pub fn keep() {
+    if TAKEN.load(Ordering::Relaxed) && disposition() == Some(libc::SIG_DFL) {
+        let _ = take();
     }
 }
 
@@ -181,10 +200,9 @@ pub fn take() -> io::Result<bool> {
         *guard = Some(watcher);
     }
     let took = install();
-    if created
-        && !matches!(took, Ok(true))
-        && let Some(mut watcher) = guard.take()
-    {
+    if matches!(took, Ok(true)) {
+        TAKEN.store(true, Ordering::Relaxed);
+    } else if created && let Some(mut watcher) = guard.take() {
         WAKE.store(-1, Ordering::SeqCst);
         stop(&mut watcher);
     }
@@ -253,6 +271,8 @@ pub fn after_fork_in_child() -> io::Result<()> {
     // The lock was free at the fork: the fork hooks run on the forking thread, which took
     // and let go of it in `before_fork`, and no other code takes it.
     let mut guard = WATCHER.lock().unwrap_or_else(PoisonError::into_inner);
+    // A SIGTERM the parent took during the fork is the parent's to act on.
+    ENDING.store(false, Ordering::SeqCst);
     let Some(inherited) = guard.take() else { return Ok(()) };
     WAKE.store(-1, Ordering::SeqCst);
     // The parent's thread did not cross the fork: its handle is forgotten, not joined.

@@ -232,12 +232,14 @@ impl Stash {
 
     /// Stores an object (bytes-like, or str as UTF-8); returns its key (64 hex digits).
     fn save(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<String> {
+        crate::sigterm::keep();
         let data = convert::object(data)?;
         Ok(self.with(py, |s| s.save(&data))?.to_string())
     }
 
     /// Stores many objects, hashed and compressed in parallel; their keys in input order.
     fn save_all(&self, py: Python<'_>, objects: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+        crate::sigterm::keep();
         let held = convert::collect(objects, "objects")?;
         let data = held.iter().map(convert::object).collect::<PyResult<Vec<_>>>()?;
         self.check_sizes(py, &data)?;
@@ -247,6 +249,7 @@ impl Stash {
 
     /// Stores objects and pins them: never evicted. Their keys in input order.
     fn save_pinned(&self, py: Python<'_>, objects: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+        crate::sigterm::keep();
         let held = convert::collect(objects, "objects")?;
         let data = held.iter().map(convert::object).collect::<PyResult<Vec<_>>>()?;
         self.check_sizes(py, &data)?;
@@ -307,6 +310,7 @@ impl Stash {
         source: &Bound<'_, PyAny>,
         name: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<String> {
+        crate::sigterm::keep();
         let name = name.map(|n| convert::name(n).map(|n| n.into_owned())).transpose()?;
         let source = if source.hasattr("read")? {
             stream::Source::File(source.clone().unbind())
@@ -324,6 +328,7 @@ impl Stash {
         name: &Bound<'_, PyAny>,
         key: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
+        crate::sigterm::keep();
         let name = convert::name(name)?;
         let key = convert::key(key)?;
         Ok(self.with(py, |s| s.name(&[(&name[..], key)]))?[0])
@@ -429,6 +434,7 @@ impl Stash {
     /// (name, object) pairs, a name being a str or bytes. Returns the keys in input order.
     /// A name saved again points to its new object.
     fn save_named(&self, py: Python<'_>, items: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+        crate::sigterm::keep();
         let held = pairs(items)?;
         let pairs = held
             .iter()

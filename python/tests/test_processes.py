@@ -434,3 +434,28 @@ def test_a_programs_own_sigterm_handler_decides(path, when):
     assert (done.returncode, done.stdout) == (7, "handled\n"), done.stderr
     with Stash(path) as stash:
         assert len(stash) == 100
+
+
+RESTORED = """
+import os, signal, sys
+from objstash import Stash
+
+stash = Stash(sys.argv[1])
+stash.save_all([b"restored %d" % i for i in range(100)])
+seen = signal.getsignal(signal.SIGTERM)
+signal.signal(signal.SIGTERM, lambda signum, frame: None)
+signal.signal(signal.SIGTERM, seen)  # what a library does around a block of its own
+stash.save(b"after the restore")
+os.kill(os.getpid(), signal.SIGTERM)
+signal.pause()
+"""
+
+
+def test_sigterm_still_commits_after_a_program_puts_back_the_handler_it_saw(path):
+    """``signal.getsignal`` reports ``SIG_DFL`` while the package's C handler is in place,
+    so a program that saves and restores the handler puts the default back: the next
+    save takes SIGTERM again."""
+    done = run_python(RESTORED, path)
+    assert done.returncode == -signal.SIGTERM, done.stderr
+    with Stash(path) as stash:
+        assert len(stash) == 101
