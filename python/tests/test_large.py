@@ -106,6 +106,9 @@ def test_a_damaged_chunk_raises_corrupt_error_at_that_chunk(path):
 
 ENDLESS = """
 import sys
+# A shell's background job starts with SIGINT ignored, and Python then leaves it so.
+import signal
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from objstash import Stash
 
 class Endless:

@@ -265,6 +265,9 @@ def test_what_save_returned_survives_the_ways_a_process_ends(path, ending):
 INTERRUPTED = """
 import sys, threading, time
 from objstash import Stash
+# A shell's background job starts with SIGINT ignored, and Python then leaves it so.
+import signal
+signal.signal(signal.SIGINT, signal.default_int_handler)
 path = sys.argv[1]
 stash = Stash(path)
 objs = [b"%d-" % i + b"x" * 1000 for i in range(60_000)]

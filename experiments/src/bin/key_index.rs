@@ -29,9 +29,6 @@
 use std::time::Instant;
 
 use anyhow::{Result, bail};
-use flate2::Compression;
-use flate2::write::GzEncoder;
-use rayon::prelude::*;
 use rusqlite::{Connection, params};
 
 const POOL: u64 = 100_000;
@@ -72,15 +69,7 @@ fn main() -> Result<()> {
     if journal != "wal" && journal != "memory" {
         bail!("the journal is wal or memory, not {journal}");
     }
-    let pool: Vec<(i64, Vec<u8>)> = (0..POOL)
-        .into_par_iter()
-        .map(|i| {
-            let raw = speckle_gen::object(1, i);
-            let mut gz = GzEncoder::new(Vec::new(), Compression::new(1));
-            std::io::Write::write_all(&mut gz, &raw).expect("in memory");
-            (raw.len() as i64, gz.finish().expect("in memory"))
-        })
-        .collect();
+    let pool = objstash_experiments::gzipped_pool(POOL);
     let mean = pool.iter().map(|(_, d)| d.len() as u64).sum::<u64>() / POOL;
     println!(
         "{rows} rows of {mean} B on average, batches of {BATCH}, young indexes of {young}, \

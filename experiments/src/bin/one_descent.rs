@@ -24,10 +24,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Result, bail};
-use flate2::Compression;
-use flate2::write::GzEncoder;
 use flate2::{Decompress, FlushDecompress, Status};
-use rayon::prelude::*;
 use rusqlite::{Connection, OptionalExtension, params};
 
 const POOL: u64 = 100_000;
@@ -65,15 +62,7 @@ fn main() -> Result<()> {
     let rounds: u32 = arg(3).map(|s| s.parse()).transpose()?.unwrap_or(2);
     let temp = tempfile::tempdir()?;
     let dir = arg(4).map_or_else(|| temp.path().to_path_buf(), PathBuf::from);
-    let pool: Vec<(i64, Vec<u8>)> = (0..POOL)
-        .into_par_iter()
-        .map(|i| {
-            let raw = speckle_gen::object(1, i);
-            let mut gz = GzEncoder::new(Vec::new(), Compression::new(1));
-            std::io::Write::write_all(&mut gz, &raw).expect("in memory");
-            (raw.len() as i64, gz.finish().expect("in memory"))
-        })
-        .collect();
+    let pool = objstash_experiments::gzipped_pool(POOL);
     let mean = pool.iter().map(|(_, d)| d.len() as u64).sum::<u64>() / POOL;
     println!("{rows} rows of {mean} B on average, batches of {BATCH}, {reads} reads a round");
     let mut files = Vec::new();
