@@ -212,19 +212,14 @@ pub fn take() -> io::Result<bool> {
 /// Installs the handler if SIGTERM's is the default (or is already this module's).
 fn install() -> io::Result<bool> {
     let ours = on_sigterm as *const () as libc::sighandler_t;
-    // SAFETY: a query (`act` null, `old` a zeroed `sigaction` to fill), then the install
-    // of a handler that only does async-signal-safe things.
+    match disposition() {
+        None => return Err(io::Error::last_os_error()),
+        Some(current) if current == ours => return Ok(true),
+        Some(current) if current != libc::SIG_DFL => return Ok(false),
+        Some(_) => {}
+    }
+    // SAFETY: installs a handler that only does async-signal-safe things.
     unsafe {
-        let mut old: libc::sigaction = std::mem::zeroed();
-        if libc::sigaction(libc::SIGTERM, std::ptr::null(), &mut old) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if old.sa_sigaction == ours {
-            return Ok(true);
-        }
-        if old.sa_sigaction != libc::SIG_DFL {
-            return Ok(false);
-        }
         let mut new: libc::sigaction = std::mem::zeroed();
         new.sa_sigaction = ours;
         new.sa_flags = libc::SA_RESTART | libc::SA_ONSTACK;
@@ -232,8 +227,8 @@ fn install() -> io::Result<bool> {
         if libc::sigaction(libc::SIGTERM, &new, std::ptr::null_mut()) != 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok(true)
     }
+    Ok(true)
 }
 
 /// Stops `watcher`'s thread, if it runs, and waits for it; the pipe stays (a SIGTERM
@@ -268,8 +263,9 @@ pub fn after_fork_in_parent() -> io::Result<()> {
 /// After `os.fork`, in the child: the parent's pipe is closed and, if the handler is still
 /// this module's, the child gets a pipe and a thread of its own.
 pub fn after_fork_in_child() -> io::Result<()> {
-    // The lock was free at the fork: the fork hooks run on the forking thread, which took
-    // and let go of it in `before_fork`, and no other code takes it.
+    // The lock was free at the fork: the forking thread took and let go of it in
+    // `before_fork`, and every other taker (`take`, `keep`) holds the GIL throughout,
+    // which the forking thread holds across the fork.
     let mut guard = WATCHER.lock().unwrap_or_else(PoisonError::into_inner);
     // A SIGTERM the parent took during the fork is the parent's to act on.
     ENDING.store(false, Ordering::SeqCst);
