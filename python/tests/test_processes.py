@@ -138,10 +138,13 @@ def thread_masks() -> dict[int, tuple[str, int]]:
     """Each thread of this process: its name and its mask of blocked signals."""
     masks = {}
     for task in os.listdir("/proc/self/task"):
-        with open(f"/proc/self/task/{task}/comm") as f:
-            name = f.read().strip()
-        with open(f"/proc/self/task/{task}/status") as f:
-            blocked = re.search(r"SigBlk:\s*([0-9a-f]+)", f.read())
+        try:
+            with open(f"/proc/self/task/{task}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/self/task/{task}/status") as f:
+                blocked = re.search(r"SigBlk:\s*([0-9a-f]+)", f.read())
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a thread that ended since the listing (an earlier test's helper)
         assert blocked is not None
         masks[int(task)] = (name, int(blocked.group(1), 16))
     return masks
