@@ -1,10 +1,13 @@
 //! The writer's ceiling: rows handed to the writer already hashed and compressed (no work
 //! for the producers but a map insert and a channel send), so the figure is what the one
-//! writer thread and SQLite can take. Rows/s of each million, up to `--count`, and the
-//! bytes written (the log and the checkpoints) a row.
+//! writer thread and SQLite can take. Rows/s of each million, up to `--count`, the bytes
+//! written (the log and the checkpoints) a row, what that makes a second, and the
+//! machine's dirty page-cache bytes at the million's end: once those reach the kernel's
+//! dirty limit, every write waits for the disk, and rows/s times bytes a row is the
+//! disk's bandwidth.
 //!
 //! `cargo run --release -p objstash-bench --bin writer_ceiling -- [--count 10000000]
-//!  [--layout single|bucketed] [--durability fast|safe] [--batch-size ROWS]`
+//!  [--layout single|bucketed] [--durability fast|safe|owned] [--batch-size ROWS]`
 //!
 //! The rows' bytes are gzipped generated objects (a pool of 100,000 reused), their keys
 //! random: realistic sizes and a realistic key index, though no key matches its bytes
@@ -84,13 +87,16 @@ fn main() -> Result<()> {
             stash.flush()?;
             let rows = if at.is_multiple_of(1_000_000) { 1_000_000 } else { at % 1_000_000 };
             let now_written = written_bytes();
+            let seconds = million.elapsed().as_secs_f64();
             println!(
                 "rows {:>9}: {:>9.0} rows/s this million, {:>9.0} rows/s overall, \
-                 {:>6.0} B written a row",
+                 {:>6.0} B written a row, {:>5.0} MB/s written, {:>5.0} MB dirty",
                 at,
-                rows as f64 / million.elapsed().as_secs_f64(),
+                rows as f64 / seconds,
                 at as f64 / start.elapsed().as_secs_f64(),
-                (now_written - written) as f64 / rows as f64
+                (now_written - written) as f64 / rows as f64,
+                (now_written - written) as f64 / seconds / 1e6,
+                dirty_bytes() as f64 / 1e6
             );
             written = now_written;
             million = Instant::now();
@@ -111,4 +117,18 @@ fn written_bytes() -> u64 {
                 .and_then(|n| n.trim().parse().ok())
         })
         .unwrap_or(0)
+}
+
+/// The machine's page-cache bytes waiting for or under writeback (`nr_dirty` and
+/// `nr_writeback` of `/proc/vmstat`, pages of 4 KiB; 0 where there is none).
+fn dirty_bytes() -> u64 {
+    let vmstat = std::fs::read_to_string("/proc/vmstat").unwrap_or_default();
+    let pages: u64 = vmstat
+        .lines()
+        .filter_map(|line| {
+            let (name, n) = line.split_once(' ')?;
+            matches!(name, "nr_dirty" | "nr_writeback").then(|| n.trim().parse::<u64>().ok())?
+        })
+        .sum();
+    pages * 4096
 }
