@@ -33,6 +33,7 @@ fn main() -> Result<()> {
         }
     }
     let top = series.iter().flat_map(|(_, p)| p.iter().map(|q| q.1)).fold(100_000.0f64, f64::max);
+    let right = series.iter().flat_map(|(_, p)| p.iter().map(|q| q.0)).fold(1.0f64, f64::max);
 
     let root = BitMapBackend::new(&png, (1000, 600)).into_drawing_area();
     root.fill(&WHITE)?;
@@ -41,7 +42,7 @@ fn main() -> Result<()> {
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(70)
-        .build_cartesian_2d(0f64..10.5f64, 0f64..top * 1.1)?;
+        .build_cartesian_2d(0f64..right + 0.5, 0f64..top * 1.1)?;
     chart
         .configure_mesh()
         .x_desc("objects stored (millions)")
@@ -69,6 +70,7 @@ fn main() -> Result<()> {
     }
     chart
         .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
         .background_style(WHITE.mix(0.9))
         .border_style(BLACK)
         .label_font(("sans-serif", 15))
