@@ -126,8 +126,9 @@ fn dirty_bytes() -> u64 {
     let pages: u64 = vmstat
         .lines()
         .filter_map(|line| {
-            let (name, n) = line.split_once(' ')?;
-            matches!(name, "nr_dirty" | "nr_writeback").then(|| n.trim().parse::<u64>().ok())?
+            let n =
+                line.strip_prefix("nr_dirty ").or_else(|| line.strip_prefix("nr_writeback "))?;
+            n.trim().parse::<u64>().ok()
         })
         .sum();
     pages * 4096
