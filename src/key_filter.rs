@@ -37,17 +37,26 @@ pub(crate) const MOVES: &str = "old_moves";
 /// building: building reads both indexes once (about a second at ten million objects).
 /// At least this many, and a twentieth of the stash.
 pub(crate) const WORTH_ROWS: u64 = 10_000;
-/// Bits per prefix: with [`PROBES`] probes, about 1% of new keys still read the indexes.
+/// Bits per prefix: with [`MAX_PROBES`] probes, about 1% of new keys still read the
+/// indexes.
 const BITS_PER_KEY: u64 = 10;
-const PROBES: u64 = 7;
+const MAX_PROBES: u64 = 7;
 /// The fewest prefixes a filter is sized for.
 const MIN_KEYS: u64 = 1 << 20;
+/// The most bits a filter takes (16 MiB, as much as the writer's page cache), so that the
+/// writer's memory stops growing with the stash: past 13.4 million prefixes a filter holds
+/// fewer than [`BITS_PER_KEY`] bits a prefix and probes fewer bits, and more new keys read
+/// the indexes (about 5% at 20 million, a third at 60 million; each such read is what every
+/// key cost without a filter).
+const MAX_BITS: u64 = 16 << 23;
 
 /// A Bloom filter of the key indexes' prefixes, and what it has seen of the stash.
 #[derive(Debug)]
 pub(crate) struct KeyFilter {
     words: Vec<u64>,
     bits: u64,
+    /// Bits set and tested a prefix: fewer when the bits are capped.
+    probes: u64,
     /// Prefixes added, and how many it was sized for: past that it is built again, larger.
     keys: u64,
     capacity: u64,
@@ -75,10 +84,11 @@ impl KeyFilter {
     /// An empty filter sized for `capacity` prefixes.
     fn with_capacity(capacity: u64, moves: u64) -> Self {
         let capacity = capacity.max(MIN_KEYS);
-        let bits = capacity * BITS_PER_KEY;
+        let bits = (capacity * BITS_PER_KEY).min(MAX_BITS);
         KeyFilter {
             words: vec![0; bits.div_ceil(64) as usize],
             bits,
+            probes: probes_for(bits, capacity),
             keys: 0,
             capacity,
             moves,
@@ -109,7 +119,7 @@ impl KeyFilter {
     /// Adds the prefix of a key an index now holds.
     pub(crate) fn insert(&mut self, prefix: &[u8]) {
         let bits = self.bits;
-        for bit in probes(prefix, bits) {
+        for bit in probes(prefix, bits, self.probes) {
             self.words[(bit / 64) as usize] |= 1 << (bit % 64);
         }
         self.keys += 1;
@@ -118,7 +128,7 @@ impl KeyFilter {
     /// Whether an index may hold a key of `key`'s prefix (false: neither holds one, as far
     /// as the filter has seen).
     pub(crate) fn may_hold(&self, key: &Key) -> bool {
-        probes(&key.as_bytes()[..8], self.bits)
+        probes(&key.as_bytes()[..8], self.bits, self.probes)
             .all(|bit| self.words[(bit / 64) as usize] & (1 << (bit % 64)) != 0)
     }
 
@@ -132,16 +142,23 @@ impl KeyFilter {
     }
 }
 
-/// The bits of a prefix (the first 8 bytes of a blake3 key, or fewer of a damaged one):
+/// The probes that make the fewest false positives for `capacity` prefixes in `bits` bits
+/// (`bits / capacity` times ln 2), at most [`MAX_PROBES`].
+fn probes_for(bits: u64, capacity: u64) -> u64 {
+    let best = (bits as f64 / capacity as f64 * std::f64::consts::LN_2).round() as u64;
+    best.clamp(1, MAX_PROBES)
+}
+
+/// The `count` bits of a prefix (the first 8 bytes of a blake3 key, or fewer of a damaged one):
 /// double hashing of the prefix, mixed, each mapped onto `bits` by a multiply.
-fn probes(prefix: &[u8], bits: u64) -> impl Iterator<Item = u64> {
+fn probes(prefix: &[u8], bits: u64, count: u64) -> impl Iterator<Item = u64> {
     let mut word = [0u8; 8];
     let n = prefix.len().min(8);
     word[..n].copy_from_slice(&prefix[..n]);
     let x = u64::from_be_bytes(word);
     let h1 = mix(x);
     let h2 = mix(x ^ 0x9E37_79B9_7F4A_7C15) | 1;
-    (0..PROBES).map(move |i| {
+    (0..count).map(move |i| {
         let h = h1.wrapping_add(i.wrapping_mul(h2));
         ((u128::from(h) * u128::from(bits)) >> 64) as u64
     })
@@ -178,6 +195,34 @@ mod tests {
         // Once another connection has committed, the young index is read for every key.
         filter.young_exact = false;
         assert_eq!(filter.lookup(&absent), Lookup { young: true, old: false });
+    }
+
+    #[test]
+    fn stops_growing_at_its_bits() {
+        let filter = KeyFilter::with_capacity(100_000_000, 0);
+        assert_eq!(filter.bits, MAX_BITS);
+        assert_eq!(filter.words.len() as u64 * 64, MAX_BITS);
+        // 1.34 bits a prefix: one probe makes the fewest false positives.
+        assert_eq!(filter.probes, 1);
+        assert_eq!(KeyFilter::with_capacity(20_000_000, 0).probes, 5);
+        assert_eq!(KeyFilter::with_capacity(0, 0).probes, MAX_PROBES);
+    }
+
+    #[test]
+    fn a_capped_filter_holds_every_prefix_added() {
+        let mut filter = KeyFilter::with_capacity(0, 0);
+        // As if capped: far fewer bits than its prefixes want.
+        filter.bits = 1 << 18;
+        filter.words.truncate(1 << 12);
+        filter.probes = probes_for(filter.bits, 100_000);
+        for i in 0..100_000 {
+            filter.insert(&key(i).as_bytes()[..8]);
+        }
+        assert!((0..100_000).all(|i| filter.may_hold(&key(i))));
+        let others = (100_000..200_000).filter(|&i| filter.may_hold(&key(i))).count();
+        // 2.6 bits a prefix, two probes: about 28% of the others.
+        assert_eq!(filter.probes, 2);
+        assert!((20_000..40_000).contains(&others), "{others} false positives in 100,000");
     }
 
     #[test]
