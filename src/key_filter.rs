@@ -57,7 +57,8 @@ pub(crate) struct KeyFilter {
     bits: u64,
     /// Bits set and tested a prefix: fewer when the bits are capped.
     probes: u64,
-    /// Prefixes added, and how many it was sized for: past that it is built again, larger.
+    /// Prefixes added, and how many it was sized for: past that it is built again, larger
+    /// (or, at [`MAX_BITS`], with fewer probes).
     keys: u64,
     capacity: u64,
     /// The meta table's move count when the filter last matched the old index.
@@ -83,8 +84,13 @@ impl Lookup {
 impl KeyFilter {
     /// An empty filter sized for `capacity` prefixes.
     fn with_capacity(capacity: u64, moves: u64) -> Self {
+        KeyFilter::within(capacity, MAX_BITS, moves)
+    }
+
+    /// An empty filter sized for `capacity` prefixes in at most `max_bits` bits.
+    fn within(capacity: u64, max_bits: u64, moves: u64) -> Self {
         let capacity = capacity.max(MIN_KEYS);
-        let bits = (capacity * BITS_PER_KEY).min(MAX_BITS);
+        let bits = (capacity * BITS_PER_KEY).min(max_bits);
         KeyFilter {
             words: vec![0; bits.div_ceil(64) as usize],
             bits,
@@ -210,19 +216,16 @@ mod tests {
 
     #[test]
     fn a_capped_filter_holds_every_prefix_added() {
-        let mut filter = KeyFilter::with_capacity(0, 0);
-        // As if capped: far fewer bits than its prefixes want.
-        filter.bits = 1 << 18;
-        filter.words.truncate(1 << 12);
-        filter.probes = probes_for(filter.bits, 100_000);
-        for i in 0..100_000 {
+        // Far fewer bits than its prefixes want: 2^20 prefixes in 2^22 bits, 4 bits each.
+        let mut filter = KeyFilter::within(0, 1 << 22, 0);
+        assert_eq!(filter.probes, 3);
+        for i in 0..MIN_KEYS {
             filter.insert(&key(i).as_bytes()[..8]);
         }
-        assert!((0..100_000).all(|i| filter.may_hold(&key(i))));
-        let others = (100_000..200_000).filter(|&i| filter.may_hold(&key(i))).count();
-        // 2.6 bits a prefix, two probes: about 28% of the others.
-        assert_eq!(filter.probes, 2);
-        assert!((20_000..40_000).contains(&others), "{others} false positives in 100,000");
+        assert!((0..MIN_KEYS).all(|i| filter.may_hold(&key(i))));
+        let others = (MIN_KEYS..MIN_KEYS + 100_000).filter(|&i| filter.may_hold(&key(i))).count();
+        // 4 bits a prefix, three probes: about 15% of the others.
+        assert!((10_000..20_000).contains(&others), "{others} false positives in 100,000");
     }
 
     #[test]
