@@ -21,7 +21,7 @@ const DEFAULT_LEVEL: u32 = codec::DEFAULT_LEVEL;
 /// Default rows per writer transaction; see notes/design.md.
 const DEFAULT_BATCH: usize = 100_000;
 /// Default keys a table's young index holds before they are moved into the old one; see
-/// notes/performance.md.
+/// notes/experiments.md.
 const DEFAULT_YOUNG_KEYS: usize = 1_000_000;
 /// Default capacity of the channel to the writer, in objects.
 const DEFAULT_CAPACITY: usize = 4_096;
@@ -231,7 +231,7 @@ impl StashBuilder {
     /// How long a read connection may keep its snapshot (an open read transaction) between
     /// reads of one key ([`Stash::get`], [`Stash::contains`]), instead of beginning one for
     /// each: a `get` loop runs faster without SQLite's two file-lock system calls per read
-    /// (figures in notes/performance.md). What a read can miss is bounded: this handle's own
+    /// (figures in notes/experiments.md). What a read can miss is bounded: this handle's own
     /// saves and removes are always seen; an object another handle or process committed
     /// before the read began is found (a read that finds nothing in a kept snapshot reads
     /// again in a new one); only an object another handle removed can still be read for up
@@ -276,7 +276,7 @@ impl StashBuilder {
     /// Between two checks the files can go over by about one batch of saves (a
     /// thirty-second of the cap, at most 32 MiB); objects used in the last few seconds
     /// (see [`StashBuilder::eviction_grace`]) and pinned ones are never evicted, so those
-    /// alone can keep a stash over its cap. How it works: notes/design.md. The first cap
+    /// alone can keep a stash over its cap. How it works: notes/bounded-cache.md. The first cap
     /// of a stash that has never evicted indexes its objects' uses at open, once (one pass
     /// over the stash: 0.4 s for a million objects in memory, from disk as long as reading
     /// the file).

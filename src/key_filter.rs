@@ -3,7 +3,7 @@
 //! Every row the writer inserts is first looked up, and a new key (nearly every key) costs
 //! a descent of the young and of the old index; the old one outgrows the cache (at ten
 //! million objects a third of the writer's time, most of it reading index pages back from
-//! the OS, notes/performance.md). The writer keeps a Bloom filter of the prefixes the two
+//! the OS, notes/experiments.md). The writer keeps a Bloom filter of the prefixes the two
 //! indexes hold, and reads an index only when the filter may hold the key's prefix, or
 //! when the filter may have missed keys that went into it.
 //!

@@ -11,7 +11,7 @@
 //! delete of a row goes through `TableSql::add` and `TableSql::unindex`, which keep the
 //! indexes in step. A
 //! lookup reads the rowids of the key's prefix in the young and the old index, and
-//! compares the full key in the row (two keys may share a prefix). Measured in notes/performance.md.
+//! compares the full key in the row (two keys may share a prefix). Measured in notes/experiments.md.
 
 /// How an object table finds a row by its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,7 @@
 //! transaction of its own: the connection keeps its transaction (its snapshot) open between
 //! reads, for at most `held_for` (`StashBuilder::read_snapshot`, default 20 ms), and the
 //! next read on it reuses it. Beginning a read transaction costs SQLite two file-lock
-//! system calls and a check of the log's index (notes/performance.md has the figures). A
+//! system calls and a check of the log's index (notes/experiments.md has the figures). A
 //! snapshot is only ever behind, never wrong, and an object never changes under its key, so
 //! what a kept one can miss is bounded:
 //! - this handle's own writes: the writer counts its commits ([`Commits`]) before it

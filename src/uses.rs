@@ -16,7 +16,7 @@
 //! left as it is. Reading back what was just saved, or an object read again within
 //! seconds, then writes nothing: without it the writer rewrote a page of the object table
 //! and two of the use index for nearly every object `get_many` read, which cost reading a
-//! quarter of its rate on two cores (notes/performance.md). The order of last use that
+//! quarter of its rate on two cores (notes/experiments.md). The order of last use that
 //! eviction follows is exact to within the resolution.
 //!
 //! Eviction spares what a save call under way on this handle saved, until the call

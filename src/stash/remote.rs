@@ -106,7 +106,7 @@ impl RemoteTier<'_> {
     /// listing, deletes the bodies of packs out of the listing for longer than the grace
     /// period (duplicates, damaged packs) and orphan bodies of killed pushes. One
     /// machine collects at a time (a lease on the remote); safe beside pushes and reads of
-    /// other machines (`notes/design.md`, "Garbage collection").
+    /// other machines (`notes/remote.md`, "Garbage collection").
     ///
     /// # Errors
     /// [`Error::Remote`] if the remote fails or another machine holds the lease (what was
@@ -138,7 +138,7 @@ impl RemoteTier<'_> {
     }
 
     /// Compacts the remote's pack indexes into key-sharded files, so that a new machine
-    /// reads only the parts it needs instead of every index (`notes/design.md`,
+    /// reads only the parts it needs instead of every index (`notes/remote.md`,
     /// "Compacted indexes"). Holds the collectors' lease; readers see the old generation
     /// or the new one, whole.
     ///

@@ -15,7 +15,7 @@ use crate::pending::Row;
 /// while producers still compress. One sorted run per batch visits each key-index page once
 /// per batch and raised the writer's ceiling 1.06x-1.19x, but left the insert of the last
 /// batch after compression had ended: a save of 100,000 objects and its flush ran at
-/// 0.88x-0.90x (notes/performance.md).
+/// 0.88x-0.90x (notes/experiments.md).
 pub(super) const RUN_ROWS: usize = 2_048;
 /// How long the writer waits for more rows before committing a batch that is not full.
 /// Each commit rewrites every index page the batch touched, so a commit per handful of rows
@@ -29,7 +29,7 @@ pub(super) const MAX_BATCH_AGE: Duration = Duration::from_millis(500);
 /// and hold the write lock (which other processes wait for) for as long as that takes.
 /// The more rows share a logged index page, the fewer pages each row costs: 128 MiB let the
 /// writer take 1.4x-1.7x the rows/s of 32 MiB at its second and third million
-/// (notes/performance.md), for a log of up to ~160 MiB between checkpoints.
+/// (notes/experiments.md), for a log of up to ~160 MiB between checkpoints.
 pub(super) const JOURNAL_BUDGET: f64 = 128.0 * 1024.0 * 1024.0;
 /// Bytes one entry of a key index of whole keys takes (32-byte key, rowid, cell overhead).
 pub(super) const KEY_ENTRY_BYTES: f64 = 48.0;
