@@ -137,6 +137,7 @@ mod salvage;
 mod scan;
 mod schema;
 mod scratch;
+mod use_table;
 mod uses;
 mod writer;
 

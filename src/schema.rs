@@ -35,13 +35,14 @@ use crate::layout::Layout;
 use crate::meta::{self, META, Totals};
 use crate::names;
 use crate::scan::{self, Columns};
+use crate::use_table::{self, UseSql};
 use crate::uses::PINNED;
 
 /// `PRAGMA application_id` of every stash: "obst" in ASCII.
 pub(crate) const APPLICATION_ID: i32 = 0x6f62_7374;
-/// The newest format this version reads: a stash whose moves into the old key index are
-/// counted (`key_filter.rs`).
-pub(crate) const FORMAT_VERSION: i64 = crate::key_filter::FORMAT_VERSION;
+/// The newest format this version reads: a stash whose uses are recorded apart from its
+/// rows (`use_table.rs`).
+pub(crate) const FORMAT_VERSION: i64 = crate::use_table::FORMAT_VERSION;
 /// The format of a stash that stores a zstd dictionary (rows older versions cannot decode).
 pub(crate) const DICT_FORMAT_VERSION: i64 = 2;
 /// The format of a stash without dictionaries, which every version reads.
@@ -109,6 +110,8 @@ pub(crate) struct TableSql {
     pub first_use: String,
     /// Pinned objects and their stored bytes.
     pub pinned_totals: String,
+    /// The narrow table of uses beside it, in stashes that have one (`use_table.rs`).
+    pub apart: UseSql,
 }
 
 impl TableSql {
@@ -122,6 +125,7 @@ impl TableSql {
         let TableSql {
             name: _,
             key_index: _,
+            apart: _,
             insert,
             insert_zeroblob,
             select,
@@ -200,6 +204,7 @@ impl TableSql {
                 "SELECT count(*), coalesce(sum(raw_len), 0), coalesce(sum(length(data)), 0) \
                  FROM {name}"
             ),
+            apart: UseSql::new(&name, &is_key),
             name_insert: names::NameSql::insert(&name, key_index),
             name_repoint: names::NameSql::repoint(&name, key_index),
             touch: format!("UPDATE {name} SET used = ?2 WHERE {is_key} AND used < ?2"),
@@ -341,20 +346,23 @@ impl TableSql {
 pub(crate) struct Schema {
     pub layout: Layout,
     pub tables: Vec<TableSql>,
+    /// Whether its tables have narrow tables of uses beside them (`use_table.rs`).
+    pub uses_apart: bool,
 }
 
 impl Schema {
-    /// The statements of tables of `layout` indexed by `key_index`.
-    pub(crate) fn new(layout: Layout, key_index: KeyIndex) -> Self {
+    /// The statements of tables of `layout` indexed by `key_index`, with narrow tables of
+    /// uses beside them if `uses_apart`.
+    pub(crate) fn new(layout: Layout, key_index: KeyIndex, uses_apart: bool) -> Self {
         let tables = (0..layout.table_count())
             .map(|i| TableSql::new(layout.table_name(i), key_index))
             .collect();
-        Schema { layout, tables }
+        Schema { layout, tables, uses_apart }
     }
 
     /// The schema of a new stash: the newest format's.
     pub(crate) fn fresh(layout: Layout) -> Self {
-        Schema::new(layout, KeyIndex::Generations)
+        Schema::new(layout, KeyIndex::Generations, true)
     }
 
     /// The schema of the stash on `conn`, whose layout is `layout`: its tables keep
@@ -370,7 +378,8 @@ impl Schema {
             )
             .context(|| format!("looking for the {kind} {name}"))?
             > 0;
-        Ok(Schema::new(layout, if found { KeyIndex::Generations } else { KeyIndex::Full }))
+        let key_index = if found { KeyIndex::Generations } else { KeyIndex::Full };
+        Ok(Schema::new(layout, key_index, use_table::exists(conn, &layout.table_name(0))?))
     }
 
     /// How many prepared statements a connection should cache, before its stash's layout
@@ -396,7 +405,7 @@ impl Schema {
 
     /// How many prepared statements a connection should cache to never re-prepare.
     pub(crate) fn statement_count(&self) -> usize {
-        self.tables.len() * TableSql::STATEMENTS + Self::META_STATEMENTS
+        self.tables.len() * (TableSql::STATEMENTS + UseSql::STATEMENTS) + Self::META_STATEMENTS
     }
 
     /// Creates the tables and meta rows of a new stash in an empty database. Pages freed
@@ -407,6 +416,9 @@ impl Schema {
         sql += &format!("CREATE TABLE {META}(name TEXT PRIMARY KEY, value ANY) WITHOUT ROWID;\n");
         for table in &self.tables {
             sql += &table.create();
+            if self.uses_apart {
+                sql += &UseSql::create(&table.name);
+            }
         }
         sql += &format!(
             "INSERT INTO {META}(name, value) VALUES ('layout', '{}'), ('state', 'clean'), \
@@ -414,11 +426,12 @@ impl Schema {
             self.layout.as_str()
         );
         sql += &format!("PRAGMA application_id = {APPLICATION_ID};\n");
-        let version = match self.key_index() {
-            KeyIndex::Full => BASE_FORMAT_VERSION,
+        let version = match (self.key_index(), self.uses_apart) {
+            (_, true) => use_table::FORMAT_VERSION,
+            (KeyIndex::Full, false) => BASE_FORMAT_VERSION,
             // Made with its moves counted, so that its writer can keep a filter of its keys
             // from the first row (`key_filter.rs`).
-            KeyIndex::Generations => crate::key_filter::FORMAT_VERSION,
+            (KeyIndex::Generations, false) => crate::key_filter::FORMAT_VERSION,
         };
         sql += &format!("PRAGMA user_version = {version};\n");
         sql += "COMMIT;";
@@ -531,17 +544,28 @@ mod tests {
 
     #[test]
     fn every_statement_of_a_table_prepares_and_finds_rows_through_the_key_index() {
-        for key_index in [KeyIndex::Full, KeyIndex::Generations] {
+        let kinds = [
+            (KeyIndex::Full, false),
+            (KeyIndex::Generations, false),
+            (KeyIndex::Generations, true),
+        ];
+        for (key_index, uses_apart) in kinds {
             let conn = Connection::open_in_memory().unwrap();
-            let schema = Schema::new(Layout::Single, key_index);
+            let schema = Schema::new(Layout::Single, key_index, uses_apart);
             schema.create(&conn).unwrap();
             assert!(!schema.removals_indexed(&conn).unwrap());
             // Eviction's statements run once uses are indexed.
             schema.index_removals(&conn).unwrap();
             assert!(schema.removals_indexed(&conn).unwrap());
             crate::names::create(&conn, true).unwrap();
-            assert_eq!(Schema::read(&conn, Layout::Single).unwrap().key_index(), key_index);
+            let read = Schema::read(&conn, Layout::Single).unwrap();
+            assert_eq!((read.key_index(), read.uses_apart), (key_index, uses_apart));
             let table = &schema.tables[0];
+            if uses_apart {
+                for sql in table.apart.statements() {
+                    conn.prepare(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+                }
+            }
             for sql in table.statements() {
                 conn.prepare(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
                 // A statement that names a key must reach its row through the index.
@@ -630,6 +654,6 @@ mod tests {
             }
         }
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-        assert_eq!(version, crate::key_filter::FORMAT_VERSION);
+        assert_eq!(version, use_table::FORMAT_VERSION);
     }
 }

@@ -57,10 +57,27 @@ pub(crate) fn to_time(used: i64) -> Option<SystemTime> {
     (used != PINNED).then(|| UNIX_EPOCH + Duration::from_millis(used.max(0) as u64))
 }
 
+/// One key's use in memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Use {
+    at: i64,
+    /// Written by the writer; kept for the resolution when written apart from the rows,
+    /// whose `used` a read cannot see (`use_table.rs`).
+    written: bool,
+}
+
+/// One shard of the uses in memory.
+#[derive(Debug, Default)]
+struct Shard {
+    uses: HashMap<Key, Use>,
+    /// How many of `uses` are not written.
+    unwritten: usize,
+}
+
 /// Uses recorded in memory, not yet written, and the save calls under way.
 #[derive(Debug)]
 pub(crate) struct Uses {
-    shards: Vec<Mutex<HashMap<Key, i64>>>,
+    shards: Vec<Mutex<Shard>>,
     /// When each save call under way on this handle started: nothing it saved is evicted
     /// until it returns.
     saving: Mutex<Vec<i64>>,
@@ -73,7 +90,7 @@ pub(crate) struct Uses {
 impl Uses {
     pub(crate) fn new(on: bool, resolution: Duration) -> Self {
         Uses {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             saving: Mutex::new(Vec::new()),
             on,
             resolution: millis(resolution),
@@ -85,7 +102,7 @@ impl Uses {
         self.on
     }
 
-    fn shard(&self, key: &Key) -> MutexGuard<'_, HashMap<Key, i64>> {
+    fn shard(&self, key: &Key) -> MutexGuard<'_, Shard> {
         let shard = usize::from(key.as_bytes()[2]) % SHARDS;
         self.shards[shard].lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -98,12 +115,16 @@ impl Uses {
     }
 
     /// Records a read of `key`, whose row says it was last used at `used` (`None`: not
-    /// known): unless that is less than the resolution ago, or the object is pinned.
+    /// known): unless that, or a use of it this handle holds, is less than the resolution
+    /// ago, or the object is pinned.
     pub(crate) fn record_read(&self, key: &Key, used: Option<i64>) {
         if self.on {
             let now = now();
             if used.is_none_or(|used| used != PINNED && now - used >= self.resolution) {
-                self.record_at(key, now);
+                let mut shard = self.shard(key);
+                if shard.uses.get(key).is_none_or(|held| now - held.at >= self.resolution) {
+                    shard.record(key, now);
+                }
             }
         }
     }
@@ -117,24 +138,35 @@ impl Uses {
     }
 
     fn record_at(&self, key: &Key, at: i64) {
-        let mut shard = self.shard(key);
-        if shard.len() < MAX_KEYS / SHARDS || shard.contains_key(key) {
-            let used = shard.entry(*key).or_insert(at);
-            *used = (*used).max(at);
-        }
+        self.shard(key).record(key, at);
     }
 
-    /// The use of `key` recorded in memory and not yet written, if any.
+    /// The latest use of `key` this handle holds in memory (written or not), if any.
     pub(crate) fn recorded(&self, key: &Key) -> Option<i64> {
-        self.shard(key).get(key).copied()
+        self.shard(key).uses.get(key).map(|u| u.at)
     }
 
-    /// Takes every recorded use, sorted by key.
-    pub(crate) fn take(&self) -> Vec<(Key, i64)> {
+    /// Takes every use not yet written, sorted by key. With `keep`, the uses are written
+    /// where reads cannot see them (`use_table.rs`): they stay in memory, written, for
+    /// the resolution, so that reads within it do not record them again.
+    pub(crate) fn take(&self, keep: bool) -> Vec<(Key, i64)> {
         let mut taken = Vec::new();
+        let since = now().saturating_sub(self.resolution);
         for shard in &self.shards {
             let mut shard = shard.lock().unwrap_or_else(|p| p.into_inner());
-            taken.extend(shard.drain());
+            if keep {
+                shard.uses.retain(|key, u| {
+                    if !u.written {
+                        taken.push((*key, u.at));
+                        u.written = true;
+                    }
+                    u.at >= since
+                });
+            } else {
+                taken
+                    .extend(shard.uses.drain().filter(|(_, u)| !u.written).map(|(k, u)| (k, u.at)));
+            }
+            shard.unwritten = 0;
         }
         taken.sort_unstable_by_key(|(key, _)| *key);
         taken
@@ -152,8 +184,30 @@ impl Uses {
         self.saving.lock().unwrap_or_else(|p| p.into_inner()).iter().min().copied()
     }
 
+    /// Whether no use waits to be written.
     pub(crate) fn is_empty(&self) -> bool {
-        self.shards.iter().all(|s| s.lock().unwrap_or_else(|p| p.into_inner()).is_empty())
+        self.shards.iter().all(|s| s.lock().unwrap_or_else(|p| p.into_inner()).unwritten == 0)
+    }
+}
+
+impl Shard {
+    /// Holds a use of `key` at `at` to be written, unless a later one is held. A full shard
+    /// first lets go of the uses already written; one still full of unwritten uses records
+    /// no new key until the writer has written them.
+    fn record(&mut self, key: &Key, at: i64) {
+        if self.uses.len() >= MAX_KEYS / SHARDS && !self.uses.contains_key(key) {
+            self.uses.retain(|_, u| !u.written);
+            if self.uses.len() >= MAX_KEYS / SHARDS {
+                return;
+            }
+        }
+        let held = self.uses.entry(*key).or_insert(Use { at, written: true });
+        if held.written && at >= held.at {
+            self.unwritten += 1;
+            *held = Use { at, written: false };
+        } else {
+            held.at = held.at.max(at);
+        }
     }
 }
 
@@ -199,7 +253,7 @@ mod tests {
         assert_eq!(uses.recorded(&a), Some(10));
         let mut expected = vec![(a, 10), (b, 7)];
         expected.sort();
-        assert_eq!(uses.take(), expected);
+        assert_eq!(uses.take(false), expected);
         assert!(uses.is_empty());
     }
 
@@ -220,9 +274,34 @@ mod tests {
         uses.record_read(&old, Some(now() - 6_000));
         uses.record_read(&pinned, Some(PINNED));
         uses.record_read(&unknown, None);
-        let recorded: Vec<Key> = uses.take().into_iter().map(|(key, _)| key).collect();
+        let recorded: Vec<Key> = uses.take(false).into_iter().map(|(key, _)| key).collect();
         let mut expected = vec![old, unknown];
         expected.sort();
         assert_eq!(recorded, expected);
+    }
+
+    #[test]
+    fn uses_written_apart_are_held_for_the_resolution_so_reads_within_it_record_nothing() {
+        let uses = Uses::new(true, Duration::from_secs(5));
+        let (a, b) = (Key::of(b"a"), Key::of(b"b"));
+        let saved_long_ago = Some(now() - 60_000);
+        uses.record_read(&a, saved_long_ago);
+        assert_eq!(uses.take(true).len(), 1);
+        assert!(uses.is_empty());
+        // Written apart, the row still says it was used long ago: the held use answers.
+        uses.record_read(&a, saved_long_ago);
+        assert!(uses.is_empty());
+        assert!(uses.recorded(&a).is_some());
+        // Written into the rows, nothing is held: the row answers.
+        uses.record_read(&b, saved_long_ago);
+        assert_eq!(uses.take(false).len(), 1);
+        assert_eq!(uses.recorded(&b), None);
+        // A held use older than the resolution lets the next read record again.
+        let held = Uses::new(true, Duration::from_secs(5));
+        held.record_at(&a, now() - 6_000);
+        assert_eq!(held.take(true).len(), 1);
+        assert_eq!(held.recorded(&a), None, "older than the resolution: not held");
+        held.record_read(&a, saved_long_ago);
+        assert_eq!(held.take(true).len(), 1);
     }
 }

@@ -157,11 +157,12 @@ impl Stash {
         }
         let mut oldest: Option<i64> = None;
         for table in &self.shared.schema.tables {
-            let mut stmt =
-                conn.prepare_cached(&table.first_use).context(|| "reading uses".to_string())?;
+            let sql = if schema.uses_apart { &table.apart.first_use } else { &table.first_use };
+            let mut stmt = conn.prepare_cached(sql).context(|| "reading uses".to_string())?;
             let first: Option<i64> = stmt
                 .query_row([], |r| r.get(0))
                 .optional()
+                .map(Option::flatten)
                 .context(|| format!("reading the oldest use in {}", table.name))?;
             oldest = match (oldest, first) {
                 (Some(a), Some(b)) => Some(a.min(b)),

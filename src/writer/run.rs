@@ -191,7 +191,7 @@ impl Writer {
         // The reads it recorded last still count.
         if !self.shared.uses.is_empty()
             && let Err(Failure::Fatal(stop)) = self.transaction(|writer| {
-                tx::write_uses(&writer.conn, &writer.shared);
+                tx::write_uses(&writer.conn, &writer.shared, writer.uses_apart());
                 Ok(())
             })
         {
@@ -291,7 +291,7 @@ impl Writer {
         if !batch.open {
             return Ok(());
         }
-        tx::write_uses(&self.conn, &self.shared);
+        tx::write_uses(&self.conn, &self.shared, self.uses_apart());
         meta::add_totals(&self.conn, &batch.tx.totals)?;
         self.conn.execute_batch("COMMIT").stop(|| "committing a batch".into())?;
         self.shared.commits.committed();

@@ -219,6 +219,12 @@ impl Tx<'_> {
         drop(rows);
         if let Some(rowid) = rowid {
             table.unindex(self.conn, key, rowid).stop(what)?;
+            if self.shared.schema.uses_apart {
+                self.conn
+                    .prepare_cached(&table.apart.forget)
+                    .and_then(|mut stmt| stmt.execute([rowid]))
+                    .stop(what)?;
+            }
         }
         if let Some((raw, manifest)) = manifest {
             chunks::release_stored(self.conn, key, raw, &manifest, &mut self.written.totals)
@@ -271,18 +277,20 @@ impl Tx<'_> {
     }
 }
 
-/// Writes the uses recorded in memory into the open transaction on `conn`, in key order.
+/// Writes the uses recorded in memory into the open transaction on `conn`, in key order:
+/// into the narrow tables of uses if `apart` (`use_table.rs`), else into the rows.
 /// Uses are a hint for eviction, not data: one that cannot be written (a damaged index
 /// that the next open will rebuild) is logged and dropped, never a reason to stop writing.
-pub(crate) fn write_uses(conn: &Connection, shared: &Shared) {
-    for (key, used) in shared.uses.take() {
+pub(crate) fn write_uses(conn: &Connection, shared: &Shared, apart: bool) {
+    for (key, used) in shared.uses.take(apart) {
         let table = shared.schema.table(&key);
+        let sql = if apart { &table.apart.record } else { &table.touch };
         let written = conn
-            .prepare_cached(&table.touch)
+            .prepare_cached(sql)
             .and_then(|mut stmt| stmt.execute(params![&key.as_bytes()[..], used]));
         if let Err(e) = written {
             log::warn!("objstash: the uses of objects could not be recorded: {e}");
-            shared.uses.take();
+            shared.uses.take(apart);
             break;
         }
     }

@@ -16,6 +16,7 @@ use crate::meta;
 use crate::meta::Delta;
 use crate::names;
 use crate::stats::Evicted;
+use crate::use_table;
 use crate::uses;
 
 /// The longest the writer waits for readers to leave the write-ahead log when it is over
@@ -142,18 +143,25 @@ impl Writer {
             // Uses are a hint (see `write_uses`): a failure to write them is no reason to
             // stop, and a damaged file is rebuilt by the next open.
             let written = self.transaction(|writer| {
-                tx::write_uses(&writer.conn, &writer.shared);
+                tx::write_uses(&writer.conn, &writer.shared, writer.uses_apart());
                 Ok(())
             });
             if let Err(Failure::Fatal(stop)) = written {
                 log::warn!("objstash: the uses of objects could not be recorded: {stop:?}");
-                self.shared.uses.take();
+                self.shared.uses.take(self.uses_apart());
             }
         }
         if self.idle {
             self.truncate_log();
         }
         Ok(false)
+    }
+
+    /// Whether uses go into the narrow tables beside the rows (`use_table.rs`): in a stash
+    /// that has them, while it has no cap (a capped stash folds them before every eviction,
+    /// so its uses go straight into the rows).
+    pub(super) fn uses_apart(&self) -> bool {
+        self.shared.schema.uses_apart && self.cap.is_none()
     }
 
     /// Objects last used at or after this are spared: the grace period, and the oldest save
@@ -332,10 +340,14 @@ impl Writer {
     fn evict(&mut self, before: i64, stored_bytes: u64) -> Result<Evicted, Failure> {
         self.index_removals()?;
         let evicted = self.transaction(|writer| {
-            // Uses recorded in memory first, so that they count.
-            tx::write_uses(&writer.conn, &writer.shared);
+            // Uses recorded in memory first, and those recorded apart folded into the rows,
+            // so that they count.
+            tx::write_uses(&writer.conn, &writer.shared, writer.uses_apart());
             let uses = &writer.shared.uses;
             let schema = &writer.shared.schema;
+            if schema.uses_apart {
+                use_table::fold(&writer.conn, schema.tables.iter().map(|t| &t.apart))?;
+            }
             let recent = |key: &Key| uses.recorded(key).is_some_and(|used| used >= before);
             let victims =
                 evict::oldest(&writer.conn, schema, before, EVICT_ROWS, stored_bytes, recent)

@@ -58,7 +58,7 @@ fn the_first_objects_train_a_dictionary_that_shrinks_the_rest() -> TestResult {
     let (gzipped, zstd) = row_kinds(&path)?;
     assert!(gzipped > 0 && zstd > 2_000, "{gzipped} gzip rows, {zstd} zstd rows");
     assert_eq!(gzipped + zstd, 4_000);
-    assert_eq!(user_version(&path)?, 7, "a new stash's format holds dictionaries");
+    assert_eq!(user_version(&path)?, 8, "a new stash's format holds dictionaries");
     Ok(())
 }
 

@@ -1,5 +1,5 @@
 //! Generations of key-prefix indexes (format 5, with moves counted since format 7) beside
-//! the formats before them: a new stash is made in format 7, its young indexes move into
+//! the formats before them: a new stash is made in format 8 (with uses apart, `uses_apart.rs`), its young indexes move into
 //! the old ones, writers sharing it keep each key once; a stash of an older format is read
 //! and written as it is.
 
@@ -41,7 +41,7 @@ fn a_new_stash_indexes_key_prefixes_and_stores_each_object_once() -> TestResult 
         assert_eq!(stash.get(&keys[0])?, None);
         stash.save(&objs[0])?;
         stash.close()?;
-        assert_eq!(user_version(&path)?, 7, "{layout}");
+        assert_eq!(user_version(&path)?, 8, "{layout}");
         let names = object_schema(&path)?;
         assert!(!names.iter().any(|i| i.ends_with("_key")), "{layout}: {names:?}");
         let (young, old) = generations(&path)?;
@@ -174,7 +174,7 @@ fn writers_sharing_a_stash_store_each_key_once_whatever_the_other_moved_or_added
             }
         }
         let stored = (OBJECTS - fresh.len()) as u64;
-        assert_eq!(user_version(&path)?, 7, "{layout}: moves are counted");
+        assert_eq!(user_version(&path)?, 8, "{layout}: moves are counted");
         let (young, old) = generations(&path)?;
         assert_eq!(young + old, stored, "{layout}: each key indexed once");
         let stash = Stash::open(&path)?;

@@ -34,3 +34,4 @@ mod settings;
 mod shared_dictionaries;
 mod sharing;
 mod snapshots;
+mod uses_apart;

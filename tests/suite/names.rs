@@ -175,7 +175,7 @@ fn names_are_indexed_by_key_at_the_first_removal_or_cap() -> TestResult {
         let keys = stash.save_named(&named)?;
         stash.flush()?;
         assert!(!names_indexed_by_key(&path)?, "{layout}");
-        assert_eq!(user_version(&path)?, 7, "{layout}: a new stash's format holds names");
+        assert_eq!(user_version(&path)?, 8, "{layout}: a new stash's format holds names");
         // The first removal builds the index, and drops the names of what it removes.
         assert_eq!(stash.remove_all(&keys[..50])?, vec![true; 50]);
         assert!(names_indexed_by_key(&path)?, "{layout}");
@@ -191,7 +191,7 @@ fn names_are_indexed_by_key_at_the_first_removal_or_cap() -> TestResult {
         stash.save_named(&named)?;
         stash.flush()?;
         assert!(names_indexed_by_key(&path)?, "{layout}");
-        assert_eq!(user_version(&path)?, 7, "{layout}: a new stash's format holds names");
+        assert_eq!(user_version(&path)?, 8, "{layout}: a new stash's format holds names");
         stash.close()?;
     }
     Ok(())
