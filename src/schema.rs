@@ -204,7 +204,7 @@ impl TableSql {
                 "SELECT count(*), coalesce(sum(raw_len), 0), coalesce(sum(length(data)), 0) \
                  FROM {name}"
             ),
-            apart: UseSql::new(&name, &is_key),
+            apart: UseSql::new(&name, key_index),
             name_insert: names::NameSql::insert(&name, key_index),
             name_repoint: names::NameSql::repoint(&name, key_index),
             touch: format!("UPDATE {name} SET used = ?2 WHERE {is_key} AND used < ?2"),
@@ -604,8 +604,13 @@ mod tests {
                 .unwrap()
                 .execute(params![&key.as_bytes()[..], 5])
                 .unwrap();
+            conn.prepare_cached(&table.apart.record)
+                .unwrap()
+                .execute(params![&key.as_bytes()[..], 6])
+                .unwrap();
         }
-        let statements = [&table.exists, &table.select, &table.touch, &table.has_key];
+        let statements =
+            [&table.exists, &table.select, &table.touch, &table.has_key, &table.apart.record];
         for sql in statements.into_iter().map(String::as_str).chain(key_index::PREFIX_IDS) {
             let stmt = conn.prepare_cached(sql).unwrap();
             let again = stmt.get_status(rusqlite::StatementStatus::RePrepare);

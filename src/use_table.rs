@@ -21,6 +21,7 @@
 use rusqlite::Connection;
 
 use crate::error::{DbContext, Result};
+use crate::key_index::{GENERATIONS, KeyIndex};
 use crate::uses::PINNED;
 
 /// The format of a stash whose object tables have narrow tables of uses beside them.
@@ -29,8 +30,10 @@ pub(crate) const FORMAT_VERSION: i64 = 8;
 /// The narrow table's statements for one object table.
 #[derive(Debug)]
 pub(crate) struct UseSql {
-    /// Records a use of the object `?1` at `?2`, unless its row or its narrow row is as
-    /// recent (a pinned row's use is the largest).
+    /// Records a use of the object `?1` at `?2`, unless its narrow row is as recent. With
+    /// generations of key indexes, under every rowid of the key's prefix, read from the
+    /// indexes alone: the writer reads no object row to record a use (two keys sharing a
+    /// prefix, a rare event, both get it; a pinned row's own use stays the largest).
     pub record: String,
     /// Forgets the narrow row of the object at rowid `?1` (a removal).
     pub forget: String,
@@ -58,14 +61,20 @@ impl UseSql {
         [record, forget, fold, clear, first_use]
     }
 
-    /// The statements of the narrow table beside `table`, whose rows `is_key` (a condition
-    /// on `?1`) finds by key.
-    pub(crate) fn new(table: &str, is_key: &str) -> Self {
+    /// The statements of the narrow table beside `table`, whose rows `key_index` finds.
+    pub(crate) fn new(table: &str, key_index: KeyIndex) -> Self {
         let uses = table_name(table);
+        let ids = match key_index {
+            KeyIndex::Generations => GENERATIONS
+                .map(|generation| {
+                    format!("SELECT id, ?2 FROM {generation} WHERE prefix = substr(?1, 1, 8)")
+                })
+                .join(" UNION ALL "),
+            KeyIndex::Full => format!("SELECT rowid, ?2 FROM {table} WHERE key = ?1"),
+        };
         UseSql {
             record: format!(
-                "INSERT INTO {uses}(id, used) SELECT rowid, ?2 FROM {table} \
-                 WHERE {is_key} AND used < ?2 \
+                "INSERT INTO {uses}(id, used) {ids} \
                  ON CONFLICT(id) DO UPDATE SET used = excluded.used \
                  WHERE excluded.used > {uses}.used"
             ),

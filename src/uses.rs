@@ -40,6 +40,9 @@ pub(crate) const DEFAULT_RESOLUTION: Duration = Duration::from_secs(5);
 /// Keys held in memory at most; uses beyond it are not recorded until the writer has
 /// written the others (the writer drains the map at least every [`RECORD_EVERY`]).
 const MAX_KEYS: usize = 1 << 20;
+/// Keys whose uses were written apart held in memory at most (about 15 MiB); beyond it
+/// a shard lets go of them, and their next reads record their uses again.
+const HELD_KEYS: usize = 1 << 18;
 const SHARDS: usize = 16;
 
 /// Milliseconds since the Unix epoch: the unit of `used`.
@@ -162,6 +165,9 @@ impl Uses {
                     }
                     u.at >= since
                 });
+                if shard.uses.len() > HELD_KEYS / SHARDS {
+                    shard.uses.clear();
+                }
             } else {
                 taken
                     .extend(shard.uses.drain().filter(|(_, u)| !u.written).map(|(k, u)| (k, u.at)));
