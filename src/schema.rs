@@ -8,7 +8,9 @@
 //! `objstash_chunks` table (`chunks.rs`) and format version 4; one whose object tables keep
 //! generations of key indexes is format 5 from its creation; one whose names table was
 //! made since names were packed and indexed by key only once needed is format 6
-//! (`names.rs`). Each feature raises the version only when
+//! (`names.rs`); one whose moves of young keys are counted format 7 (`key_filter.rs`); one
+//! made with narrow tables of uses beside its object tables is format 8 from its creation
+//! (`use_table.rs`). Each feature raises the version only when
 //! first used, so a stash that does not use it stays readable by versions that do not know
 //! it.
 //!

@@ -5,9 +5,9 @@
 //! A use written into the object's row rewrites the row's page, which holds about nine
 //! rows: at ten million objects, a page written to the log and checkpointed again for
 //! every use. A row of the narrow table takes 16 bytes, so its pages hold hundreds: the
-//! same uses cost the writer a fifth of the time and a sixth of the bytes, and reading on
-//! two threads ran 1.2x-1.7x faster beside it (`experiments` `use_log`,
-//! notes/experiments.md). A stash without a cap only ever reads its uses to expire objects
+//! same uses cost the writer a fifth of the time and a sixth of the bytes (`experiments`
+//! `use_log`), and `get_many` on two threads ran 1.26x-1.43x faster while the writer
+//! recorded its uses (notes/experiments.md). A stash without a cap only ever reads its uses to expire objects
 //! by age or to report the oldest, so a writer without a cap writes them here; eviction
 //! first folds them into the rows (the latest of the two wins, a pin is never overwritten),
 //! then reads the rows' order as before. A writer with a cap writes its uses into the rows,

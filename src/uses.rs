@@ -8,12 +8,15 @@
 //!
 //! Recording a read waits for no write: `get` puts the key and the time into [`Uses`], a
 //! sharded map, and the writer writes the latest time of each key once per batch (or once
-//! per [`RECORD_EVERY`] when no batch comes), in key order, in one transaction. An object
-//! read a thousand times between two batches costs one update.
+//! per [`RECORD_EVERY`] when no batch comes), in key order, in one transaction: into the
+//! rows, or, in a stash without a cap of format 8, into narrow tables beside them
+//! (`use_table.rs`). An object read a thousand times between two batches costs one update.
 //!
 //! Nor does every read record a use: a read sees the row's `used`, and one less than the
 //! stash's resolution old ([`DEFAULT_RESOLUTION`], `StashBuilder::use_resolution`) is
-//! left as it is. Reading back what was just saved, or an object read again within
+//! left as it is; so is one whose use this handle holds within the resolution (a use
+//! written apart from the rows stays held for it, since the row does not show it).
+//! Reading back what was just saved, or an object read again within
 //! seconds, then writes nothing: without it the writer rewrote a page of the object table
 //! and two of the use index for nearly every object `get_many` read, which cost reading a
 //! quarter of its rate on two cores (notes/experiments.md). The order of last use that
