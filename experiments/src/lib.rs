@@ -17,3 +17,36 @@ pub fn gzipped_pool(count: u64) -> Vec<(i64, Vec<u8>)> {
         })
         .collect()
 }
+
+/// The key of row `i` in the experiments' SQLite files: `blake3(i)`.
+pub fn key(i: u64) -> [u8; 32] {
+    *blake3::hash(&i.to_le_bytes()).as_bytes()
+}
+
+/// A key's first 8 bytes as an integer: what the key indexes of format 5 hold.
+pub fn prefix(key: &[u8; 32]) -> i64 {
+    i64::from_be_bytes(key[..8].try_into().expect("8 bytes"))
+}
+
+/// Inflates a gzip row as the library's codec does (the header skipped: this writer's has
+/// no optional fields; one reused decompressor with spare room) into `raw`, then hashes it,
+/// as `get` checks a read.
+pub fn inflate_and_hash(
+    data: &[u8],
+    raw_len: i64,
+    inflate: &mut flate2::Decompress,
+    raw: &mut Vec<u8>,
+) -> anyhow::Result<()> {
+    use flate2::{FlushDecompress, Status};
+    anyhow::ensure!(data.len() >= 18 && data[3] == 0, "not a plain gzip member");
+    raw.clear();
+    raw.reserve(raw_len as usize + 260);
+    inflate.reset(false);
+    let status = inflate.decompress_vec(&data[10..], raw, FlushDecompress::Finish)?;
+    anyhow::ensure!(
+        status == Status::StreamEnd && raw.len() as i64 == raw_len,
+        "did not inflate to its {raw_len} bytes"
+    );
+    std::hint::black_box(blake3::hash(raw));
+    Ok(())
+}

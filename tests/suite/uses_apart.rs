@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, UNIX_EPOCH};
 
 use crate::common::{LAYOUTS, TestResult, noise};
-use objstash::{Layout, Stash, StashBuilder};
+use objstash::{Key, Layout, Stash, StashBuilder};
 
 /// A use long ago: one second after the Unix epoch.
 const LONG_AGO: i64 = 1_000;
@@ -51,6 +51,23 @@ fn counts(path: &Path) -> anyhow::Result<(i64, i64)> {
         )?;
     }
     Ok((apart, aged))
+}
+
+/// One object saved into a new single-layout stash at `path`, its use then set long ago.
+fn saved_long_ago(path: &Path, seed: u64) -> anyhow::Result<Key> {
+    let stash = builder(Layout::Single).open(path)?;
+    let key = stash.save(&noise(seed, 1_000))?;
+    stash.close()?;
+    age_every_row(path)?;
+    Ok(key)
+}
+
+/// Opens the stash at `path`, reads `key` and closes it (which writes the read's use).
+fn read_once(path: &Path, key: &Key) -> TestResult {
+    let stash = builder(Layout::Single).open(path)?;
+    anyhow::ensure!(stash.get(key)?.is_some(), "{key} is stored");
+    stash.close()?;
+    Ok(())
 }
 
 #[test]
@@ -105,17 +122,11 @@ fn the_oldest_use_counts_the_uses_recorded_apart() -> TestResult {
     };
     age_every_row(&path)?;
     let long_ago = Some(UNIX_EPOCH + Duration::from_millis(LONG_AGO as u64));
-    let read = |key| -> TestResult {
-        let stash = builder(Layout::Single).open(&path)?;
-        assert!(stash.get(key)?.is_some());
-        stash.close()?;
-        Ok(())
-    };
-    read(&keys[0])?;
+    read_once(&path, &keys[0])?;
     let stash = builder(Layout::Single).open(&path)?;
     assert_eq!(stash.stats()?.oldest_use, long_ago, "the unread object's use is the oldest");
     stash.close()?;
-    read(&keys[1])?;
+    read_once(&path, &keys[1])?;
     assert_eq!(counts(&path)?, (2, 2), "both uses apart");
     let stash = builder(Layout::Single).open(&path)?;
     let oldest = stash.stats()?.oldest_use;
@@ -127,19 +138,8 @@ fn the_oldest_use_counts_the_uses_recorded_apart() -> TestResult {
 fn a_removed_object_leaves_no_use_behind() -> TestResult {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("s.db");
-    let object = noise(20, 1_000);
-    let key = {
-        let stash = builder(Layout::Single).open(&path)?;
-        let key = stash.save(&object)?;
-        stash.close()?;
-        key
-    };
-    age_every_row(&path)?;
-    {
-        let stash = builder(Layout::Single).open(&path)?;
-        assert!(stash.get(&key)?.is_some());
-        stash.close()?;
-    }
+    let key = saved_long_ago(&path, 20)?;
+    read_once(&path, &key)?;
     assert_eq!(counts(&path)?, (1, 1));
     let stash = builder(Layout::Single).open(&path)?;
     assert!(stash.remove(&key)?);
@@ -152,23 +152,12 @@ fn a_removed_object_leaves_no_use_behind() -> TestResult {
 fn a_stash_of_an_older_format_keeps_recording_uses_in_its_rows() -> TestResult {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("s.db");
-    let object = noise(30, 1_000);
-    let key = {
-        let stash = builder(Layout::Single).open(&path)?;
-        let key = stash.save(&object)?;
-        stash.close()?;
-        key
-    };
+    let key = saved_long_ago(&path, 30)?;
     // What format 7 made: the same tables, without the narrow one.
-    age_every_row(&path)?;
     let conn = rusqlite::Connection::open(&path)?;
     conn.execute_batch("DROP TABLE objects_uses; PRAGMA user_version = 7;")?;
     drop(conn);
-    {
-        let stash = builder(Layout::Single).open(&path)?;
-        assert!(stash.get(&key)?.is_some());
-        stash.close()?;
-    }
+    read_once(&path, &key)?;
     let conn = rusqlite::Connection::open(&path)?;
     let used: i64 = conn.query_row("SELECT used FROM objects", [], |r| r.get(0))?;
     assert!(used > LONG_AGO, "the use went into the row");

@@ -23,8 +23,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{Result, bail};
-use flate2::{Decompress, FlushDecompress, Status};
+use anyhow::{Context, Result, bail};
+use flate2::Decompress;
+use objstash_experiments::{key, prefix};
 use rusqlite::{Connection, OptionalExtension, params};
 
 const POOL: u64 = 100_000;
@@ -45,14 +46,6 @@ impl Design {
             Design::One => "one descent (prefix as row id)",
         }
     }
-}
-
-fn key(i: u64) -> [u8; 32] {
-    *blake3::hash(&i.to_le_bytes()).as_bytes()
-}
-
-fn prefix(key: &[u8; 32]) -> i64 {
-    i64::from_be_bytes(key[..8].try_into().expect("8 bytes"))
 }
 
 fn main() -> Result<()> {
@@ -244,20 +237,8 @@ fn read(conn: &Connection, design: Design, sample: &[u64]) -> Result<(f64, u64)>
             }
         };
         let Some((raw_len, data)) = row else { bail!("row {i} not found") };
-        // As the library's codec does: the gzip header skipped (this writer's has no
-        // optional fields), the deflate stream inflated by one reused decompressor with
-        // spare room; the hash below is the check.
-        if data.len() < 18 || data[3] != 0 {
-            bail!("row {i} is not a plain gzip member");
-        }
-        raw.clear();
-        raw.reserve(raw_len as usize + 260);
-        inflate.reset(false);
-        let status = inflate.decompress_vec(&data[10..], &mut raw, FlushDecompress::Finish)?;
-        if status != Status::StreamEnd || raw.len() as i64 != raw_len {
-            bail!("row {i} did not inflate to its {raw_len} bytes");
-        }
-        std::hint::black_box(blake3::hash(&raw));
+        objstash_experiments::inflate_and_hash(&data, raw_len, &mut inflate, &mut raw)
+            .with_context(|| format!("row {i}"))?;
         bytes += raw.len() as u64;
     }
     let rate = sample.len() as f64 / start.elapsed().as_secs_f64();

@@ -34,8 +34,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Result, bail};
-use flate2::{Decompress, FlushDecompress, Status};
+use anyhow::{Context, Result, bail};
+use flate2::Decompress;
+use objstash_experiments::{key, prefix};
 use rusqlite::{Connection, params};
 
 const POOL: u64 = 100_000;
@@ -63,14 +64,6 @@ impl Design {
             Design::None => "nothing recorded (read-only)",
         }
     }
-}
-
-fn key(i: u64) -> [u8; 32] {
-    *blake3::hash(&i.to_le_bytes()).as_bytes()
-}
-
-fn prefix(key: &[u8; 32]) -> i64 {
-    i64::from_be_bytes(key[..8].try_into().expect("8 bytes"))
 }
 
 fn main() -> Result<()> {
@@ -301,17 +294,8 @@ fn read(
             }
         }
         let Some((id, raw_len, data)) = found else { bail!("row {i} not found") };
-        if data.len() < 18 || data[3] != 0 {
-            bail!("row {i} is not a plain gzip member");
-        }
-        raw.clear();
-        raw.reserve(raw_len as usize + 260);
-        inflate.reset(false);
-        let status = inflate.decompress_vec(&data[10..], &mut raw, FlushDecompress::Finish)?;
-        if status != Status::StreamEnd || raw.len() as i64 != raw_len {
-            bail!("row {i} did not inflate to its {raw_len} bytes");
-        }
-        std::hint::black_box(blake3::hash(&raw));
+        objstash_experiments::inflate_and_hash(&data, raw_len, &mut inflate, &mut raw)
+            .with_context(|| format!("row {i}"))?;
         if design != Design::None {
             let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_millis() as i64;
             pending.lock().expect("not poisoned").insert(id, now);
