@@ -170,7 +170,7 @@ impl StashBuilder {
 
     /// The most objects the writer commits in one transaction.
     ///
-    /// Default: 100,000 (a batch also ends at 32 MiB of compressed rows).
+    /// Default: 100,000 (a batch also ends at 16 MiB of compressed rows).
     pub fn batch_size(mut self, batch_size: usize) -> Self {
         self.options.batch_size = batch_size;
         self
@@ -274,7 +274,7 @@ impl StashBuilder {
     /// log, what `ls -l` and `du` show) are kept at or under `bytes` by evicting the least
     /// recently used unpinned objects, and freed pages are given back to the file system.
     /// Between two checks the files can go over by about one batch of saves (a
-    /// thirty-second of the cap, at most 32 MiB); objects used in the last few seconds
+    /// sixty-fourth of the cap, at most 16 MiB); objects used in the last few seconds
     /// (see [`StashBuilder::eviction_grace`]) and pinned ones are never evicted, so those
     /// alone can keep a stash over its cap. How it works: notes/bounded-cache.md. The first cap
     /// of a stash that has never evicted indexes its objects' uses at open, once (one pass
