@@ -31,7 +31,8 @@ struct Args {
     /// Objects per step.
     #[arg(long, default_value_t = 1_000_000)]
     step: u64,
-    /// Append rows `layout,step,objects,rate,file_bytes,peak_bytes` to this CSV file.
+    /// Write rows `layout,step,objects,rate,file_bytes,peak_bytes` to this CSV file (a run of
+    /// both layouts replaces it; a run of one layout appends to it).
     #[arg(long)]
     csv: Option<PathBuf>,
     /// Only this layout, in this process (default: both, each in a child process of its
@@ -53,6 +54,10 @@ fn main() -> Result<()> {
             "| layout | step | objects | step rate (objects/s) | file (MB) | peak memory (MB) |"
         );
         println!("|---|---:|---:|---:|---:|---:|");
+        // The file holds this run's curve alone: each layout's process appends its rows.
+        if let Some(path) = &args.csv {
+            std::fs::File::create(path)?;
+        }
         for layout in [Layout::Single, Layout::Bucketed] {
             let status = std::process::Command::new(std::env::current_exe()?)
                 .args(std::env::args_os().skip(1))
