@@ -1,4 +1,4 @@
-//! What the experiments share: the rows they write.
+//! What the experiments share: the rows they write and the arguments they read.
 
 use flate2::Compression;
 use flate2::write::GzEncoder;
@@ -49,4 +49,32 @@ pub fn inflate_and_hash(
     );
     std::hint::black_box(blake3::hash(raw));
     Ok(())
+}
+
+/// The positional arguments the read experiments share: `ROWS READS ROUNDS [DIR]` (defaults
+/// 10,000,000, 300,000 and 2; the directory a temporary one unless given, so that a file
+/// built once can be read again).
+pub struct ReadArgs {
+    pub rows: u64,
+    pub reads: u64,
+    pub rounds: u32,
+    pub dir: std::path::PathBuf,
+    _temp: Option<tempfile::TempDir>,
+}
+
+impl ReadArgs {
+    pub fn parse() -> anyhow::Result<ReadArgs> {
+        let arg = |n: usize| std::env::args().nth(n);
+        let rows = arg(1).map(|s| s.parse()).transpose()?.unwrap_or(10_000_000);
+        let reads = arg(2).map(|s| s.parse()).transpose()?.unwrap_or(300_000);
+        let rounds = arg(3).map(|s| s.parse()).transpose()?.unwrap_or(2);
+        let (dir, temp) = match arg(4) {
+            Some(dir) => (dir.into(), None),
+            None => {
+                let temp = tempfile::tempdir()?;
+                (temp.path().to_path_buf(), Some(temp))
+            }
+        };
+        Ok(ReadArgs { rows, reads, rounds, dir, _temp: temp })
+    }
 }

@@ -20,7 +20,7 @@
 //! temporary directory). Prints rows/s per million of each build, bytes per row, and
 //! reads/s of each design per round with their ratio.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
@@ -49,12 +49,9 @@ impl Design {
 }
 
 fn main() -> Result<()> {
-    let arg = |n: usize| std::env::args().nth(n);
-    let rows: u64 = arg(1).map(|s| s.parse()).transpose()?.unwrap_or(10_000_000);
-    let reads: u64 = arg(2).map(|s| s.parse()).transpose()?.unwrap_or(300_000);
-    let rounds: u32 = arg(3).map(|s| s.parse()).transpose()?.unwrap_or(2);
-    let temp = tempfile::tempdir()?;
-    let dir = arg(4).map_or_else(|| temp.path().to_path_buf(), PathBuf::from);
+    // Bound whole: its temporary directory lives as long as `args`.
+    let args = objstash_experiments::ReadArgs::parse()?;
+    let (rows, reads, rounds, dir) = (args.rows, args.reads, args.rounds, &args.dir);
     let pool = objstash_experiments::gzipped_pool(POOL);
     let mean = pool.iter().map(|(_, d)| d.len() as u64).sum::<u64>() / POOL;
     println!("{rows} rows of {mean} B on average, batches of {BATCH}, {reads} reads a round");

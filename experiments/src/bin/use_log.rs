@@ -29,7 +29,7 @@
 //! reads/s, the writer's busy seconds and the bytes the process wrote.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -67,13 +67,10 @@ impl Design {
 }
 
 fn main() -> Result<()> {
-    let arg = |n: usize| std::env::args().nth(n);
-    let rows: u64 = arg(1).map(|s| s.parse()).transpose()?.unwrap_or(10_000_000);
-    let reads: u64 = arg(2).map(|s| s.parse()).transpose()?.unwrap_or(300_000);
-    let rounds: u32 = arg(3).map(|s| s.parse()).transpose()?.unwrap_or(2);
-    let temp = tempfile::tempdir()?;
-    let dir = arg(4).map_or_else(|| temp.path().to_path_buf(), PathBuf::from);
-    let threads: usize = arg(5).map(|s| s.parse()).transpose()?.unwrap_or(1);
+    // Bound whole: its temporary directory lives as long as `args`.
+    let args = objstash_experiments::ReadArgs::parse()?;
+    let (rows, reads, rounds, dir) = (args.rows, args.reads, args.rounds, &args.dir);
+    let threads: usize = std::env::args().nth(5).map(|s| s.parse()).transpose()?.unwrap_or(1);
     let path = dir.join(format!("uses-{rows}.db"));
     if path.exists() {
         println!("reusing {}", path.display());
