@@ -78,3 +78,24 @@ impl ReadArgs {
         Ok(ReadArgs { rows, reads, rounds, dir, _temp: temp })
     }
 }
+
+/// `count` row numbers below `rows` from a xorshift generator whose state is `seed`, which
+/// moves on: the same seed gives the same sample, the next call a fresh one.
+pub fn sample(seed: &mut u64, count: u64, rows: u64) -> Vec<u64> {
+    (0..count)
+        .map(|_| {
+            *seed ^= *seed << 13;
+            *seed ^= *seed >> 7;
+            *seed ^= *seed << 17;
+            *seed % rows
+        })
+        .collect()
+}
+
+/// The keys of rows `start..start + count` with their row numbers, in the order of their
+/// prefixes (as a writer inserts a batch).
+pub fn sorted_batch(start: u64, count: u64) -> Vec<([u8; 32], u64)> {
+    let mut batch: Vec<([u8; 32], u64)> = (start..start + count).map(|i| (key(i), i)).collect();
+    batch.sort_unstable_by_key(|(k, _)| prefix(k));
+    batch
+}

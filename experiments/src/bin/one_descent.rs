@@ -77,14 +77,7 @@ fn main() -> Result<()> {
     }
     // The same random keys for both designs.
     let mut x = 0x2545_F491_4F6C_DD1Du64;
-    let sample: Vec<u64> = (0..reads)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % rows
-        })
-        .collect();
+    let sample = objstash_experiments::sample(&mut x, reads, rows);
     let readers: Vec<(Design, Connection)> =
         files.iter().map(|(d, p)| Ok((*d, reader(p)?))).collect::<Result<_>>()?;
     for (design, conn) in &readers {
@@ -129,8 +122,7 @@ fn build(path: &Path, design: Design, rows: u64, pool: &[(i64, Vec<u8>)]) -> Res
     let mut done = 0;
     while done < rows {
         let n = BATCH.min(rows - done);
-        let mut batch: Vec<([u8; 32], u64)> = (done..done + n).map(|i| (key(i), i)).collect();
-        batch.sort_unstable_by_key(|(k, _)| prefix(k));
+        let batch = objstash_experiments::sorted_batch(done, n);
         let tx = conn.unchecked_transaction()?;
         for (key, i) in &batch {
             let (raw_len, data) = &pool[(i % POOL) as usize];

@@ -84,14 +84,7 @@ fn main() -> Result<()> {
         let mut base = 0.0;
         for design in designs {
             // Fresh keys each round and design, so that every read is a use to record.
-            let sample: Vec<u64> = (0..reads)
-                .map(|_| {
-                    seed ^= seed << 13;
-                    seed ^= seed >> 7;
-                    seed ^= seed << 17;
-                    seed % rows
-                })
-                .collect();
+            let sample = objstash_experiments::sample(&mut seed, reads, rows);
             let r = round_of(&path, design, &sample, threads)?;
             if design == Design::InRow {
                 base = r.rate;
@@ -137,8 +130,7 @@ fn build(path: &Path, rows: u64) -> Result<()> {
     let mut done = 0;
     while done < rows {
         let n = BATCH.min(rows - done);
-        let mut batch: Vec<([u8; 32], u64)> = (done..done + n).map(|i| (key(i), i)).collect();
-        batch.sort_unstable_by_key(|(k, _)| prefix(k));
+        let batch = objstash_experiments::sorted_batch(done, n);
         let tx = conn.unchecked_transaction()?;
         for (key, i) in &batch {
             let (raw_len, data) = &pool[(i % POOL) as usize];
