@@ -76,9 +76,7 @@ impl KeyIndex {
         match self {
             KeyIndex::Full => format!("key = {param}"),
             KeyIndex::Generations => {
-                let ids = GENERATIONS.map(|generation| {
-                    format!("SELECT id FROM {generation} WHERE prefix = substr({param}, 1, 8)")
-                });
+                let ids = GENERATIONS.map(|generation| prefix_entries(generation, "id", param));
                 format!("rowid IN ({} UNION ALL {}) AND key = {param}", ids[0], ids[1])
             }
         }
@@ -95,10 +93,8 @@ impl KeyIndex {
             KeyIndex::Full => every,
             KeyIndex::Generations => {
                 let first = GENERATIONS.map(|generation| {
-                    format!(
-                        "SELECT {columns} FROM {table} WHERE rowid = \
-                         (SELECT id FROM {generation} WHERE prefix = substr(?1, 1, 8)) AND key = ?1"
-                    )
+                    let id = prefix_entries(generation, "id", "?1");
+                    format!("SELECT {columns} FROM {table} WHERE rowid = ({id}) AND key = ?1")
                 });
                 format!("{} UNION ALL {} UNION ALL {every} LIMIT 1", first[0], first[1])
             }
@@ -139,4 +135,10 @@ impl KeyIndex {
                 .collect(),
         }
     }
+}
+
+/// A query of `columns` of the entries of the index `generation` whose prefix is that of
+/// the key `param`.
+pub(crate) fn prefix_entries(generation: &str, columns: &str, param: &str) -> String {
+    format!("SELECT {columns} FROM {generation} WHERE prefix = substr({param}, 1, 8)")
 }

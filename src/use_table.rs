@@ -7,11 +7,11 @@
 //! every use. A row of the narrow table takes 16 bytes, so its pages hold hundreds: the
 //! same uses cost the writer a fifth of the time and a sixth of the bytes (`experiments`
 //! `use_log`), and `get_many` on two threads ran 1.26x-1.43x faster while the writer
-//! recorded its uses (notes/experiments.md). A stash without a cap only ever reads its uses to expire objects
-//! by age or to report the oldest, so a writer without a cap writes them here; eviction
-//! first folds them into the rows (the latest of the two wins, a pin is never overwritten),
-//! then reads the rows' order as before. A writer with a cap writes its uses into the rows,
-//! since it folds before every eviction anyway.
+//! recorded its uses (notes/experiments.md). A stash without a cap only ever reads its
+//! uses to expire objects by age or to report the oldest, so a writer without a cap writes
+//! them here; eviction first folds them into the rows (the latest of the two wins, a pin
+//! is never overwritten), then reads the rows' order as before. A writer with a cap writes
+//! its uses into the rows, since it folds before every eviction anyway.
 //!
 //! An object's last use is the later of its row's `used` and its row in the narrow table.
 //! A narrow row left by an object that was removed is harmless: an object stored later
@@ -21,7 +21,7 @@
 use rusqlite::Connection;
 
 use crate::error::{DbContext, Result};
-use crate::key_index::{GENERATIONS, KeyIndex};
+use crate::key_index::{GENERATIONS, KeyIndex, prefix_entries};
 use crate::uses::PINNED;
 
 /// The format of a stash whose object tables have narrow tables of uses beside them.
@@ -66,9 +66,7 @@ impl UseSql {
         let uses = table_name(table);
         let ids = match key_index {
             KeyIndex::Generations => GENERATIONS
-                .map(|generation| {
-                    format!("SELECT id, ?2 FROM {generation} WHERE prefix = substr(?1, 1, 8)")
-                })
+                .map(|generation| prefix_entries(generation, "id, ?2", "?1"))
                 .join(" UNION ALL "),
             KeyIndex::Full => format!("SELECT rowid, ?2 FROM {table} WHERE key = ?1"),
         };
