@@ -18,6 +18,24 @@ pub fn gzipped_pool(count: u64) -> Vec<(i64, Vec<u8>)> {
         .collect()
 }
 
+/// The objects of the peers benchmark's file (each a 4-byte little-endian length and its
+/// bytes) at `path`, or without one 50,000 generated Speckle objects.
+pub fn objects_of_file(path: Option<String>) -> anyhow::Result<Vec<Vec<u8>>> {
+    let Some(path) = path else {
+        return Ok((0..50_000).map(|i| speckle_gen::object(1, i)).collect());
+    };
+    let bytes = std::fs::read(path)?;
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into()?) as usize;
+        anyhow::ensure!(at + 4 + len <= bytes.len(), "a truncated objects file");
+        out.push(bytes[at + 4..at + 4 + len].to_vec());
+        at += 4 + len;
+    }
+    Ok(out)
+}
+
 /// The key of row `i` in the experiments' SQLite files: `blake3(i)`.
 pub fn key(i: u64) -> [u8; 32] {
     *blake3::hash(&i.to_le_bytes()).as_bytes()

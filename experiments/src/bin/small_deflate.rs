@@ -11,21 +11,6 @@ use std::time::Instant;
 use anyhow::Result;
 use zlib_rs::{Deflate, DeflateConfig, DeflateFlush, Method, Strategy};
 
-fn objects() -> Result<Vec<Vec<u8>>> {
-    let Some(path) = std::env::args().nth(1) else {
-        return Ok((0..50_000).map(|i| speckle_gen::object(1, i)).collect());
-    };
-    let bytes = std::fs::read(path)?;
-    let mut out = Vec::new();
-    let mut at = 0;
-    while at < bytes.len() {
-        let len = u32::from_le_bytes(bytes[at..at + 4].try_into()?) as usize;
-        out.push(bytes[at + 4..at + 4 + len].to_vec());
-        at += 4 + len;
-    }
-    Ok(out)
-}
-
 fn run(name: &str, objects: &[Vec<u8>], mut f: impl FnMut(&[u8], &mut Vec<u8>) -> usize) {
     let raw: usize = objects.iter().map(Vec::len).sum();
     let mut out = Vec::new();
@@ -43,7 +28,7 @@ fn run(name: &str, objects: &[Vec<u8>], mut f: impl FnMut(&[u8], &mut Vec<u8>) -
 }
 
 fn main() -> Result<()> {
-    let objects = objects()?;
+    let objects = objstash_experiments::objects_of_file(std::env::args().nth(1))?;
     let mean = objects.iter().map(Vec::len).sum::<usize>() / objects.len();
     println!("{} objects of {mean} B on average, one thread, best of 3", objects.len());
     println!("| compressor | objects/s | ratio |");
