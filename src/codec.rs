@@ -58,31 +58,15 @@ thread_local! {
         const { RefCell::new(None) };
     #[cfg(not(feature = "libdeflate"))]
     static DECOMPRESSOR: RefCell<Option<Decompress>> = const { RefCell::new(None) };
-    /// Two decompressors: one for streams that open with a block of fixed codes, whose
-    /// tables libdeflate then keeps built from call to call, one for the others.
     #[cfg(feature = "libdeflate")]
-    static LIBDEFLATE_INFLATE: RefCell<[Option<libdeflater::Decompressor>; 2]> =
-        const { RefCell::new([None, None]) };
-}
-
-/// Gzips `raw` at `level` (0 to 9): at level 1 an object of at most
-/// [`fixed_codes::MAX_RAW`] bytes with deflate's fixed codes, which reads faster
-/// (`fixed_codes.rs`), anything else with the codes that fit it best.
-pub(crate) fn compress(raw: &[u8], level: u32) -> Vec<u8> {
-    #[cfg(feature = "zlib-rs")]
-    if level == 1
-        && raw.len() <= crate::fixed_codes::MAX_RAW
-        && let Some(out) = crate::fixed_codes::compress(raw)
-    {
-        return out;
-    }
-    gzip(raw, level)
+    static LIBDEFLATE_INFLATE: RefCell<Option<libdeflater::Decompressor>> =
+        const { RefCell::new(None) };
 }
 
 /// Gzips `raw` at `level` (0 to 9) with this thread's reusable libdeflate compressor: one
 /// call for the whole object, header and trailer included.
 #[cfg(feature = "libdeflate")]
-fn gzip(raw: &[u8], level: u32) -> Vec<u8> {
+pub(crate) fn compress(raw: &[u8], level: u32) -> Vec<u8> {
     LIBDEFLATE.with(|cell| {
         let mut slot = cell.borrow_mut();
         let compressor = match &mut *slot {
@@ -102,7 +86,7 @@ fn gzip(raw: &[u8], level: u32) -> Vec<u8> {
 
 /// Gzips `raw` at `level` (0 to 9) with this thread's reusable compressor.
 #[cfg(not(feature = "libdeflate"))]
-fn gzip(raw: &[u8], level: u32) -> Vec<u8> {
+pub(crate) fn compress(raw: &[u8], level: u32) -> Vec<u8> {
     let xfl = match level {
         9 => 2,
         0 | 1 => 4,
@@ -224,21 +208,17 @@ pub(crate) fn decompress(stored: &[u8], raw_len: u64) -> Result<Vec<u8>, String>
     Ok(out)
 }
 
-/// Inflates the raw deflate `stream` of an object of `raw_len` bytes with one of this
-/// thread's libdeflate decompressors, into a vector of exactly that length: 1.2x faster
-/// than zlib-rs on Speckle objects (`experiments` `small_inflate`), most of a small
-/// member's time being its Huffman tables, which a stream of fixed codes reuses
-/// (`fixed_codes.rs`). A stream that decodes to more than `raw_len` is an error, never
-/// truncated.
+/// Inflates the raw deflate `stream` of an object of `raw_len` bytes with this thread's
+/// libdeflate decompressor, into a vector of exactly that length: 1.2x faster than
+/// zlib-rs on Speckle objects (`experiments` `small_inflate`), most of a small member's
+/// time being its Huffman tables. A stream that decodes to more than `raw_len` is an
+/// error, never truncated.
 #[cfg(feature = "libdeflate")]
 fn inflate(stream: &[u8], raw_len: usize) -> Result<Vec<u8>, String> {
-    /// The first block's type (its header's bits 1-2) that means the fixed codes.
-    const FIXED_CODES: u8 = 1;
-    let fixed = stream.first().is_some_and(|b| (b >> 1) & 3 == FIXED_CODES);
     let mut out = vec![0; raw_len];
     let n = LIBDEFLATE_INFLATE.with(|cell| {
-        let mut slots = cell.borrow_mut();
-        let inflate = slots[usize::from(fixed)].get_or_insert_with(libdeflater::Decompressor::new);
+        let mut slot = cell.borrow_mut();
+        let inflate = slot.get_or_insert_with(libdeflater::Decompressor::new);
         inflate.deflate_decompress(stream, &mut out).map_err(|e| match e {
             libdeflater::DecompressionError::InsufficientSpace => {
                 format!("decodes to more than the recorded {raw_len} bytes")

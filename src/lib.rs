@@ -120,8 +120,6 @@ mod chunks;
 mod codec;
 mod evict;
 mod files;
-#[cfg(feature = "zlib-rs")]
-mod fixed_codes;
 mod format;
 mod header;
 mod inflight;

@@ -128,12 +128,10 @@ fn stats_report_sizes() -> TestResult {
     let stats = stash.stats()?;
     assert_eq!(stats.objects, 3_000);
     assert_eq!(stats.raw_bytes, raw as u64);
-    // Small objects take deflate's fixed codes at the default level (1.4x-1.5x their
-    // dynamic-code bytes): generated JSON still stores in under 0.7x its raw bytes.
-    assert!(stats.stored_bytes * 10 < stats.raw_bytes * 7, "JSON should compress: {stats}");
+    assert!(stats.stored_bytes * 10 < stats.raw_bytes * 6, "JSON should compress: {stats}");
     assert!(stats.file_bytes >= stats.stored_bytes);
     let ratio = stats.raw_bytes as f64 / stats.stored_bytes as f64;
-    assert!((stats.compression_ratio() - ratio).abs() < 1e-9 && ratio > 1.4, "{stats}");
+    assert!((stats.compression_ratio() - ratio).abs() < 1e-9 && ratio > 1.6, "{stats}");
     let text = stats.to_string();
     assert!(text.contains("3000") && text.contains("compression ratio"), "{text}");
     let report = stash.verify()?;
