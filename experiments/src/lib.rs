@@ -117,3 +117,34 @@ pub fn sorted_batch(start: u64, count: u64) -> Vec<([u8; 32], u64)> {
     batch.sort_unstable_by_key(|(k, _)| prefix(k));
     batch
 }
+
+/// Generated rows reused under many keys by the SQLite experiments, and their batch: as
+/// many keys as the writer commits in one transaction.
+pub const POOL: u64 = 100_000;
+pub const BATCH: u64 = 50_000;
+
+/// Fills `conn` with `rows` rows as the writer lays them out: batches of [`BATCH`] keys in
+/// prefix order, one transaction each. `row(tx, key, i, (raw_len, data))` inserts row `i`
+/// (its data one of `pool`'s); `committed(done)` runs after each batch. Ends with the log
+/// checkpointed into the file.
+pub fn fill_in_batches(
+    conn: &rusqlite::Connection,
+    rows: u64,
+    pool: &[(i64, Vec<u8>)],
+    mut row: impl FnMut(&rusqlite::Transaction, &[u8; 32], u64, &(i64, Vec<u8>)) -> anyhow::Result<()>,
+    mut committed: impl FnMut(u64),
+) -> anyhow::Result<()> {
+    let mut done = 0;
+    while done < rows {
+        let n = BATCH.min(rows - done);
+        let tx = conn.unchecked_transaction()?;
+        for (key, i) in &sorted_batch(done, n) {
+            row(&tx, key, *i, &pool[(i % pool.len() as u64) as usize])?;
+        }
+        tx.commit()?;
+        done += n;
+        committed(done);
+    }
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+    Ok(())
+}

@@ -25,11 +25,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use flate2::Decompress;
-use objstash_experiments::{key, prefix};
+use objstash_experiments::{BATCH, POOL, key, prefix};
 use rusqlite::{Connection, OptionalExtension, params};
-
-const POOL: u64 = 100_000;
-const BATCH: u64 = 50_000;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Design {
@@ -119,20 +116,18 @@ fn build(path: &Path, design: Design, rows: u64, pool: &[(i64, Vec<u8>)]) -> Res
     }
     let mut rates = Vec::new();
     let mut million = Instant::now();
-    let mut done = 0;
-    while done < rows {
-        let n = BATCH.min(rows - done);
-        let batch = objstash_experiments::sorted_batch(done, n);
-        let tx = conn.unchecked_transaction()?;
-        for (key, i) in &batch {
-            let (raw_len, data) = &pool[(i % POOL) as usize];
+    objstash_experiments::fill_in_batches(
+        &conn,
+        rows,
+        pool,
+        |tx, key, i, (raw_len, data)| {
             let p = prefix(key);
             match design {
                 Design::Two => {
                     tx.prepare_cached(
                         "INSERT INTO objects(key, raw_len, data, used) VALUES (?, ?, ?, ?)",
                     )?
-                    .execute(params![&key[..], raw_len, data, *i as i64])?;
+                    .execute(params![&key[..], raw_len, data, i as i64])?;
                     let id = tx.last_insert_rowid();
                     tx.prepare_cached("INSERT INTO keys(prefix, id) VALUES (?, ?)")?
                         .execute(params![p, id])?;
@@ -146,7 +141,7 @@ fn build(path: &Path, design: Design, rows: u64, pool: &[(i64, Vec<u8>)]) -> Res
                                 "INSERT OR IGNORE INTO objects(id, key, raw_len, data, used) \
                                  VALUES (?, ?, ?, ?, ?)",
                             )?
-                            .execute(params![id, &key[..], raw_len, data, *i as i64])?;
+                            .execute(params![id, &key[..], raw_len, data, i as i64])?;
                         if inserted == 1 {
                             break;
                         }
@@ -154,18 +149,18 @@ fn build(path: &Path, design: Design, rows: u64, pool: &[(i64, Vec<u8>)]) -> Res
                     }
                 }
             }
-        }
-        tx.commit()?;
-        done += n;
-        if done.is_multiple_of(1_000_000) || done == rows {
-            let in_million =
-                if done.is_multiple_of(1_000_000) { 1_000_000 } else { done % 1_000_000 };
-            rates.push(in_million as f64 / million.elapsed().as_secs_f64());
-            eprintln!("{} {done}: {:.0} rows/s", design.name(), rates.last().expect("pushed"));
-            million = Instant::now();
-        }
-    }
-    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+            Ok(())
+        },
+        |done| {
+            if done.is_multiple_of(1_000_000) || done == rows {
+                let in_million =
+                    if done.is_multiple_of(1_000_000) { 1_000_000 } else { done % 1_000_000 };
+                rates.push(in_million as f64 / million.elapsed().as_secs_f64());
+                eprintln!("{} {done}: {:.0} rows/s", design.name(), rates.last().expect("pushed"));
+                million = Instant::now();
+            }
+        },
+    )?;
     Ok(rates)
 }
 

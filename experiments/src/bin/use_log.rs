@@ -36,11 +36,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
 use flate2::Decompress;
-use objstash_experiments::{key, prefix};
+use objstash_experiments::{POOL, key, prefix};
 use rusqlite::{Connection, params};
 
-const POOL: u64 = 100_000;
-const BATCH: u64 = 50_000;
 const RECORD_EVERY: Duration = Duration::from_millis(500);
 
 #[derive(Clone, Copy, PartialEq, Debug)]
@@ -127,13 +125,11 @@ fn build(path: &Path, rows: u64) -> Result<()> {
          CREATE TABLE use_log(id INTEGER NOT NULL, used INTEGER NOT NULL);",
     )?;
     let start = Instant::now();
-    let mut done = 0;
-    while done < rows {
-        let n = BATCH.min(rows - done);
-        let batch = objstash_experiments::sorted_batch(done, n);
-        let tx = conn.unchecked_transaction()?;
-        for (key, i) in &batch {
-            let (raw_len, data) = &pool[(i % POOL) as usize];
+    objstash_experiments::fill_in_batches(
+        &conn,
+        rows,
+        &pool,
+        |tx, key, _, (raw_len, data)| {
             // A save time well in the past, so that every later use is newer.
             tx.prepare_cached("INSERT INTO objects(key, raw_len, data, used) VALUES (?, ?, ?, 1)")?
                 .execute(params![&key[..], raw_len, data])?;
@@ -142,15 +138,14 @@ fn build(path: &Path, rows: u64) -> Result<()> {
                 .execute(params![prefix(key), id])?;
             // The narrow table holds every row's use, as it would once it replaced the column.
             tx.prepare_cached("INSERT INTO uses(id, used) VALUES (?, 1)")?.execute([id])?;
-        }
-        tx.commit()?;
-        done += n;
-        if done.is_multiple_of(1_000_000) {
-            eprintln!("{done} rows, {:.0} s", start.elapsed().as_secs_f64());
-        }
-    }
-    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
-    Ok(())
+            Ok(())
+        },
+        |done| {
+            if done.is_multiple_of(1_000_000) {
+                eprintln!("{done} rows, {:.0} s", start.elapsed().as_secs_f64());
+            }
+        },
+    )
 }
 
 struct Round {
