@@ -148,3 +148,34 @@ pub fn fill_in_batches(
     conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
     Ok(())
 }
+
+/// Rows/s of each million rows written, as a fill goes.
+pub struct PerMillion {
+    pub rates: Vec<f64>,
+    since: std::time::Instant,
+}
+
+impl PerMillion {
+    pub fn new() -> PerMillion {
+        PerMillion { rates: Vec::new(), since: std::time::Instant::now() }
+    }
+
+    /// Called with the rows `done` of `rows` after each batch: at each million (and at the
+    /// end) records and prints the rate of the rows since the last one, under `name`.
+    pub fn after(&mut self, done: u64, rows: u64, name: &str) {
+        if done.is_multiple_of(1_000_000) || done == rows {
+            let in_million =
+                if done.is_multiple_of(1_000_000) { 1_000_000 } else { done % 1_000_000 };
+            let rate = in_million as f64 / self.since.elapsed().as_secs_f64();
+            self.rates.push(rate);
+            eprintln!("{name} {done}: {rate:.0} rows/s");
+            self.since = std::time::Instant::now();
+        }
+    }
+}
+
+impl Default for PerMillion {
+    fn default() -> Self {
+        PerMillion::new()
+    }
+}

@@ -26,8 +26,6 @@
 //!   and no lookup. What every writer of these bytes pays to SQLite, the file system and
 //!   the machine; a design's decline beyond this one's is the design's.
 
-use std::time::Instant;
-
 use anyhow::{Result, bail};
 use rusqlite::{Connection, params};
 
@@ -171,8 +169,7 @@ fn run(
             bail!("a lookup does not use the prefix index: {plan}");
         }
     }
-    let mut rates = Vec::new();
-    let mut million = Instant::now();
+    let mut millions = objstash_experiments::PerMillion::new();
     let mut young = 0u64;
     let mut done = 0u64;
     while done < rows {
@@ -258,13 +255,7 @@ fn run(
             young = 0;
         }
         done += n;
-        if done.is_multiple_of(1_000_000) || done == rows {
-            let in_million =
-                if done.is_multiple_of(1_000_000) { 1_000_000 } else { done % 1_000_000 };
-            rates.push(in_million as f64 / million.elapsed().as_secs_f64());
-            eprintln!("{} {done}: {:.0} rows/s", design.name(), rates.last().expect("pushed"));
-            million = Instant::now();
-        }
+        millions.after(done, rows, design.name());
     }
     // What a lookup costs is measured elsewhere; here, that every key is still found once.
     let indexed: i64 = match design {
@@ -281,7 +272,7 @@ fn run(
     if journal == "wal" {
         conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
     }
-    Ok(rates)
+    Ok(millions.rates)
 }
 
 /// Appends a row to the objects table; its rowid.

@@ -114,8 +114,7 @@ fn build(path: &Path, design: Design, rows: u64, pool: &[(i64, Vec<u8>)]) -> Res
             "CREATE TABLE keys(prefix INTEGER, id INTEGER, PRIMARY KEY(prefix, id)) WITHOUT ROWID;",
         )?;
     }
-    let mut rates = Vec::new();
-    let mut million = Instant::now();
+    let mut millions = objstash_experiments::PerMillion::new();
     objstash_experiments::fill_in_batches(
         &conn,
         rows,
@@ -151,17 +150,9 @@ fn build(path: &Path, design: Design, rows: u64, pool: &[(i64, Vec<u8>)]) -> Res
             }
             Ok(())
         },
-        |done| {
-            if done.is_multiple_of(1_000_000) || done == rows {
-                let in_million =
-                    if done.is_multiple_of(1_000_000) { 1_000_000 } else { done % 1_000_000 };
-                rates.push(in_million as f64 / million.elapsed().as_secs_f64());
-                eprintln!("{} {done}: {:.0} rows/s", design.name(), rates.last().expect("pushed"));
-                million = Instant::now();
-            }
-        },
+        |done| millions.after(done, rows, design.name()),
     )?;
-    Ok(rates)
+    Ok(millions.rates)
 }
 
 fn reader(path: &Path) -> Result<Connection> {
