@@ -118,9 +118,9 @@ pub fn sorted_batch(start: u64, count: u64) -> Vec<([u8; 32], u64)> {
     batch
 }
 
-/// Generated rows reused under many keys by the SQLite experiments, and their batch: as
-/// many keys as the writer commits in one transaction.
+/// How many generated rows the SQLite experiments reuse under their many keys.
 pub const POOL: u64 = 100_000;
+/// How many keys [`fill_in_batches`] puts in one transaction, as the writer's batches do.
 pub const BATCH: u64 = 50_000;
 
 /// Fills `conn` with `rows` rows as the writer lays them out: batches of [`BATCH`] keys in
