@@ -11,6 +11,7 @@
 #[cfg(feature = "remote")]
 mod behind;
 mod bound;
+mod gzip_training;
 mod large;
 mod named;
 mod object_reader;
@@ -54,6 +55,7 @@ use crate::stats::Stats;
 use crate::uses::Uses;
 use crate::writer::{Answer, Flush, Message, Op, Shared, WriterConfig, WriterHandle};
 
+use gzip_training::GzipTraining;
 pub use object_reader::ObjectReader;
 pub(crate) use save::Saving;
 use train::Trainer;
@@ -73,6 +75,7 @@ pub struct Stash {
     saving: Saving,
     dicts: Arc<Dictionaries>,
     trainer: Mutex<Trainer>,
+    gzip_training: GzipTraining,
     durability: Durability,
     recovery: Option<RecoveryReport>,
     /// This handle's hold on the stash (`lock.rs`); `None` for a reader that could not
@@ -118,6 +121,7 @@ impl Stash {
             parts;
         let dicts = Arc::new(Dictionaries::open(&conn, shared.path.clone(), shared.busy)?);
         let trainer = Trainer::new(saving.codec, &dicts);
+        let gzip_training = GzipTraining::open(&conn, &saving);
         let shared = Arc::new(shared);
         let writer = writer
             .map(|config| WriterHandle::spawn(conn, Arc::clone(&shared), config))
@@ -130,6 +134,7 @@ impl Stash {
             saving,
             dicts,
             trainer: Mutex::new(trainer),
+            gzip_training,
             durability,
             recovery,
             hold,

@@ -43,7 +43,7 @@ use crate::uses::Uses;
 
 pub(crate) use chunked::{CommitChunked, Outgoing, PutChunks, Unhold};
 pub(crate) use op::{Answer, Message, Op};
-pub(crate) use ops::{Dictionary, Flush, Name, Pin, Remove, SetMaxSize, Trim, Unname};
+pub(crate) use ops::{Dictionary, Flush, GzipCode, Name, Pin, Remove, SetMaxSize, Trim, Unname};
 pub(crate) use stop::Stop;
 
 /// What the writer of a handle needs, built once by the open sequence.

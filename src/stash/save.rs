@@ -193,10 +193,16 @@ impl Stash {
             return Ok(false);
         }
         let dict = self.dictionary_for(object);
+        let code = if dict.is_none() { self.gzip_code_for(object) } else { None };
         let row = Row {
             key,
             raw_len: object.len() as u64,
-            data: Arc::new(codec::encode(object, self.saving.level, dict.as_deref())),
+            data: Arc::new(codec::encode(
+                object,
+                self.saving.level,
+                dict.as_deref(),
+                code.as_deref(),
+            )),
         };
         self.shared.pending.insert(row.clone());
         let sent = self.send(Message::Save(row.clone()));

@@ -9,6 +9,7 @@ use super::tx::Tx;
 use super::upkeep::Job;
 use crate::dict;
 use crate::error::{Error, Result};
+use crate::gzip_code;
 use crate::key::Key;
 use crate::meta;
 use crate::names::NameRow;
@@ -137,6 +138,27 @@ impl Op for Dictionary {
     fn apply(&mut self, tx: &mut Tx<'_>) -> Result<(), Stop> {
         tx.write_run()?;
         Ok(dict::store(tx.conn, &self.dict, self.samples)?)
+    }
+
+    fn committed(self: Box<Self>, _: &mut After<'_>) {}
+
+    fn abandoned(self: Box<Self>, _: Error, retried: bool) -> Option<Box<dyn Op>> {
+        retried.then_some(self)
+    }
+}
+
+/// Store the stash's trained gzip code, unless another handle stored one first. Rows in
+/// it carry it in their headers, so none waits for it. Nobody waits.
+pub(crate) struct GzipCode(pub Arc<gzip_code::GzipCode>);
+
+impl Op for GzipCode {
+    fn urgent(&self) -> bool {
+        false
+    }
+
+    fn apply(&mut self, tx: &mut Tx<'_>) -> Result<(), Stop> {
+        tx.write_run()?;
+        Ok(gzip_code::store(tx.conn, &self.0)?)
     }
 
     fn committed(self: Box<Self>, _: &mut After<'_>) {}
