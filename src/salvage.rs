@@ -375,9 +375,11 @@ impl Salvager<'_> {
         let (mut after, mut skip) = (0i64, 1i64);
         while after < end {
             match self.rows(damaged, &forward, after, &mut done) {
-                Ok(Some((_, last))) => (after, skip) = (last, 1),
+                Ok(Some((_, last))) if last > after => (after, skip) = (last, 1),
                 Ok(None) => break,
-                Err(_) => {
+                // A damaged page can give rows out of order: skip on, as past an error,
+                // never back to rows read already.
+                Ok(Some(_)) | Err(_) => {
                     after = after.saturating_add(skip);
                     skip = skip.saturating_mul(2);
                 }
@@ -390,6 +392,9 @@ impl Salvager<'_> {
         );
         let mut before = end.saturating_add(1);
         while let Ok(Some((_, last))) = self.rows(damaged, &backward, before, &mut done) {
+            if last >= before {
+                break;
+            }
             before = last;
             self.write_if_full()?;
         }
