@@ -36,7 +36,7 @@ const DIST_SYMBOLS: usize = 30;
 const MAX_BITS: u8 = 15;
 const MAX_CL_BITS: u8 = 7;
 /// Positions a match is looked for at: about libdeflate level 1's parse.
-const PROBES: usize = 4;
+const PROBES: usize = 1;
 const HASH_BITS: u32 = 14;
 const WINDOW: usize = 32 << 10;
 const MIN_MATCH: usize = 3;
@@ -145,14 +145,26 @@ impl GzipCode {
         }
         w.put(self.codes[256], self.lengths[256].into());
         let mut out = w.finish();
-        let mut crc = flate2::Crc::new();
-        crc.update(raw);
         out.reserve_exact(8);
-        out.extend_from_slice(&crc.sum().to_le_bytes());
+        out.extend_from_slice(&crc32(raw).to_le_bytes());
         out.extend_from_slice(&(raw.len() as u32).to_le_bytes());
         out.shrink_to_fit();
         Some(out)
     }
+}
+
+/// The CRC-32 of a gzip trailer: libdeflate's (folding with carry-less multiplies) where
+/// it is built in.
+#[cfg(feature = "libdeflate")]
+fn crc32(raw: &[u8]) -> u32 {
+    libdeflater::crc32(raw)
+}
+
+#[cfg(not(feature = "libdeflate"))]
+fn crc32(raw: &[u8]) -> u32 {
+    let mut crc = flate2::Crc::new();
+    crc.update(raw);
+    crc.sum()
 }
 
 /// An LZ77 token: a literal, or a match of a length (3 to 258) at a distance.

@@ -307,7 +307,7 @@ fn learn(stream: &[u8]) -> Result<Kept> {
     ensure!(bits.past_end * 8 <= bits.count as usize, "a truncated header");
     let len = bits.bit_position();
     let mut header = stream[..len.div_ceil(8)].to_vec();
-    if len % 8 != 0 {
+    if !len.is_multiple_of(8) {
         *header.last_mut().expect("a header") &= (1u8 << (len % 8)) - 1;
     }
     Ok(Kept { header, bits: len, code: Code::new(&litlen, &dist)? })
@@ -386,7 +386,7 @@ fn same_bits(input: &[u8], header: &[u8], len: usize) -> bool {
     if input.len() < header.len() || input[..full] != header[..full] {
         return false;
     }
-    len % 8 == 0 || input[full] & ((1u8 << (len % 8)) - 1) == header[full]
+    len.is_multiple_of(8) || input[full] & ((1u8 << (len % 8)) - 1) == header[full]
 }
 
 /// Reads a dynamic block's header after its type: the code lengths of the literal/length
@@ -594,7 +594,7 @@ mod tests {
             x ^= x << 17;
             let mut bad = stream.clone();
             let at = x as usize % bad.len();
-            bad[at] ^= 1 << (x >> 32) % 8;
+            bad[at] ^= 1 << ((x >> 32) % 8);
             // Whatever it decodes to, nothing beyond the recorded length.
             if let Some(Ok(out)) = twice(&bad, raw.len()) {
                 assert_eq!(out.len(), raw.len());

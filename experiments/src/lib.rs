@@ -1,8 +1,5 @@
 //! What the experiments share: the rows they write and the arguments they read.
 
-pub mod inflate;
-pub mod trained_code;
-
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use rayon::prelude::*;

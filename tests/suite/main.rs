@@ -15,6 +15,7 @@ mod crash;
 mod crash_eviction;
 mod formats;
 mod fuzz_read_path;
+mod gzip_code;
 mod large;
 mod layouts_agree;
 mod names;
