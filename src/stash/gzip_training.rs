@@ -48,9 +48,9 @@ impl GzipTraining {
 impl Stash {
     /// The code `object` is gzipped with, if the stash has one; while it has none and
     /// wants one, the object joins the sample.
-    pub(super) fn gzip_code_for(&self, object: &[u8]) -> Option<Arc<GzipCode>> {
+    pub(super) fn gzip_code_for(&self, object: &[u8]) -> Option<&GzipCode> {
         if let Some(code) = self.gzip_training.code.get() {
-            return Some(Arc::clone(code));
+            return Some(code);
         }
         if object.len() <= MAX_OBJECT {
             self.sample_for_gzip_code(object);

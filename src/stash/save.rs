@@ -197,12 +197,7 @@ impl Stash {
         let row = Row {
             key,
             raw_len: object.len() as u64,
-            data: Arc::new(codec::encode(
-                object,
-                self.saving.level,
-                dict.as_deref(),
-                code.as_deref(),
-            )),
+            data: Arc::new(codec::encode(object, self.saving.level, dict.as_deref(), code)),
         };
         self.shared.pending.insert(row.clone());
         let sent = self.send(Message::Save(row.clone()));
