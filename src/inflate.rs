@@ -33,7 +33,9 @@ const DIST_BITS: u32 = 8;
 
 // An entry of a table: bits 0-7 the bits it consumes, 8-11 its kind, 12-15 its extra bits
 // (or a subtable's bits), 16-31 its value (the literal, the base length or distance, or
-// where its subtable starts).
+// where its subtable starts). A literal entry of the first level may stand for two
+// literals whose codes fit in its bits together (`pair_literals`): then its extra bits are
+// 1 and its value the two bytes, the first in bits 16-23.
 const LITERAL: u32 = 1;
 const MATCH: u32 = 2;
 const SUBTABLE: u32 = 4;
@@ -228,11 +230,49 @@ struct Code {
 
 impl Code {
     fn new(litlen: &[u8], dist: &[u8]) -> Result<Self> {
-        Ok(Self {
-            litlen: build(litlen, LITLEN_BITS, litlen_payload)?,
-            dist: build(dist, DIST_BITS, dist_payload)?,
-        })
+        let mut litlen = build(litlen, LITLEN_BITS, litlen_payload)?;
+        pair_literals(&mut litlen);
+        Ok(Self { litlen, dist: build(dist, DIST_BITS, dist_payload)? })
     }
+}
+
+/// Makes each first-level literal entry whose bits leave room for the next literal's whole
+/// code an entry of both: in a stash's objects most literals are the digits of ids, codes
+/// of 4 to 6 bits, so a lookup yields two bytes where it yielded one (the lookups of a
+/// member are a chain, each waiting for the bits the one before consumed).
+fn pair_literals(table: &mut [u32]) {
+    let single = table[..1 << LITLEN_BITS].to_vec();
+    let literal = |e: u32| (e >> 8) & 0xf == LITERAL;
+    for (i, slot) in table[..1 << LITLEN_BITS].iter_mut().enumerate() {
+        let first = single[i];
+        if !literal(first) {
+            continue;
+        }
+        let used = first & 0xff;
+        // The entry at the bits after the first code: its code is whole within them when
+        // it is no longer than they are.
+        let second = single[i >> used];
+        if literal(second) && used + (second & 0xff) <= LITLEN_BITS {
+            let bytes = (first >> 16) | (second >> 16) << 8;
+            *slot = entry(used + (second & 0xff), LITERAL, 1, bytes);
+        }
+    }
+}
+
+/// Writes the literal or two of entry `e` at `op`; returns where the next byte goes.
+#[inline(always)]
+fn put_literals(out: &mut [u8], op: usize, e: u32) -> Result<usize> {
+    let n = 1 + ((e >> 12) & 1) as usize;
+    if let Some(two) = out.get_mut(op..op + 2) {
+        // The second byte of a single literal is overwritten by what follows it: a stream
+        // that ends without filling the object is an error.
+        two[0] = (e >> 16) as u8;
+        two[1] = (e >> 24) as u8;
+    } else {
+        ensure!(op + n <= out.len(), "a stream longer than its object");
+        out[op] = (e >> 16) as u8;
+    }
+    Ok(op + n)
 }
 
 /// Codes whose tables a thread keeps.
@@ -455,16 +495,15 @@ fn decode(bits: &mut Bits, code: &Code, out: &mut [u8], mut op: usize) -> Result
         code.litlen[..1 << LITLEN_BITS].try_into().expect("a primary table");
     loop {
         bits.refill();
-        // Up to three literals for one refill (56 bits, 15 at most each).
+        // Up to three first-level entries for one refill (56 bits: 11 at most each, and
+        // 15 for a subtable's entry after them, with a length's 5 extra bits).
         let mut e = primary[(bits.buf & ((1 << LITLEN_BITS) - 1)) as usize];
         for _ in 0..2 {
             if e & (LITERAL << 8) == 0 {
                 break;
             }
             bits.take(e & 0xff);
-            let Some(slot) = out.get_mut(op) else { bail!("a stream longer than its object") };
-            *slot = (e >> 16) as u8;
-            op += 1;
+            op = put_literals(out, op, e)?;
             e = primary[(bits.buf & ((1 << LITLEN_BITS) - 1)) as usize];
         }
         if e & (SUBTABLE << 8) != 0 {
@@ -474,11 +513,7 @@ fn decode(bits: &mut Bits, code: &Code, out: &mut [u8], mut op: usize) -> Result
         }
         bits.take(e & 0xff);
         match (e >> 8) & 0xf {
-            LITERAL => {
-                let Some(slot) = out.get_mut(op) else { bail!("a stream longer than its object") };
-                *slot = (e >> 16) as u8;
-                op += 1;
-            }
+            LITERAL => op = put_literals(out, op, e)?,
             MATCH => {
                 bits.refill();
                 let len = (e >> 16) as usize + bits.take((e >> 12) & 0xf) as usize;

@@ -29,6 +29,7 @@
 //! capped stash that receives a burst of saves stays near its cap.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -127,10 +128,7 @@ impl Uses {
         if self.on {
             let now = now();
             if used.is_none_or(|used| used != PINNED && now - used >= self.resolution) {
-                let mut shard = self.shard(key);
-                if shard.uses.get(key).is_none_or(|held| now - held.at >= self.resolution) {
-                    shard.record(key, now);
-                }
+                self.shard(key).record(key, now, self.resolution);
             }
         }
     }
@@ -144,7 +142,7 @@ impl Uses {
     }
 
     fn record_at(&self, key: &Key, at: i64) {
-        self.shard(key).record(key, at);
+        self.shard(key).record(key, at, 0);
     }
 
     /// The latest use of `key` this handle holds in memory (written or not), if any.
@@ -200,22 +198,34 @@ impl Uses {
 }
 
 impl Shard {
-    /// Holds a use of `key` at `at` to be written, unless a later one is held. A full shard
-    /// first lets go of the uses already written; one still full of unwritten uses records
-    /// no new key until the writer has written them.
-    fn record(&mut self, key: &Key, at: i64) {
-        if self.uses.len() >= MAX_KEYS / SHARDS && !self.uses.contains_key(key) {
-            self.uses.retain(|_, u| !u.written);
-            if self.uses.len() >= MAX_KEYS / SHARDS {
-                return;
+    /// Holds a use of `key` at `at` to be written, unless one held is later or less than
+    /// `resolution` earlier. A full shard first lets go of the uses already written; one
+    /// still full of unwritten uses records no new key until the writer has written them.
+    /// The key is hashed once: a read that records its use looks it up here only.
+    fn record(&mut self, key: &Key, at: i64, resolution: i64) {
+        let full = self.uses.len() >= MAX_KEYS / SHARDS;
+        match self.uses.entry(*key) {
+            Entry::Occupied(mut held) => {
+                let held = held.get_mut();
+                if at - held.at < resolution {
+                    return;
+                }
+                if held.written {
+                    self.unwritten += 1;
+                }
+                *held = Use { at, written: false };
             }
-        }
-        let held = self.uses.entry(*key).or_insert(Use { at, written: true });
-        if held.written && at >= held.at {
-            self.unwritten += 1;
-            *held = Use { at, written: false };
-        } else {
-            held.at = held.at.max(at);
+            Entry::Vacant(vacant) if !full => {
+                vacant.insert(Use { at, written: false });
+                self.unwritten += 1;
+            }
+            Entry::Vacant(_) => {
+                self.uses.retain(|_, u| !u.written);
+                if self.uses.len() < MAX_KEYS / SHARDS {
+                    self.uses.insert(*key, Use { at, written: false });
+                    self.unwritten += 1;
+                }
+            }
         }
     }
 }

@@ -168,6 +168,11 @@ def main() -> None:
         "--systems", default="", help="a regular expression: only the systems it finds in"
     )
     parser.add_argument("--rust", required=True, help="the Rust half's binary")
+    parser.add_argument(
+        "--keep-objects",
+        metavar="FILE",
+        help="keep a copy of the objects file (for bench/src/bin/get_loop.rs --objects FILE)",
+    )
     args = parser.parse_args()
 
     model = build_model(args.elements)
@@ -199,6 +204,8 @@ def main() -> None:
                 f.write(b)
                 ids.append(i)
     del items
+    if args.keep_objects:
+        shutil.copyfile(objects_file, args.keep_objects)
 
     # The headline comparisons sit next to each other, so that a round measures them close
     # in time (rounds run this order forwards, then backwards).

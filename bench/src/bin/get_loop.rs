@@ -5,14 +5,16 @@
 //!
 //! `cargo run --release -p objstash-bench --bin get_loop -- [--count 100000] [--passes 5]
 //! [--layout single|bucketed] [--reads N] [--many KEYS_PER_CALL] [--read-only]
-//! [--transaction-per-read] [--mmap BYTES] [--dir DIR]`
-//! (`--reads`: each pass reads the first N keys of the shuffled order.)
+//! [--transaction-per-read] [--mmap BYTES] [--threads N] [--dir DIR] [--objects FILE]`
+//! (`--reads`: each pass reads the first N keys of the shuffled order; `--objects`: the
+//! objects of a file the peers benchmark wrote, `bench/peers/peers.py --keep-objects`,
+//! instead of `--count` generated ones.)
 
 use std::time::Instant;
 
 use anyhow::{Result, bail};
 use objstash::{Key, Layout, Stash};
-use objstash_bench::shuffled;
+use objstash_bench::{for_each_batch, shuffled};
 use rayon::prelude::*;
 
 fn main() -> Result<()> {
@@ -25,6 +27,8 @@ fn main() -> Result<()> {
     let mut many = 0usize;
     let mut kept = true;
     let mut reads = usize::MAX;
+    let mut objects = None;
+    let mut threads = 0;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         match flag.as_str() {
@@ -37,29 +41,45 @@ fn main() -> Result<()> {
             "--dir" => dir = args.next(),
             "--many" => many = args.next().unwrap_or_default().parse()?,
             "--mmap" => mmap = args.next().unwrap_or_default().parse()?,
+            "--objects" => objects = args.next(),
+            "--threads" => threads = args.next().unwrap_or_default().parse()?,
             other => bail!("unknown flag {other}"),
         }
     }
     let temp = tempfile::tempdir()?;
     let dir = dir.map_or_else(|| temp.path().to_path_buf(), Into::into);
-    let path = dir.join(format!("get_loop-{layout}-{count}.db"));
-    let keys: Vec<Key> =
-        (0..count).into_par_iter().map(|i| Key::of(&speckle_gen::object(1, i))).collect();
-    if !path.exists() {
-        let stash = Stash::builder().layout(layout).open(&path)?;
-        // Generated call by call: ten million objects would not fit in memory at once.
-        for from in (0..count).step_by(10_000) {
-            let objects: Vec<Vec<u8>> = (from..count.min(from + 10_000))
-                .into_par_iter()
-                .map(|i| speckle_gen::object(1, i))
-                .collect();
-            stash.save_all(&objects)?;
+    let (path, keys) = match objects {
+        Some(file) => {
+            let path = dir.join(format!("get_loop-{layout}-objects.db"));
+            let fill = (!path.exists()).then(|| Stash::builder().layout(layout).open(&path));
+            let fill = fill.transpose()?;
+            let mut keys = Vec::new();
+            for_each_batch(file.as_ref(), 10_000, |batch| {
+                match &fill {
+                    Some(stash) => keys.extend(stash.save_all(batch)?),
+                    None => keys.extend(batch.par_iter().map(|o| Key::of(o)).collect::<Vec<_>>()),
+                }
+                Ok(())
+            })?;
+            if let Some(stash) = fill {
+                stash.close()?;
+            }
+            (path, keys)
         }
-        stash.close()?;
-    }
+        None => {
+            let path = dir.join(format!("get_loop-{layout}-{count}.db"));
+            if !path.exists() {
+                fill_generated(&path, layout, count)?;
+            }
+            (path, (0..count).into_par_iter().map(|i| Key::of(&speckle_gen::object(1, i))).collect())
+        }
+    };
     let mut order = shuffled(keys.len());
     order.truncate(reads);
-    let builder = Stash::builder().read_only(read_only).read_mmap_size(mmap);
+    let mut builder = Stash::builder().read_only(read_only).read_mmap_size(mmap);
+    if threads > 0 {
+        builder = builder.threads(threads);
+    }
     let builder = if kept { builder } else { builder.read_snapshot(std::time::Duration::ZERO) };
     let stash = builder.open(&path)?;
     for pass in 0..passes {
@@ -79,4 +99,16 @@ fn main() -> Result<()> {
     }
     stash.close()?;
     Ok(())
+}
+
+/// Saves `count` generated objects into a new stash at `path`.
+fn fill_generated(path: &std::path::Path, layout: Layout, count: u64) -> Result<()> {
+    let stash = Stash::builder().layout(layout).open(path)?;
+    // Generated call by call: ten million objects would not fit in memory at once.
+    for from in (0..count).step_by(10_000) {
+        let objects: Vec<Vec<u8>> =
+            (from..count.min(from + 10_000)).into_par_iter().map(|i| speckle_gen::object(1, i)).collect();
+        stash.save_all(&objects)?;
+    }
+    Ok(stash.close()?)
 }

@@ -13,44 +13,12 @@
 //! objects drawn at random. Bytes on disk: every file the system left in DIR, after it
 //! closed.
 
-use std::fs::File;
-use std::io::{BufReader, ErrorKind, Read};
 use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use objstash::{Codec, Durability, Key, Layout, Stash};
-use objstash_bench::shuffled;
-
-/// Calls `each` with the file's objects in batches of up to `batch`.
-fn for_each_batch(
-    path: &Path,
-    batch: usize,
-    mut each: impl FnMut(&[Vec<u8>]) -> Result<()>,
-) -> Result<()> {
-    let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let mut file = BufReader::with_capacity(1 << 20, file);
-    let mut objects = Vec::with_capacity(batch);
-    loop {
-        let mut len = [0u8; 4];
-        match file.read_exact(&mut len) {
-            Ok(()) => {}
-            Err(e) if e.kind() == ErrorKind::UnexpectedEof => break,
-            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
-        }
-        let mut object = vec![0; u32::from_le_bytes(len) as usize];
-        file.read_exact(&mut object).with_context(|| format!("reading {}", path.display()))?;
-        objects.push(object);
-        if objects.len() == batch {
-            each(&objects)?;
-            objects.clear();
-        }
-    }
-    if !objects.is_empty() {
-        each(&objects)?;
-    }
-    Ok(())
-}
+use objstash_bench::{for_each_batch, shuffled};
 
 /// The order of the timed reads: every object shuffled, or the first `reads` of that.
 fn read_order(n: usize, reads: usize) -> Vec<usize> {
