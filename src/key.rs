@@ -19,7 +19,8 @@ pub struct Key([u8; 32]);
 /// the hasher's own seed keeps the buckets unpredictable.
 impl Hash for Key {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        let word = |i: usize| u64::from_le_bytes(self.0[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+        let word =
+            |i: usize| u64::from_le_bytes(self.0[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
         state.write_u64(word(0) ^ word(1) ^ word(2) ^ word(3));
     }
 }

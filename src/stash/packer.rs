@@ -62,7 +62,11 @@ impl<'a, I: Iterator<Item = &'a [Key]>> Packer<'a, I> {
         let rows = stash.lookup(
             keys,
             |row: Row| (row.raw_len as i64, row.data),
-            |conn, key| Ok(stash.select_row(conn, key)?.map(|row| (row.raw_len, row.data))),
+            |conn, keys| {
+                keys.iter()
+                    .map(|key| Ok(stash.select_row(conn, key)?.map(|row| (row.raw_len, row.data))))
+                    .collect()
+            },
         )?;
         let corrupt = |e: Error| {
             log::error!("not pushed: {e}");

@@ -71,7 +71,10 @@ fn main() -> Result<()> {
             if !path.exists() {
                 fill_generated(&path, layout, count)?;
             }
-            (path, (0..count).into_par_iter().map(|i| Key::of(&speckle_gen::object(1, i))).collect())
+            (
+                path,
+                (0..count).into_par_iter().map(|i| Key::of(&speckle_gen::object(1, i))).collect(),
+            )
         }
     };
     let mut order = shuffled(keys.len());
@@ -106,8 +109,10 @@ fn fill_generated(path: &std::path::Path, layout: Layout, count: u64) -> Result<
     let stash = Stash::builder().layout(layout).open(path)?;
     // Generated call by call: ten million objects would not fit in memory at once.
     for from in (0..count).step_by(10_000) {
-        let objects: Vec<Vec<u8>> =
-            (from..count.min(from + 10_000)).into_par_iter().map(|i| speckle_gen::object(1, i)).collect();
+        let objects: Vec<Vec<u8>> = (from..count.min(from + 10_000))
+            .into_par_iter()
+            .map(|i| speckle_gen::object(1, i))
+            .collect();
         stash.save_all(&objects)?;
     }
     Ok(stash.close()?)
