@@ -2,7 +2,8 @@
 //! trained once on the first objects this handle saves.
 //!
 //! Until a code exists, the first objects saved (up to [`SAMPLE_OBJECTS`] or
-//! [`SAMPLE_BYTES`]) are sampled and gzipped as before; the save that fills the sample
+//! [`SAMPLE_BYTES`]) are sampled and gzipped as before (unless one `save_all` call brings
+//! enough of them: its objects are sampled before any is compressed, and all get the code); the save that fills the sample
 //! uses a code another handle stored meanwhile if there is one, else trains one (a few
 //! milliseconds) and sends it to the writer, which stores it unless one was stored first.
 //! A code is used only at the default gzip level: another level asks for libdeflate's
@@ -56,6 +57,40 @@ impl Stash {
             self.sample_for_gzip_code(object);
         }
         None
+    }
+
+    /// Trains the code before a call's objects are compressed, when the objects of the call
+    /// alone fill what the sample still lacks: then every row of the call has the code,
+    /// its first ones too (a row of its own code inflates at about twice a trained row's
+    /// cost, notes/experiments.md). A call too small for that leaves the sampling to
+    /// [`Stash::gzip_code_for`], as the objects are compressed.
+    pub(super) fn train_gzip_code_ahead<'a>(
+        &self,
+        objects: impl Iterator<Item = &'a [u8]> + Clone,
+    ) {
+        if self.gzip_training.code.get().is_some() {
+            return;
+        }
+        let small = objects.filter(|object| object.len() <= MAX_OBJECT);
+        {
+            let slot = self.gzip_training.sample.lock().unwrap_or_else(|p| p.into_inner());
+            let Some((samples, bytes)) = &*slot else { return };
+            let (mut count, mut bytes) = (samples.len(), *bytes);
+            let fills = small.clone().any(|object| {
+                count += 1;
+                bytes += object.len();
+                count >= SAMPLE_OBJECTS || bytes >= SAMPLE_BYTES
+            });
+            if !fills {
+                return;
+            }
+        }
+        for object in small {
+            if self.gzip_training.code.get().is_some() {
+                break;
+            }
+            self.sample_for_gzip_code(object);
+        }
     }
 
     /// Adds `object` to the sample; the call that fills it makes the code.

@@ -99,6 +99,7 @@ impl Stash {
             self.check_size(object(item))?;
         }
         let _call = self.shared.uses.saving();
+        self.train_gzip_code_ahead(items.iter().map(&object));
         let chunk = (items.len() / (self.pool.current_num_threads() * 4)).clamp(1, SAVE_CHUNK);
         self.pool.install(|| {
             let chunks: Vec<Vec<Key>> = items

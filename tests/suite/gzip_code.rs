@@ -39,11 +39,12 @@ fn one_code_is_trained_stored_and_shared_by_later_handles() -> TestResult {
     let path = dir.path().join("code.db");
     let objs = objects(71, 5_000);
     let stash = Stash::open(&path)?;
-    // The first 2,000 objects are the sample; the call that fills it trains the code
-    // while other threads keep saving, so the rows of this call may not share it yet.
+    // The first 2,000 objects are the sample; a call that brings them all trains the code
+    // before compressing any, so every row of it has the code.
     let mut keys = stash.save_all(&objs[..3_000])?;
     let code = stored_code_after_flush(&stash, &path)?.expect("a code trained on the sample");
     let before = headers(&path)?.values().max().copied().unwrap_or(0);
+    assert_eq!(before, 3_000, "every row of the call that filled the sample has the code");
     keys.extend(stash.save_all(&objs[3_000..4_000])?);
     stash.close()?;
     let shared = headers(&path)?.values().max().copied().unwrap_or(0);
@@ -85,4 +86,25 @@ fn another_level_keeps_each_objects_own_codes() -> TestResult {
     assert_eq!(stored_code(&path)?, None);
     assert!(headers(&path)?.values().all(|&n| n < 10), "no shared header");
     Ok(())
+}
+
+#[test]
+fn calls_too_small_to_fill_the_sample_train_the_code_as_they_save() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("small_calls.db");
+    let objs = objects(73, 3_000);
+    let stash = Stash::open(&path)?;
+    let mut keys = Vec::new();
+    for call in objs.chunks(100) {
+        keys.extend(stash.save_all(call)?);
+    }
+    stash.flush()?;
+    assert!(stored_code(&path)?.is_some(), "a code trained on the first 2,000 objects");
+    let shared = headers(&path)?.values().max().copied().unwrap_or(0);
+    // The calls before the one that filled the sample were compressed before the code
+    // existed; that call and the ones after it have the code, every row of them.
+    assert!((1_000..3_000).contains(&shared), "{shared} rows with the code");
+    assert_eq!(shared % 100, 0, "whole calls have the code: {shared} rows");
+    assert_eq!(stash.get_many(&keys)?, objs.into_iter().map(Some).collect::<Vec<_>>());
+    Ok(stash.close()?)
 }
