@@ -13,10 +13,9 @@ pub struct Key([u8; 32]);
 
 /// A key hashes as its four 8-byte words folded into one: a blake3 hash's bytes are
 /// uniform already, and the maps a read passes through (the pending rows, the uses held in
-/// memory) then hash 8 bytes rather than 32 and a length (a fifth of a `get_many` of
-/// objects read for the first time in seconds went to hashing keys, notes/experiments.md).
-/// Every byte counts, so keys made by [`Key::from_bytes`] that differ anywhere spread too;
-/// the hasher's own seed keeps the buckets unpredictable.
+/// memory) then hash 8 bytes rather than 32 and a length. Every byte counts, so keys made
+/// by [`Key::from_bytes`] that differ anywhere spread too; the hasher's own seed keeps the
+/// buckets unpredictable.
 impl Hash for Key {
     fn hash<H: Hasher>(&self, state: &mut H) {
         let word =
