@@ -19,6 +19,11 @@ fn headers(path: &std::path::Path) -> rusqlite::Result<HashMap<Vec<u8>, usize>> 
     Ok(counts)
 }
 
+/// How many rows have the header most rows share.
+fn most_shared(path: &std::path::Path) -> rusqlite::Result<usize> {
+    Ok(headers(path)?.values().max().copied().unwrap_or(0))
+}
+
 fn stored_code(path: &std::path::Path) -> rusqlite::Result<Option<String>> {
     Connection::open(path)?
         .query_row("SELECT value FROM objstash_meta WHERE name = 'gzip_code'", [], |r| r.get(0))
@@ -43,11 +48,11 @@ fn one_code_is_trained_stored_and_shared_by_later_handles() -> TestResult {
     // before compressing any, so every row of it has the code.
     let mut keys = stash.save_all(&objs[..3_000])?;
     let code = stored_code_after_flush(&stash, &path)?.expect("a code trained on the sample");
-    let before = headers(&path)?.values().max().copied().unwrap_or(0);
+    let before = most_shared(&path)?;
     assert_eq!(before, 3_000, "every row of the call that filled the sample has the code");
     keys.extend(stash.save_all(&objs[3_000..4_000])?);
     stash.close()?;
-    let shared = headers(&path)?.values().max().copied().unwrap_or(0);
+    let shared = most_shared(&path)?;
     assert_eq!(shared, before + 1_000, "every row saved after training has its header");
 
     // A later handle uses the stored code: its rows have the same header, and the code
@@ -59,7 +64,7 @@ fn one_code_is_trained_stored_and_shared_by_later_handles() -> TestResult {
     }
     stash.close()?;
     assert_eq!(stored_code(&path)?, Some(code));
-    assert_eq!(headers(&path)?.values().max().copied(), Some(shared + 1_000), "one header");
+    assert_eq!(most_shared(&path)?, shared + 1_000, "one header");
 
     // Every row is a standard gzip member: another decoder (CRC checked) reads it.
     let conn = Connection::open(&path)?;
@@ -98,9 +103,9 @@ fn calls_too_small_to_fill_the_sample_train_the_code_as_they_save() -> TestResul
     for call in objs.chunks(100) {
         keys.extend(stash.save_all(call)?);
     }
-    stash.flush()?;
-    assert!(stored_code(&path)?.is_some(), "a code trained on the first 2,000 objects");
-    let shared = headers(&path)?.values().max().copied().unwrap_or(0);
+    let code = stored_code_after_flush(&stash, &path)?;
+    assert!(code.is_some(), "a code trained on the first 2,000 objects");
+    let shared = most_shared(&path)?;
     // The calls before the one that filled the sample were compressed before the code
     // existed; that call and the ones after it have the code, every row of them.
     assert!((1_000..3_000).contains(&shared), "{shared} rows with the code");
