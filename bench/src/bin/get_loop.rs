@@ -10,51 +10,74 @@
 //! objects of a file the peers benchmark wrote, `bench/peers/peers.py --keep-objects`,
 //! instead of `--count` generated ones.)
 
+use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
+use clap::Parser;
 use objstash::{Key, Layout, Stash};
 use objstash_bench::{for_each_batch, shuffled};
 use rayon::prelude::*;
 
+#[derive(Parser, Debug)]
+struct Args {
+    /// Generated objects in the stash (unless `--objects`).
+    #[arg(long, default_value_t = 100_000)]
+    count: u64,
+    /// Passes over the shuffled keys, each timed on its own.
+    #[arg(long, default_value_t = 5)]
+    passes: u32,
+    #[arg(long, default_value_t = Layout::Single)]
+    layout: Layout,
+    /// Read only the first N keys of the shuffled order in each pass.
+    #[arg(long)]
+    reads: Option<usize>,
+    /// Read in `get_many` calls of this many keys (default: one `get` at a time).
+    #[arg(long, default_value_t = 0)]
+    many: usize,
+    /// Open the stash read-only (no use recorded, nothing committed).
+    #[arg(long)]
+    read_only: bool,
+    /// Begin a read transaction for each `get` instead of keeping snapshots.
+    #[arg(long)]
+    transaction_per_read: bool,
+    /// Each read connection's memory map, in bytes (0: none).
+    #[arg(long, default_value_t = 0)]
+    mmap: u64,
+    /// Threads of the stash's pool (default: the library's).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Keep the filled stash here for the next run (default: a temporary directory).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// The objects of a file the peers benchmark wrote instead of generated ones.
+    #[arg(long)]
+    objects: Option<PathBuf>,
+}
+
 fn main() -> Result<()> {
-    let mut count = 100_000u64;
-    let mut passes = 5;
-    let mut layout = Layout::Single;
-    let mut read_only = false;
-    let mut dir = None;
-    let mut mmap = 0u64;
-    let mut many = 0usize;
-    let mut kept = true;
-    let mut reads = usize::MAX;
-    let mut objects = None;
-    let mut threads = 0;
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        match flag.as_str() {
-            "--read-only" => read_only = true,
-            "--transaction-per-read" => kept = false,
-            "--reads" => reads = args.next().unwrap_or_default().parse()?,
-            "--count" => count = args.next().unwrap_or_default().parse()?,
-            "--passes" => passes = args.next().unwrap_or_default().parse()?,
-            "--layout" => layout = args.next().unwrap_or_default().parse()?,
-            "--dir" => dir = args.next(),
-            "--many" => many = args.next().unwrap_or_default().parse()?,
-            "--mmap" => mmap = args.next().unwrap_or_default().parse()?,
-            "--objects" => objects = args.next(),
-            "--threads" => threads = args.next().unwrap_or_default().parse()?,
-            other => bail!("unknown flag {other}"),
-        }
-    }
+    let Args {
+        count,
+        passes,
+        layout,
+        reads,
+        many,
+        read_only,
+        transaction_per_read,
+        mmap,
+        threads,
+        dir,
+        objects,
+    } = Args::parse();
     let temp = tempfile::tempdir()?;
-    let dir = dir.map_or_else(|| temp.path().to_path_buf(), Into::into);
+    let dir = dir.unwrap_or_else(|| temp.path().to_path_buf());
     let (path, keys) = match objects {
         Some(file) => {
             let path = dir.join(format!("get_loop-{layout}-objects.db"));
             let fill = (!path.exists()).then(|| Stash::builder().layout(layout).open(&path));
             let fill = fill.transpose()?;
             let mut keys = Vec::new();
-            for_each_batch(file.as_ref(), 10_000, |batch| {
+            for_each_batch(&file, 10_000, |batch| {
                 match &fill {
                     Some(stash) => keys.extend(stash.save_all(batch)?),
                     None => keys.extend(batch.par_iter().map(|o| Key::of(o)).collect::<Vec<_>>()),
@@ -78,12 +101,14 @@ fn main() -> Result<()> {
         }
     };
     let mut order = shuffled(keys.len());
-    order.truncate(reads);
+    order.truncate(reads.unwrap_or(usize::MAX));
     let mut builder = Stash::builder().read_only(read_only).read_mmap_size(mmap);
-    if threads > 0 {
+    if let Some(threads) = threads {
         builder = builder.threads(threads);
     }
-    let builder = if kept { builder } else { builder.read_snapshot(std::time::Duration::ZERO) };
+    if transaction_per_read {
+        builder = builder.read_snapshot(std::time::Duration::ZERO);
+    }
     let stash = builder.open(&path)?;
     for pass in 0..passes {
         let start = Instant::now();

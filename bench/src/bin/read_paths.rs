@@ -14,7 +14,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{Result, bail};
+use anyhow::Result;
+use clap::Parser;
 use objstash::{Key, Layout, Stash};
 use objstash_bench::shuffled;
 use rayon::prelude::*;
@@ -58,18 +59,18 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+#[derive(Parser, Debug)]
+struct Args {
+    /// Generated objects in each layout's stash.
+    #[arg(long, default_value_t = 100_000)]
+    count: u64,
+    /// Rounds; medians are printed.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+}
+
 fn main() -> Result<()> {
-    let mut count = 100_000u64;
-    let mut rounds = 3;
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        let value = args.next().unwrap_or_default();
-        match flag.as_str() {
-            "--count" => count = value.parse()?,
-            "--rounds" => rounds = value.parse()?,
-            other => bail!("unknown flag {other}"),
-        }
-    }
+    let Args { count, rounds } = Args::parse();
     let objects: Vec<Vec<u8>> =
         (0..count).into_par_iter().map(|i| speckle_gen::object(1, i)).collect();
     let order = shuffled(objects.len());

@@ -16,7 +16,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
+use clap::Parser;
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use objstash::{Durability, Key, Layout, Stash};
@@ -25,22 +26,22 @@ use rayon::prelude::*;
 const POOL: u64 = 100_000;
 const CALL: u64 = 10_000;
 
+#[derive(Parser, Debug)]
+struct Args {
+    /// Rows to write.
+    #[arg(long, default_value_t = 10_000_000)]
+    count: u64,
+    #[arg(long, default_value_t = Layout::Single)]
+    layout: Layout,
+    #[arg(long, default_value_t = Durability::Fast)]
+    durability: Durability,
+    /// Rows a transaction of the writer (default: the library's).
+    #[arg(long)]
+    batch_size: Option<usize>,
+}
+
 fn main() -> Result<()> {
-    let mut count = 10_000_000u64;
-    let mut layout = Layout::Single;
-    let mut durability = Durability::Fast;
-    let mut batch_size = None;
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        let value = args.next().unwrap_or_default();
-        match flag.as_str() {
-            "--count" => count = value.parse()?,
-            "--layout" => layout = value.parse()?,
-            "--durability" => durability = value.parse()?,
-            "--batch-size" => batch_size = Some(value.parse()?),
-            other => bail!("unknown flag {other}"),
-        }
-    }
+    let Args { count, layout, durability, batch_size } = Args::parse();
     let pool: Vec<(u64, Arc<Vec<u8>>)> = (0..POOL)
         .into_par_iter()
         .map(|i| {
