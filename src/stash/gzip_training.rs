@@ -4,8 +4,9 @@
 //! Until a code exists, the first objects saved (up to [`SAMPLE_OBJECTS`] or
 //! [`SAMPLE_BYTES`]) are sampled and gzipped as before, unless one `save_all` call brings
 //! enough of them: its objects are sampled before any is compressed, and all get the code.
-//! The save that fills the sample uses a code another handle stored meanwhile if there is one, else trains one (a few
-//! milliseconds) and sends it to the writer, which stores it unless one was stored first.
+//! The save that fills the sample uses a code another handle stored meanwhile if there is
+//! one, else trains one (a few milliseconds) and sends it to the writer, which stores it
+//! unless one was stored first.
 //! A code is used only at the default gzip level: another level asks for libdeflate's
 //! codes of each object.
 
