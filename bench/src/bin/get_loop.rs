@@ -1,7 +1,8 @@
 //! A `get` loop to profile: fills a stash once (kept in `--dir` for the next run), then
 //! reads objects one `get` at a time, or in `get_many` calls of `--many` keys, in a
-//! shuffled order, pass after pass, and prints the rate of each pass. Run it under `perf
-//! record` to see where a read's time goes.
+//! shuffled order, pass after pass, and prints the rate of each pass and the read system
+//! calls it made an object (SQLite's `pread` of each page its cache does not hold). Run it
+//! under `perf record` to see where a read's time goes.
 //!
 //! `cargo run --release -p objstash-bench --bin get_loop -- [--count 100000] [--passes 5]
 //! [--layout single|bucketed] [--reads N] [--many KEYS_PER_CALL] [--read-only]
@@ -112,6 +113,7 @@ fn main() -> Result<()> {
     let stash = builder.open(&path)?;
     for pass in 0..passes {
         let start = Instant::now();
+        let syscalls = read_syscalls();
         if many > 0 {
             let shuffled: Vec<Key> = order.iter().map(|&i| keys[i]).collect();
             for call in shuffled.chunks(many) {
@@ -123,10 +125,18 @@ fn main() -> Result<()> {
             }
         }
         let rate = order.len() as f64 / start.elapsed().as_secs_f64();
-        println!("pass {pass}: {rate:.0} objects/s");
+        let per_object = (read_syscalls() - syscalls) as f64 / order.len() as f64;
+        println!("pass {pass}: {rate:.0} objects/s, {per_object:.2} read calls an object");
     }
     stash.close()?;
     Ok(())
+}
+
+/// The read system calls this process has made so far (`syscr` of Linux's `/proc/self/io`:
+/// SQLite's `pread` of each page it does not hold); 0 elsewhere.
+fn read_syscalls() -> u64 {
+    let io = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
+    io.lines().find_map(|l| l.strip_prefix("syscr: ")).and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
 /// Saves `count` generated objects into a new stash at `path`.
