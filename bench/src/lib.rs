@@ -20,6 +20,17 @@ pub fn shuffled(n: usize) -> Vec<usize> {
     order
 }
 
+/// A counter of this process's I/O so far, the line `field` of Linux's `/proc/self/io`
+/// (`wchar`: bytes handed to `write` and `pwrite`; `syscr`: read system calls, such as
+/// SQLite's `pread` of a page); 0 where there is none.
+pub fn proc_io(field: &str) -> u64 {
+    let io = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
+    io.lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// Calls `each` with the objects of a file of the peers benchmark (each a 4-byte
 /// little-endian length and its bytes) in batches of up to `batch`.
 pub fn for_each_batch(

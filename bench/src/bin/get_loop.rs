@@ -17,7 +17,7 @@ use std::time::Instant;
 use anyhow::Result;
 use clap::Parser;
 use objstash::{Key, Layout, Stash};
-use objstash_bench::{for_each_batch, shuffled};
+use objstash_bench::{for_each_batch, proc_io, shuffled};
 use rayon::prelude::*;
 
 #[derive(Parser, Debug)]
@@ -113,7 +113,7 @@ fn main() -> Result<()> {
     let stash = builder.open(&path)?;
     for pass in 0..passes {
         let start = Instant::now();
-        let syscalls = read_syscalls();
+        let syscalls = proc_io("syscr");
         if many > 0 {
             let shuffled: Vec<Key> = order.iter().map(|&i| keys[i]).collect();
             for call in shuffled.chunks(many) {
@@ -125,18 +125,11 @@ fn main() -> Result<()> {
             }
         }
         let rate = order.len() as f64 / start.elapsed().as_secs_f64();
-        let per_object = (read_syscalls() - syscalls) as f64 / order.len() as f64;
+        let per_object = (proc_io("syscr") - syscalls) as f64 / order.len() as f64;
         println!("pass {pass}: {rate:.0} objects/s, {per_object:.2} read calls an object");
     }
     stash.close()?;
     Ok(())
-}
-
-/// The read system calls this process has made so far (`syscr` of Linux's `/proc/self/io`:
-/// SQLite's `pread` of each page it does not hold); 0 elsewhere.
-fn read_syscalls() -> u64 {
-    let io = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
-    io.lines().find_map(|l| l.strip_prefix("syscr: ")).and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
 /// Saves `count` generated objects into a new stash at `path`.

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use clap::Parser;
 use objstash::{Key, Layout, Stash};
-use objstash_bench::shuffled;
+use objstash_bench::{proc_io, shuffled};
 use rayon::prelude::*;
 
 /// `get`s per second over every key in `order`, after a warm-up pass.
@@ -43,15 +43,6 @@ fn get_many_rate(stash: &Stash, keys: &[Key], order: &[usize]) -> Result<f64> {
         anyhow::ensure!(stash.get_many(chunk)?.iter().all(Option::is_some));
     }
     Ok(shuffled.len() as f64 / start.elapsed().as_secs_f64())
-}
-
-/// Bytes this process has handed to `write` so far (Linux's `/proc/self/io`); 0 elsewhere.
-fn written() -> u64 {
-    let io = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
-    io.lines()
-        .find_map(|line| line.strip_prefix("wchar:"))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(0)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -109,13 +100,13 @@ fn main() -> Result<()> {
     for _ in 0..rounds {
         for (s, (path, keys)) in stashes.iter().enumerate() {
             for (c, &(_, read_only, resolution, mmap, kept)) in cases.iter().enumerate() {
-                let before = written();
+                let before = proc_io("wchar");
                 let stash = open(path, read_only, resolution, mmap, kept)?;
                 figures[s][c].push(get_rate(&stash, keys, &order)?);
                 many[s][c].push(get_many_rate(&stash, keys, &order)?);
                 stash.close()?;
                 // Two `get` passes and one `get_many` pass over every key.
-                writes[s][c].push((written() - before) as f64 / (3 * keys.len()) as f64);
+                writes[s][c].push((proc_io("wchar") - before) as f64 / (3 * keys.len()) as f64);
             }
         }
     }

@@ -21,6 +21,7 @@ use clap::Parser;
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use objstash::{Durability, Key, Layout, Stash};
+use objstash_bench::proc_io;
 use rayon::prelude::*;
 
 const POOL: u64 = 100_000;
@@ -73,7 +74,7 @@ fn main() -> Result<()> {
     let start = Instant::now();
     let mut million = Instant::now();
     let mut at = 0u64;
-    let mut written = written_bytes();
+    let mut written = proc_io("wchar");
     while at < count {
         let n = CALL.min(count - at);
         let rows = (at..at + n)
@@ -87,7 +88,7 @@ fn main() -> Result<()> {
         if at.is_multiple_of(1_000_000) || at == count {
             stash.flush()?;
             let rows = if at.is_multiple_of(1_000_000) { 1_000_000 } else { at % 1_000_000 };
-            let now_written = written_bytes();
+            let now_written = proc_io("wchar");
             let seconds = million.elapsed().as_secs_f64();
             println!(
                 "rows {:>9}: {:>9.0} rows/s this million, {:>9.0} rows/s overall, \
@@ -105,19 +106,6 @@ fn main() -> Result<()> {
     }
     stash.close()?;
     Ok(())
-}
-
-/// Bytes this process has handed to `write` and `pwrite` so far (`wchar` of `/proc/self/io`;
-/// 0 where there is none): the log's frames, the checkpoints' pages.
-fn written_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/io")
-        .ok()
-        .and_then(|io| {
-            io.lines()
-                .find_map(|line| line.strip_prefix("wchar: "))
-                .and_then(|n| n.trim().parse().ok())
-        })
-        .unwrap_or(0)
 }
 
 /// The machine's page-cache bytes waiting for or under writeback (`nr_dirty` and
