@@ -5,7 +5,7 @@
 //! under `perf record` to see where a read's time goes.
 //!
 //! `cargo run --release -p objstash-bench --bin get_loop -- [--count 100000] [--passes 5]
-//! [--layout single|bucketed] [--reads N] [--many KEYS_PER_CALL] [--read-only]
+//! [--layout single|bucketed] [--reads N] [--model N] [--many KEYS_PER_CALL] [--read-only]
 //! [--transaction-per-read] [--mmap BYTES] [--threads N] [--dir DIR] [--objects FILE]`
 //! (`--reads`: each pass reads the first N keys of the shuffled order; `--objects`: the
 //! objects of a file the peers benchmark wrote, `bench/peers/peers.py --keep-objects`,
@@ -33,6 +33,10 @@ struct Args {
     /// Read only the first N keys of the shuffled order in each pass.
     #[arg(long)]
     reads: Option<usize>,
+    /// Read the objects of one model instead: N objects saved one after another (from the
+    /// middle of the stash), in a shuffled order.
+    #[arg(long)]
+    model: Option<usize>,
     /// Read in `get_many` calls of this many keys (default: one `get` at a time).
     #[arg(long, default_value_t = 0)]
     many: usize,
@@ -62,6 +66,7 @@ fn main() -> Result<()> {
         passes,
         layout,
         reads,
+        model,
         many,
         read_only,
         transaction_per_read,
@@ -101,7 +106,14 @@ fn main() -> Result<()> {
             )
         }
     };
-    let mut order = shuffled(keys.len());
+    let mut order = match model {
+        Some(n) => {
+            let from = keys.len() / 2;
+            anyhow::ensure!(from + n <= keys.len(), "a model of {n} is more than half the stash");
+            shuffled(n).into_iter().map(|i| from + i).collect()
+        }
+        None => shuffled(keys.len()),
+    };
     order.truncate(reads.unwrap_or(usize::MAX));
     let mut builder = Stash::builder().read_only(read_only).read_mmap_size(mmap);
     if let Some(threads) = threads {
