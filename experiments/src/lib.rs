@@ -149,27 +149,42 @@ pub fn fill_in_batches(
     Ok(())
 }
 
-/// Rows/s of each million rows written, as a fill goes.
+/// Bytes this process has passed to `write` and its kind so far (`wchar` of
+/// `/proc/self/io`).
+pub fn written() -> u64 {
+    let io = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
+    io.lines()
+        .find_map(|l| l.strip_prefix("wchar: "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Rows/s of each million rows written, as a fill goes, and the bytes written a row.
 pub struct PerMillion {
     pub rates: Vec<f64>,
     since: std::time::Instant,
+    written: u64,
 }
 
 impl PerMillion {
     pub fn new() -> PerMillion {
-        PerMillion { rates: Vec::new(), since: std::time::Instant::now() }
+        PerMillion { rates: Vec::new(), since: std::time::Instant::now(), written: written() }
     }
 
     /// Called with the rows `done` of `rows` after each batch: at each million (and at the
-    /// end) records and prints the rate of the rows since the last one, under `name`.
+    /// end) records and prints the rate of the rows since the last one and the bytes
+    /// written a row, under `name`.
     pub fn after(&mut self, done: u64, rows: u64, name: &str) {
         if done.is_multiple_of(1_000_000) || done == rows {
             let in_million =
                 if done.is_multiple_of(1_000_000) { 1_000_000 } else { done % 1_000_000 };
             let rate = in_million as f64 / self.since.elapsed().as_secs_f64();
+            let now = written();
+            let per_row = (now - self.written) / in_million;
             self.rates.push(rate);
-            eprintln!("{name} {done}: {rate:.0} rows/s");
+            eprintln!("{name} {done}: {rate:.0} rows/s, {per_row} B written a row");
             self.since = std::time::Instant::now();
+            self.written = now;
         }
     }
 }

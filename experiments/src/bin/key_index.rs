@@ -22,6 +22,11 @@
 //!   once per few batches. A lookup reads the young index, then the old.
 //! - `both`: generations of prefix indexes (`prefix -> rowid`), the full key compared in
 //!   the row.
+//! - `vlog`: `both`, with each row's compressed bytes appended to a file of values beside
+//!   the database (flushed to the OS before each commit, as `synchronous=OFF` leaves the
+//!   rest to it) and the row holding their offset and length: the bytes of a value are
+//!   written once, not to the log and again by the checkpoint (or to the table's pages at
+//!   random places in the in-memory journal's mode). Checks a sample of values read back.
 //! - `append`: the floor, no design: the rows appended to the table with no index at all
 //!   and no lookup. What every writer of these bytes pays to SQLite, the file system and
 //!   the machine; a design's decline beyond this one's is the design's.
@@ -44,6 +49,7 @@ enum Design {
     Prefix,
     Generations,
     Both,
+    Vlog,
     Append,
 }
 
@@ -54,6 +60,7 @@ impl Design {
             Design::Prefix => "prefix",
             Design::Generations => "generations",
             Design::Both => "both",
+            Design::Vlog => "vlog",
             Design::Append => "append",
         }
     }
@@ -73,15 +80,22 @@ fn main() -> Result<()> {
         "{rows} rows of {mean} B on average, batches of {BATCH}, young indexes of {young}, \
          journal {journal}"
     );
-    for design in [Design::Today, Design::Prefix, Design::Generations, Design::Both, Design::Append]
-    {
+    for design in [
+        Design::Today,
+        Design::Prefix,
+        Design::Generations,
+        Design::Both,
+        Design::Vlog,
+        Design::Append,
+    ] {
         if !only.is_empty() && design.name() != only {
             continue;
         }
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("k.db");
         let rates = run(&path, design, rows, young, &journal, &pool)?;
-        let file = std::fs::metadata(&path)?.len() as f64;
+        let values = std::fs::metadata(path.with_extension("values")).map_or(0, |m| m.len());
+        let file = (std::fs::metadata(&path)?.len() + values) as f64;
         let overhead = file / rows as f64 - mean as f64;
         let first = rates[0];
         let line: Vec<String> = rates.iter().map(|r| format!("{r:.0}")).collect();
@@ -107,8 +121,15 @@ fn open(path: &std::path::Path, design: Design, journal: &str) -> Result<Connect
     conn.pragma_update(None, "secure_delete", "ON")?;
     conn.pragma_update(None, "cache_size", -16 * 1024)?;
     conn.pragma_update(None, "journal_size_limit", -1)?;
-    let table = "CREATE TABLE objects(rowid INTEGER PRIMARY KEY, key BLOB NOT NULL, \
-                 raw_len INTEGER NOT NULL, data BLOB NOT NULL, used INTEGER NOT NULL);";
+    // A value log's row holds where its bytes are: `data` their offset in the file of values.
+    let table = if design == Design::Vlog {
+        "CREATE TABLE objects(rowid INTEGER PRIMARY KEY, key BLOB NOT NULL, \
+         raw_len INTEGER NOT NULL, data INTEGER NOT NULL, len INTEGER NOT NULL, \
+         used INTEGER NOT NULL);"
+    } else {
+        "CREATE TABLE objects(rowid INTEGER PRIMARY KEY, key BLOB NOT NULL, \
+         raw_len INTEGER NOT NULL, data BLOB NOT NULL, used INTEGER NOT NULL);"
+    };
     conn.execute_batch(table)?;
     if design != Design::Append {
         conn.execute_batch("CREATE INDEX objects_used ON objects(used);")?;
@@ -127,7 +148,7 @@ fn open(path: &std::path::Path, design: Design, journal: &str) -> Result<Connect
                  CREATE TABLE old(key BLOB PRIMARY KEY, id INTEGER NOT NULL) WITHOUT ROWID;",
             )?;
         }
-        Design::Both => {
+        Design::Both | Design::Vlog => {
             conn.execute_batch(
                 "CREATE TABLE young(key INTEGER, id INTEGER, PRIMARY KEY(key, id)) WITHOUT ROWID;\
                  CREATE TABLE old(key INTEGER, id INTEGER, PRIMARY KEY(key, id)) WITHOUT ROWID;",
@@ -169,6 +190,7 @@ fn run(
             bail!("a lookup does not use the prefix index: {plan}");
         }
     }
+    let mut values = ValueLog::create(&path.with_extension("values"))?;
     let mut millions = objstash_experiments::PerMillion::new();
     let mut young = 0u64;
     let mut done = 0u64;
@@ -223,7 +245,7 @@ fn run(
                         young += 1;
                     }
                 }
-                Design::Both => {
+                Design::Both | Design::Vlog => {
                     let p = i64::from_be_bytes(key[..8].try_into().expect("8 bytes"));
                     let mut known = false;
                     for generation in ["old", "young"] {
@@ -242,15 +264,23 @@ fn run(
                         }
                     }
                     if !known {
-                        let id = append(&tx, key, *raw_len, data, *i)?;
+                        let id = if design == Design::Vlog {
+                            values.append(&tx, key, *raw_len, data, *i)?
+                        } else {
+                            append(&tx, key, *raw_len, data, *i)?
+                        };
                         index_young(&tx, p, id)?;
                         young += 1;
                     }
                 }
             }
         }
+        // The values a commit refers to reach the OS first.
+        values.flush()?;
         tx.commit()?;
-        if matches!(design, Design::Generations | Design::Both) && young >= young_keys {
+        if matches!(design, Design::Generations | Design::Both | Design::Vlog)
+            && young >= young_keys
+        {
             move_young(&conn, design)?;
             young = 0;
         }
@@ -268,6 +298,9 @@ fn run(
     };
     if indexed as u64 != rows {
         bail!("{} indexes {indexed} keys of {rows}", design.name());
+    }
+    if design == Design::Vlog {
+        values.check(&conn, rows, pool)?;
     }
     if journal == "wal" {
         conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
@@ -293,7 +326,7 @@ fn move_young(conn: &Connection, design: Design) -> Result<()> {
     use rusqlite::types::Value;
     // The slices' bounds: key bytes for 32-byte keys, integers for prefixes.
     let bound = |slice: u32| -> Value {
-        if design == Design::Both {
+        if matches!(design, Design::Both | Design::Vlog) {
             let step = (1i128 << 64) / i128::from(SLICES);
             Value::Integer((i128::from(i64::MIN) + step * i128::from(slice)) as i64)
         } else {
@@ -320,4 +353,73 @@ fn move_young(conn: &Connection, design: Design) -> Result<()> {
         tx.commit()?;
     }
     Ok(())
+}
+
+/// The file of values of the `vlog` design: each value appended once, its row in SQLite
+/// holding its offset and length.
+struct ValueLog {
+    path: std::path::PathBuf,
+    file: std::io::BufWriter<std::fs::File>,
+    end: u64,
+}
+
+impl ValueLog {
+    fn create(path: &std::path::Path) -> Result<ValueLog> {
+        let file = std::fs::File::create(path)?;
+        Ok(ValueLog {
+            path: path.to_path_buf(),
+            file: std::io::BufWriter::with_capacity(1 << 20, file),
+            end: 0,
+        })
+    }
+
+    /// Appends `data` to the file and its row (offset and length) to the table; its rowid.
+    fn append(
+        &mut self,
+        tx: &Connection,
+        key: &[u8; 32],
+        raw_len: i64,
+        data: &[u8],
+        used: u64,
+    ) -> Result<i64> {
+        use std::io::Write;
+        self.file.write_all(data)?;
+        tx.prepare_cached(
+            "INSERT INTO objects(key, raw_len, data, len, used) VALUES (?, ?, ?, ?, ?)",
+        )?
+        .execute(params![
+            &key[..],
+            raw_len,
+            self.end as i64,
+            data.len() as i64,
+            used as i64
+        ])?;
+        self.end += data.len() as u64;
+        Ok(tx.last_insert_rowid())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        use std::io::Write;
+        Ok(self.file.flush()?)
+    }
+
+    /// Reads a sample of rows' values back from the file and compares them with the pool's.
+    fn check(&self, conn: &Connection, rows: u64, pool: &[(i64, Vec<u8>)]) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        let file = std::fs::File::open(&self.path)?;
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        for rowid in objstash_experiments::sample(&mut seed, 10_000, rows) {
+            let (at, len, used): (i64, i64, i64) = conn.query_row(
+                "SELECT data, len, used FROM objects WHERE rowid = ?1",
+                [rowid as i64 + 1],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )?;
+            let mut bytes = vec![0u8; len as usize];
+            file.read_exact_at(&mut bytes, at as u64)?;
+            if bytes != pool[(used as u64 % POOL) as usize].1 {
+                bail!("the value of row {rowid} reads back wrong");
+            }
+        }
+        Ok(())
+    }
 }

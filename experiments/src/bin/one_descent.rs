@@ -1,5 +1,6 @@
-//! One B-tree descent per read instead of two, at a size where neither tree fits a cache
-//! (#27, target 2: `get` at ten million objects).
+//! Read designs at a size where no tree fits a cache (#27, target 2: `get` at ten million
+//! objects): one B-tree descent per read instead of two, and the values kept outside the
+//! B-trees.
 //!
 //! Today (format 5) a read descends a prefix index (`prefix -> rowid`, the first 8 key bytes
 //! as an integer) and then the table by rowid: two leaf pages copied in from the OS page
@@ -7,6 +8,12 @@
 //! here makes the prefix the row id itself, so one descent of the table reaches the row;
 //! the full key is in the row and compared (a collision takes the next free id). The cost
 //! is on the writer's side: rows go to random places in the table instead of its end.
+//!
+//! The third design, a value log, keeps today's two descents but moves each row's bytes
+//! into a file of values appended beside the database, the row holding their offset and
+//! length: the database is then a tenth of the size, small enough for SQLite's largest map
+//! (2 GiB in the bundled build), so its descents copy no pages, and a read copies only
+//! the value's own bytes (`pread` of about 900 bytes rather than an 8 KiB leaf).
 //!
 //! Both files get the same rows (a pool of 100,000 gzipped generated objects reused under
 //! the keys `blake3(i)`), in the writer's shape: batches of 50,000 sorted by key, the
@@ -16,11 +23,13 @@
 //! of its bytes, the inflate and the hash, as `get` does.
 //!
 //! `cargo run --release -p objstash-experiments --bin one_descent -- [ROWS] [READS]
-//!  [ROUNDS] [DIR]` (default 10,000,000 rows, 300,000 reads a round, 2 rounds, a
-//! temporary directory). Prints rows/s per million of each build, bytes per row, and
-//! reads/s of each design per round with their ratio.
+//!  [ROUNDS] [DIR] [DESIGNS]` (default 10,000,000 rows, 300,000 reads a round, 2 rounds, a
+//! temporary directory, the designs `two,one,log`; the first is the baseline). Prints
+//! rows/s per million of each build, bytes per row, and reads/s of each design per round
+//! with their ratio to the first.
 
-use std::path::Path;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
@@ -34,6 +43,8 @@ enum Design {
     Two,
     /// The prefix is the row id.
     One,
+    /// Two descents of a mapped database whose rows point into a file of values.
+    Log,
 }
 
 impl Design {
@@ -41,8 +52,29 @@ impl Design {
         match self {
             Design::Two => "two descents (index, table)",
             Design::One => "one descent (prefix as row id)",
+            Design::Log => "a value log (index, mapped table, value)",
         }
     }
+
+    fn file(self) -> &'static str {
+        match self {
+            Design::Two => "two",
+            Design::One => "one",
+            Design::Log => "log",
+        }
+    }
+
+    fn parse(name: &str) -> Result<Design> {
+        [Design::Two, Design::One, Design::Log]
+            .into_iter()
+            .find(|d| d.file() == name)
+            .with_context(|| format!("a design is two, one or log, not {name}"))
+    }
+}
+
+/// The file of values beside a database of the `log` design.
+fn values_of(path: &Path) -> PathBuf {
+    path.with_extension("values")
 }
 
 fn main() -> Result<()> {
@@ -52,16 +84,22 @@ fn main() -> Result<()> {
     let pool = objstash_experiments::gzipped_pool(POOL);
     let mean = pool.iter().map(|(_, d)| d.len() as u64).sum::<u64>() / POOL;
     println!("{rows} rows of {mean} B on average, batches of {BATCH}, {reads} reads a round");
+    let designs: Vec<Design> = std::env::args()
+        .nth(5)
+        .unwrap_or_else(|| "two,one,log".to_string())
+        .split(',')
+        .map(Design::parse)
+        .collect::<Result<_>>()?;
     let mut files = Vec::new();
-    for design in [Design::Two, Design::One] {
-        let path =
-            dir.join(format!("{}-{rows}.db", if design == Design::One { "one" } else { "two" }));
+    for design in designs {
+        let path = dir.join(format!("{}-{rows}.db", design.file()));
         if path.exists() {
             println!("{}: reusing {}", design.name(), path.display());
         } else {
             let rates = build(&path, design, rows, &pool)?;
             let line: Vec<String> = rates.iter().map(|r| format!("{r:.0}")).collect();
-            let per_row = std::fs::metadata(&path)?.len() as f64 / rows as f64;
+            let values = std::fs::metadata(values_of(&path)).map_or(0, |m| m.len());
+            let per_row = (std::fs::metadata(&path)?.len() + values) as f64 / rows as f64;
             println!(
                 "{}: rows/s per million {}; last/first {:.2}; {:.0} B/row beyond the stored bytes",
                 design.name(),
@@ -75,20 +113,24 @@ fn main() -> Result<()> {
     // The same random keys for both designs.
     let mut x = 0x2545_F491_4F6C_DD1Du64;
     let sample = objstash_experiments::sample(&mut x, reads, rows);
-    let readers: Vec<(Design, Connection)> =
-        files.iter().map(|(d, p)| Ok((*d, reader(p)?))).collect::<Result<_>>()?;
-    for (design, conn) in &readers {
-        let (rate, _) = read(conn, *design, &sample)?;
-        println!("warm-up, {}: {rate:.0} reads/s", design.name());
+    let readers: Vec<Reader> =
+        files.iter().map(|(d, p)| Reader::open(*d, p)).collect::<Result<_>>()?;
+    for reader in &readers {
+        let (rate, _) = reader.read(&sample)?;
+        println!("warm-up, {}: {rate:.0} reads/s", reader.design.name());
     }
     for round in 1..=rounds {
         let mut rates = Vec::new();
-        for (design, conn) in &readers {
-            let (rate, bytes) = read(conn, *design, &sample)?;
-            println!("round {round}, {}: {rate:.0} reads/s ({bytes} B inflated)", design.name());
+        for reader in &readers {
+            let (rate, bytes) = reader.read(&sample)?;
+            let name = reader.design.name();
+            println!("round {round}, {name}: {rate:.0} reads/s ({bytes} B inflated)");
             rates.push(rate);
         }
-        println!("round {round}: one descent / two = {:.2}x", rates[1] / rates[0]);
+        for (reader, rate) in readers.iter().zip(&rates).skip(1) {
+            let (name, base) = (reader.design.name(), readers[0].design.name());
+            println!("round {round}: {name} / {base} = {:.2}x", rate / rates[0]);
+        }
     }
     Ok(())
 }
@@ -105,16 +147,26 @@ fn open(path: &Path) -> Result<Connection> {
 
 fn build(path: &Path, design: Design, rows: u64, pool: &[(i64, Vec<u8>)]) -> Result<Vec<f64>> {
     let conn = open(path)?;
-    conn.execute_batch(
+    // A value log's row holds where its bytes are: `data` their offset in the file of values.
+    conn.execute_batch(if design == Design::Log {
         "CREATE TABLE objects(id INTEGER PRIMARY KEY, key BLOB NOT NULL, \
-         raw_len INTEGER NOT NULL, data BLOB NOT NULL, used INTEGER NOT NULL);",
-    )?;
-    if design == Design::Two {
+         raw_len INTEGER NOT NULL, data INTEGER NOT NULL, len INTEGER NOT NULL, \
+         used INTEGER NOT NULL);"
+    } else {
+        "CREATE TABLE objects(id INTEGER PRIMARY KEY, key BLOB NOT NULL, \
+         raw_len INTEGER NOT NULL, data BLOB NOT NULL, used INTEGER NOT NULL);"
+    })?;
+    let mut values = (design == Design::Log)
+        .then(|| std::fs::File::create(values_of(path)).map(|f| (f, 0u64)))
+        .transpose()?;
+    if design != Design::One {
         conn.execute_batch(
             "CREATE TABLE keys(prefix INTEGER, id INTEGER, PRIMARY KEY(prefix, id)) WITHOUT ROWID;",
         )?;
     }
     let mut millions = objstash_experiments::PerMillion::new();
+    // The log's values of a batch, written out before its commit.
+    let mut pending: Vec<u8> = Vec::new();
     objstash_experiments::fill_in_batches(
         &conn,
         rows,
@@ -130,6 +182,30 @@ fn build(path: &Path, design: Design, rows: u64, pool: &[(i64, Vec<u8>)]) -> Res
                     let id = tx.last_insert_rowid();
                     tx.prepare_cached("INSERT INTO keys(prefix, id) VALUES (?, ?)")?
                         .execute(params![p, id])?;
+                }
+                Design::Log => {
+                    let (_, end) = values.as_mut().expect("a log has its file");
+                    let at = *end + pending.len() as u64;
+                    pending.extend_from_slice(data);
+                    tx.prepare_cached(
+                        "INSERT INTO objects(key, raw_len, data, len, used) VALUES (?, ?, ?, ?, ?)",
+                    )?
+                    .execute(params![
+                        &key[..],
+                        raw_len,
+                        at as i64,
+                        data.len() as i64,
+                        i as i64
+                    ])?;
+                    let id = tx.last_insert_rowid();
+                    tx.prepare_cached("INSERT INTO keys(prefix, id) VALUES (?, ?)")?
+                        .execute(params![p, id])?;
+                    if pending.len() >= 1 << 20 {
+                        let (file, end) = values.as_mut().expect("a log has its file");
+                        file.write_all_at(&pending, *end)?;
+                        *end += pending.len() as u64;
+                        pending.clear();
+                    }
                 }
                 Design::One => {
                     // A taken id (another key's prefix, or a collision's) moves to the next.
@@ -152,27 +228,58 @@ fn build(path: &Path, design: Design, rows: u64, pool: &[(i64, Vec<u8>)]) -> Res
         },
         |done| millions.after(done, rows, design.name()),
     )?;
+    if let Some((file, end)) = &values {
+        file.write_all_at(&pending, *end)?;
+    }
     Ok(millions.rates)
 }
 
-fn reader(path: &Path) -> Result<Connection> {
-    let conn = Connection::open(path)?;
-    conn.pragma_update(None, "cache_size", -8 * 1024)?;
-    conn.pragma_update(None, "mmap_size", 0)?;
-    Ok(conn)
+/// One connection, with a reader's 8 MiB cache, and for a value log its file of values.
+struct Reader {
+    design: Design,
+    conn: Connection,
+    values: Option<std::fs::File>,
 }
 
-/// Reads every key of `sample` in one read transaction: reads/s and the bytes inflated.
-fn read(conn: &Connection, design: Design, sample: &[u64]) -> Result<(f64, u64)> {
-    let tx = conn.unchecked_transaction()?;
-    let start = Instant::now();
-    let mut bytes = 0u64;
-    let mut raw = Vec::new();
-    let mut inflate = Decompress::new(false);
-    for &i in sample {
-        let key = key(i);
-        let p = prefix(&key);
-        let row: Option<(i64, Vec<u8>)> = match design {
+impl Reader {
+    fn open(design: Design, path: &Path) -> Result<Reader> {
+        let conn = Connection::open(path)?;
+        conn.pragma_update(None, "cache_size", -8 * 1024)?;
+        // The log's database is mapped whole (the bundled SQLite maps at most 2 GiB); the
+        // others are read as `get` reads a file of this size, with `pread`.
+        let map: i64 = if design == Design::Log { 0x7fff_0000 } else { 0 };
+        conn.pragma_update(None, "mmap_size", map)?;
+        let values =
+            (design == Design::Log).then(|| std::fs::File::open(values_of(path))).transpose()?;
+        Ok(Reader { design, conn, values })
+    }
+
+    /// Reads every key of `sample` in one read transaction: reads/s and the bytes inflated.
+    fn read(&self, sample: &[u64]) -> Result<(f64, u64)> {
+        let tx = self.conn.unchecked_transaction()?;
+        let start = Instant::now();
+        let mut bytes = 0u64;
+        let mut raw = Vec::new();
+        let mut data = Vec::new();
+        let mut inflate = Decompress::new(false);
+        for &i in sample {
+            let key = key(i);
+            let Some(raw_len) = self.find(&tx, &key, &mut data)? else {
+                bail!("row {i} not found")
+            };
+            objstash_experiments::inflate_and_hash(&data, raw_len, &mut inflate, &mut raw)
+                .with_context(|| format!("row {i}"))?;
+            bytes += raw.len() as u64;
+        }
+        let rate = sample.len() as f64 / start.elapsed().as_secs_f64();
+        tx.commit()?;
+        Ok((rate, bytes))
+    }
+
+    /// Looks `key` up; its raw length, its stored bytes copied into `data`.
+    fn find(&self, tx: &Connection, key: &[u8; 32], data: &mut Vec<u8>) -> Result<Option<i64>> {
+        let p = prefix(key);
+        let row: Option<(i64, Vec<u8>)> = match self.design {
             Design::Two => {
                 // As `get` does: the ids of the prefix, then each row by id.
                 let ids: Vec<i64> = tx
@@ -191,6 +298,27 @@ fn read(conn: &Connection, design: Design, sample: &[u64]) -> Result<(f64, u64)>
                     }
                 }
                 found
+            }
+            Design::Log => {
+                let ids: Vec<i64> = tx
+                    .prepare_cached("SELECT id FROM keys WHERE prefix = ?1")?
+                    .query_map([p], |r| r.get(0))?
+                    .collect::<rusqlite::Result<_>>()?;
+                let mut row =
+                    tx.prepare_cached("SELECT key, raw_len, data, len FROM objects WHERE id = ?1")?;
+                for id in ids {
+                    let (found, raw_len, at, len): (bool, i64, i64, i64) = row
+                        .query_row([id], |r| {
+                            Ok((r.get_ref(0)?.as_blob()? == key, r.get(1)?, r.get(2)?, r.get(3)?))
+                        })?;
+                    if found {
+                        let values = self.values.as_ref().expect("a log has its file");
+                        data.resize(usize::try_from(len)?, 0);
+                        values.read_exact_at(data, u64::try_from(at)?)?;
+                        return Ok(Some(raw_len));
+                    }
+                }
+                None
             }
             Design::One => {
                 let mut find =
@@ -211,12 +339,9 @@ fn read(conn: &Connection, design: Design, sample: &[u64]) -> Result<(f64, u64)>
                 }
             }
         };
-        let Some((raw_len, data)) = row else { bail!("row {i} not found") };
-        objstash_experiments::inflate_and_hash(&data, raw_len, &mut inflate, &mut raw)
-            .with_context(|| format!("row {i}"))?;
-        bytes += raw.len() as u64;
+        Ok(row.map(|(raw_len, bytes)| {
+            *data = bytes;
+            raw_len
+        }))
     }
-    let rate = sample.len() as f64 / start.elapsed().as_secs_f64();
-    tx.commit()?;
-    Ok((rate, bytes))
 }

@@ -154,15 +154,6 @@ struct Round {
     written: u64,
 }
 
-/// Bytes this process has passed to `write` and its kind so far (`/proc/self/io`).
-fn written() -> u64 {
-    let io = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
-    io.lines()
-        .find_map(|l| l.strip_prefix("wchar: "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
-}
-
 fn round_of(path: &Path, design: Design, sample: &[u64], threads: usize) -> Result<Round> {
     let pending: Arc<Mutex<HashMap<i64, i64>>> = Arc::default();
     let done = Arc::new(AtomicBool::new(false));
@@ -189,7 +180,7 @@ fn round_of(path: &Path, design: Design, sample: &[u64], threads: usize) -> Resu
             }
         })
     };
-    let before = written();
+    let before = objstash_experiments::written();
     // Each thread reads its share of the keys; the rate is of all of them.
     let start = Instant::now();
     let share = sample.len().div_ceil(threads);
@@ -203,7 +194,7 @@ fn round_of(path: &Path, design: Design, sample: &[u64], threads: usize) -> Resu
     let rate = read_all.map(|()| sample.len() as f64 / start.elapsed().as_secs_f64());
     done.store(true, Ordering::Release);
     let busy = writer.join().expect("the writer does not panic")?;
-    Ok(Round { rate: rate?, busy, written: written() - before })
+    Ok(Round { rate: rate?, busy, written: objstash_experiments::written() - before })
 }
 
 /// Writes the uses drained from the map in one transaction, in id order.
