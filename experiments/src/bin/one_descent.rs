@@ -24,9 +24,10 @@
 //!
 //! `cargo run --release -p objstash-experiments --bin one_descent -- [ROWS] [READS]
 //!  [ROUNDS] [DIR] [DESIGNS]` (default 10,000,000 rows, 300,000 reads a round, 2 rounds, a
-//! temporary directory, the designs `two,one,log`; the first is the baseline). Prints
-//! rows/s per million of each build, bytes per row, and reads/s of each design per round
-//! with their ratio to the first.
+//! temporary directory, the designs `two,one,log`, or `log-pread` for the log's database
+//! read without a map; the first is the baseline). Prints rows/s per million of each
+//! build, bytes per row, reads/s of each design per round with their ratio to the first,
+//! and the file pages resident in the process at the end.
 
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -45,6 +46,8 @@ enum Design {
     One,
     /// Two descents of a mapped database whose rows point into a file of values.
     Log,
+    /// The same file read with `pread`, not mapped.
+    LogUnmapped,
 }
 
 impl Design {
@@ -53,6 +56,15 @@ impl Design {
             Design::Two => "two descents (index, table)",
             Design::One => "one descent (prefix as row id)",
             Design::Log => "a value log (index, mapped table, value)",
+            Design::LogUnmapped => "a value log, not mapped",
+        }
+    }
+
+    /// The design's name on the command line.
+    fn arg(self) -> &'static str {
+        match self {
+            Design::LogUnmapped => "log-pread",
+            _ => self.file(),
         }
     }
 
@@ -60,15 +72,20 @@ impl Design {
         match self {
             Design::Two => "two",
             Design::One => "one",
-            Design::Log => "log",
+            Design::Log | Design::LogUnmapped => "log",
         }
     }
 
+    /// Whether rows point into a file of values.
+    fn logged(self) -> bool {
+        matches!(self, Design::Log | Design::LogUnmapped)
+    }
+
     fn parse(name: &str) -> Result<Design> {
-        [Design::Two, Design::One, Design::Log]
+        [Design::Two, Design::One, Design::Log, Design::LogUnmapped]
             .into_iter()
-            .find(|d| d.file() == name)
-            .with_context(|| format!("a design is two, one or log, not {name}"))
+            .find(|d| d.arg() == name)
+            .with_context(|| format!("a design is two, one, log or log-pread, not {name}"))
     }
 }
 
@@ -132,6 +149,10 @@ fn main() -> Result<()> {
             println!("round {round}: {name} / {base} = {:.2}x", rate / rates[0]);
         }
     }
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    for line in status.lines().filter(|l| l.starts_with("RssFile") || l.starts_with("VmHWM")) {
+        println!("{line}");
+    }
     Ok(())
 }
 
@@ -148,7 +169,7 @@ fn open(path: &Path) -> Result<Connection> {
 fn build(path: &Path, design: Design, rows: u64, pool: &[(i64, Vec<u8>)]) -> Result<Vec<f64>> {
     let conn = open(path)?;
     // A value log's row holds where its bytes are: `data` their offset in the file of values.
-    conn.execute_batch(if design == Design::Log {
+    conn.execute_batch(if design.logged() {
         "CREATE TABLE objects(id INTEGER PRIMARY KEY, key BLOB NOT NULL, \
          raw_len INTEGER NOT NULL, data INTEGER NOT NULL, len INTEGER NOT NULL, \
          used INTEGER NOT NULL);"
@@ -156,7 +177,8 @@ fn build(path: &Path, design: Design, rows: u64, pool: &[(i64, Vec<u8>)]) -> Res
         "CREATE TABLE objects(id INTEGER PRIMARY KEY, key BLOB NOT NULL, \
          raw_len INTEGER NOT NULL, data BLOB NOT NULL, used INTEGER NOT NULL);"
     })?;
-    let mut values = (design == Design::Log)
+    let mut values = design
+        .logged()
         .then(|| std::fs::File::create(values_of(path)).map(|f| (f, 0u64)))
         .transpose()?;
     if design != Design::One {
@@ -183,7 +205,7 @@ fn build(path: &Path, design: Design, rows: u64, pool: &[(i64, Vec<u8>)]) -> Res
                     tx.prepare_cached("INSERT INTO keys(prefix, id) VALUES (?, ?)")?
                         .execute(params![p, id])?;
                 }
-                Design::Log => {
+                Design::Log | Design::LogUnmapped => {
                     let (_, end) = values.as_mut().expect("a log has its file");
                     let at = *end + pending.len() as u64;
                     pending.extend_from_slice(data);
@@ -249,8 +271,7 @@ impl Reader {
         // others are read as `get` reads a file of this size, with `pread`.
         let map: i64 = if design == Design::Log { 0x7fff_0000 } else { 0 };
         conn.pragma_update(None, "mmap_size", map)?;
-        let values =
-            (design == Design::Log).then(|| std::fs::File::open(values_of(path))).transpose()?;
+        let values = design.logged().then(|| std::fs::File::open(values_of(path))).transpose()?;
         Ok(Reader { design, conn, values })
     }
 
@@ -299,7 +320,7 @@ impl Reader {
                 }
                 found
             }
-            Design::Log => {
+            Design::Log | Design::LogUnmapped => {
                 let ids: Vec<i64> = tx
                     .prepare_cached("SELECT id FROM keys WHERE prefix = ?1")?
                     .query_map([p], |r| r.get(0))?
