@@ -70,8 +70,8 @@ pub fn inflate_and_hash(
 }
 
 /// The positional arguments the read experiments share: `ROWS READS ROUNDS [DIR]` (defaults
-/// 10,000,000, 300,000 and 2; the directory a temporary one unless given, so that a file
-/// built once can be read again).
+/// 10,000,000, 300,000 and 2; the directory a temporary one unless given, or given empty,
+/// so that a file built once can be read again).
 pub struct ReadArgs {
     pub rows: u64,
     pub reads: u64,
@@ -86,7 +86,8 @@ impl ReadArgs {
         let rows = arg(1).map(|s| s.parse()).transpose()?.unwrap_or(10_000_000);
         let reads = arg(2).map(|s| s.parse()).transpose()?.unwrap_or(300_000);
         let rounds = arg(3).map(|s| s.parse()).transpose()?.unwrap_or(2);
-        let (dir, temp) = match arg(4) {
+        // An empty directory is none given, so that later arguments can follow it.
+        let (dir, temp) = match arg(4).filter(|d| !d.is_empty()) {
             Some(dir) => (dir.into(), None),
             None => {
                 let temp = tempfile::tempdir()?;
@@ -147,6 +148,18 @@ pub fn fill_in_batches(
     }
     conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
     Ok(())
+}
+
+/// The objects table of the SQLite experiments, its row id column named `id`. With
+/// `logged`, a value log's: the row holds where its bytes are, `data` their offset in a file
+/// of values and `len` their length.
+pub fn objects_table(id: &str, logged: bool) -> String {
+    let data =
+        if logged { "data INTEGER NOT NULL, len INTEGER NOT NULL" } else { "data BLOB NOT NULL" };
+    format!(
+        "CREATE TABLE objects({id} INTEGER PRIMARY KEY, key BLOB NOT NULL, \
+         raw_len INTEGER NOT NULL, {data}, used INTEGER NOT NULL);"
+    )
 }
 
 /// Bytes this process has passed to `write` and its kind so far (`wchar` of

@@ -121,16 +121,7 @@ fn open(path: &std::path::Path, design: Design, journal: &str) -> Result<Connect
     conn.pragma_update(None, "secure_delete", "ON")?;
     conn.pragma_update(None, "cache_size", -16 * 1024)?;
     conn.pragma_update(None, "journal_size_limit", -1)?;
-    // A value log's row holds where its bytes are: `data` their offset in the file of values.
-    let table = if design == Design::Vlog {
-        "CREATE TABLE objects(rowid INTEGER PRIMARY KEY, key BLOB NOT NULL, \
-         raw_len INTEGER NOT NULL, data INTEGER NOT NULL, len INTEGER NOT NULL, \
-         used INTEGER NOT NULL);"
-    } else {
-        "CREATE TABLE objects(rowid INTEGER PRIMARY KEY, key BLOB NOT NULL, \
-         raw_len INTEGER NOT NULL, data BLOB NOT NULL, used INTEGER NOT NULL);"
-    };
-    conn.execute_batch(table)?;
+    conn.execute_batch(&objstash_experiments::objects_table("rowid", design == Design::Vlog))?;
     if design != Design::Append {
         conn.execute_batch("CREATE INDEX objects_used ON objects(used);")?;
     }

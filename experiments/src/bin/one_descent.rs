@@ -168,15 +168,7 @@ fn open(path: &Path) -> Result<Connection> {
 
 fn build(path: &Path, design: Design, rows: u64, pool: &[(i64, Vec<u8>)]) -> Result<Vec<f64>> {
     let conn = open(path)?;
-    // A value log's row holds where its bytes are: `data` their offset in the file of values.
-    conn.execute_batch(if design.logged() {
-        "CREATE TABLE objects(id INTEGER PRIMARY KEY, key BLOB NOT NULL, \
-         raw_len INTEGER NOT NULL, data INTEGER NOT NULL, len INTEGER NOT NULL, \
-         used INTEGER NOT NULL);"
-    } else {
-        "CREATE TABLE objects(id INTEGER PRIMARY KEY, key BLOB NOT NULL, \
-         raw_len INTEGER NOT NULL, data BLOB NOT NULL, used INTEGER NOT NULL);"
-    })?;
+    conn.execute_batch(&objstash_experiments::objects_table("id", design.logged()))?;
     let mut values = design
         .logged()
         .then(|| std::fs::File::create(values_of(path)).map(|f| (f, 0u64)))
@@ -256,6 +248,13 @@ fn build(path: &Path, design: Design, rows: u64, pool: &[(i64, Vec<u8>)]) -> Res
     Ok(millions.rates)
 }
 
+/// The row ids of a prefix in the prefix index.
+fn ids_of(tx: &Connection, prefix: i64) -> Result<Vec<i64>> {
+    let mut stmt = tx.prepare_cached("SELECT id FROM keys WHERE prefix = ?1")?;
+    let ids = stmt.query_map([prefix], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+    Ok(ids)
+}
+
 /// One connection, with a reader's 8 MiB cache, and for a value log its file of values.
 struct Reader {
     design: Design,
@@ -303,10 +302,7 @@ impl Reader {
         let row: Option<(i64, Vec<u8>)> = match self.design {
             Design::Two => {
                 // As `get` does: the ids of the prefix, then each row by id.
-                let ids: Vec<i64> = tx
-                    .prepare_cached("SELECT id FROM keys WHERE prefix = ?1")?
-                    .query_map([p], |r| r.get(0))?
-                    .collect::<rusqlite::Result<_>>()?;
+                let ids = ids_of(tx, p)?;
                 let mut row =
                     tx.prepare_cached("SELECT key, raw_len, data FROM objects WHERE id = ?1")?;
                 let mut found = None;
@@ -321,10 +317,7 @@ impl Reader {
                 found
             }
             Design::Log | Design::LogUnmapped => {
-                let ids: Vec<i64> = tx
-                    .prepare_cached("SELECT id FROM keys WHERE prefix = ?1")?
-                    .query_map([p], |r| r.get(0))?
-                    .collect::<rusqlite::Result<_>>()?;
+                let ids = ids_of(tx, p)?;
                 let mut row =
                     tx.prepare_cached("SELECT key, raw_len, data, len FROM objects WHERE id = ?1")?;
                 for id in ids {
