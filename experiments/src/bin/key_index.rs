@@ -181,7 +181,9 @@ fn run(
             bail!("a lookup does not use the prefix index: {plan}");
         }
     }
-    let mut values = ValueLog::create(&path.with_extension("values"))?;
+    let mut values = (design == Design::Vlog)
+        .then(|| ValueLog::create(&path.with_extension("values")))
+        .transpose()?;
     let mut millions = objstash_experiments::PerMillion::new();
     let mut young = 0u64;
     let mut done = 0u64;
@@ -256,6 +258,7 @@ fn run(
                     }
                     if !known {
                         let id = if design == Design::Vlog {
+                            let values = values.as_mut().expect("a value log has its file");
                             values.append(&tx, key, *raw_len, data, *i)?
                         } else {
                             append(&tx, key, *raw_len, data, *i)?
@@ -267,7 +270,9 @@ fn run(
             }
         }
         // The values a commit refers to reach the OS first.
-        values.flush()?;
+        if let Some(values) = &mut values {
+            values.flush()?;
+        }
         tx.commit()?;
         if matches!(design, Design::Generations | Design::Both | Design::Vlog)
             && young >= young_keys
@@ -290,7 +295,7 @@ fn run(
     if indexed as u64 != rows {
         bail!("{} indexes {indexed} keys of {rows}", design.name());
     }
-    if design == Design::Vlog {
+    if let Some(values) = &values {
         values.check(&conn, rows, pool)?;
     }
     if journal == "wal" {

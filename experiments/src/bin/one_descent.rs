@@ -179,7 +179,8 @@ fn build(path: &Path, design: Design, rows: u64, pool: &[(i64, Vec<u8>)]) -> Res
         )?;
     }
     let mut millions = objstash_experiments::PerMillion::new();
-    // The log's values of a batch, written out before its commit.
+    // The log's values not yet in its file: written out each MiB and the rest after the
+    // fill (these files are built to be read; `key_index` times a value log's writer).
     let mut pending: Vec<u8> = Vec::new();
     objstash_experiments::fill_in_batches(
         &conn,
