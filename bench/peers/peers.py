@@ -2,6 +2,7 @@
 
     bench/peers/run.sh [--elements 44500] [--rounds 3]
     bench/peers/run.sh --copies 100 --reads 500000 --rounds 1 --systems ...  (10 million)
+    bench/peers/run.sh --copies 100 --reads 500000 --rounds 1 --read-rounds 3 --systems ...
 
 The objects: a generated model (python/tests/speckle_model.py, about 100,000 objects at
 the default size) serialized by specklepy, as a Speckle send would store them; with
@@ -19,6 +20,11 @@ memory. Each system starts empty in a directory of its own and is timed on:
 - get_many: objstash's get_many in calls of 1,000 (specklepy and diskcache have no batch
   read: their figure is their get loop's);
 - bytes on disk: every file the system left, after it closed.
+With `--read-rounds N`, each system's store of the last round is kept, and N more rounds
+reopen every store in turn and time only the reads (the order alternating as above): at
+ten million objects a save takes minutes to half an hour, so rounds of saves and reads put
+the systems' reads far apart in time on a machine whose speed drifts between hours. The
+reads' figures are then those of the read rounds.
 objstash runs through its Rust library (the Rust half, bench/src/bin/peers.rs) and through
 the Python package; one of its rows reads without the memory map of the default (diskcache
 maps 64 MiB too). Medians of the rounds; ratios against SQLiteTransport, each the median
@@ -91,8 +97,12 @@ def timed_gets(get, ids: list, order: list[int]) -> float:
     return rate
 
 
-def specklepy_sqlite(ids, objects_file, reads, d):
+def specklepy_sqlite(ids, objects_file, reads, d, reads_only=False):
     t = SQLiteTransport(base_path=d, scope="bench")
+    if reads_only:
+        get = timed_gets(t.get_object, ids, shuffled(len(ids), reads))
+        t.close()
+        return {"get": get, "get_many": get}
     start = time.perf_counter()
     t.begin_write()
     at = 0
@@ -107,9 +117,13 @@ def specklepy_sqlite(ids, objects_file, reads, d):
     return {"save": save, "get": get, "get_many": get, "bytes": dir_bytes(d)}
 
 
-def python_diskcache(ids, objects_file, reads, d):
+def python_diskcache(ids, objects_file, reads, d, reads_only=False):
     # diskcache culls beyond 1 GB by default: as large as the others, nothing culled.
     cache = diskcache.Cache(d, size_limit=1 << 50)
+    if reads_only:
+        get = timed_gets(cache.get, ids, shuffled(len(ids), reads))
+        cache.close()
+        return {"get": get, "get_many": get}
     start = time.perf_counter()
     at = 0
     with cache.transact():
@@ -124,11 +138,12 @@ def python_diskcache(ids, objects_file, reads, d):
 
 
 def objstash_python(codec):
-    def run(ids, objects_file, reads, d):
+    def run(ids, objects_file, reads, d, reads_only=False):
         stash = objstash.Stash(os.path.join(d, "bench.objstash"), codec=codec)
         start = time.perf_counter()
         keys = []
         for batch in batches(objects_file):
+            # Saving what is stored returns its keys and writes nothing.
             keys.extend(stash.save_all(batch))
         stash.flush()
         save = len(keys) / (time.perf_counter() - start)
@@ -140,15 +155,17 @@ def objstash_python(codec):
             stash.get_many(ordered[at : at + 1_000])
         get_many = len(ordered) / (time.perf_counter() - start)
         stash.close()
+        if reads_only:
+            return {"get": get, "get_many": get_many}
         return {"save": save, "get": get, "get_many": get_many, "bytes": dir_bytes(d)}
 
     return run
 
 
 def rust(binary, system):
-    def run(ids, objects_file, reads, d):
+    def run(ids, objects_file, reads, d, reads_only=False):
         out = subprocess.run(
-            [binary, system, objects_file, d, str(reads)],
+            [binary, system, objects_file, d, str(reads), *(["--reads-only"] if reads_only else [])],
             check=True,
             capture_output=True,
             text=True,
@@ -166,6 +183,12 @@ def main() -> None:
     parser.add_argument("--reads", type=int, default=0, help="objects read (default: all)")
     parser.add_argument(
         "--systems", default="", help="a regular expression: only the systems it finds in"
+    )
+    parser.add_argument(
+        "--read-rounds",
+        type=int,
+        default=0,
+        help="rounds of reads only, of the stores the last round saved",
     )
     parser.add_argument("--rust", required=True, help="the Rust half's binary")
     parser.add_argument(
@@ -225,15 +248,31 @@ def main() -> None:
     if args.systems:
         systems = {n: run for n, run in systems.items() if re.search(args.systems, n)}
     results: dict[str, dict[str, list[float]]] = {name: {} for name in systems}
+    kept: dict[str, str] = {}
     for round_ in range(args.rounds):
         order = list(systems) if round_ % 2 == 0 else list(reversed(systems))
         for name in order:
             d = tempfile.mkdtemp(dir=work)
             figures = systems[name](ids, objects_file, args.reads, d)
-            shutil.rmtree(d)
+            if args.read_rounds and round_ == args.rounds - 1:
+                kept[name] = d
+            else:
+                shutil.rmtree(d)
             for what, value in figures.items():
                 results[name].setdefault(what, []).append(value)
             print(f"round {round_ + 1}: {name}: {figures}", file=sys.stderr)
+    if args.read_rounds:
+        # The reads' figures are the read rounds' alone.
+        for name in systems:
+            for what in ("get", "get_many"):
+                results[name].pop(what, None)
+    for round_ in range(args.read_rounds):
+        order = list(systems) if round_ % 2 == 0 else list(reversed(systems))
+        for name in order:
+            figures = systems[name](ids, objects_file, args.reads, kept[name], reads_only=True)
+            for what, value in figures.items():
+                results[name].setdefault(what, []).append(value)
+            print(f"read round {round_ + 1}: {name}: {figures}", file=sys.stderr)
     shutil.rmtree(work)
 
     med = {n: {w: statistics.median(v) for w, v in r.items()} for n, r in results.items()}
@@ -250,9 +289,10 @@ def main() -> None:
         theirs = results[base_name][against]
         return statistics.median(a / b for a, b in zip(mine, theirs))
 
+    reads_from = f"{args.read_rounds} read rounds" if args.read_rounds else "the same rounds"
     print(
-        f"\nmedians of {args.rounds} rounds; in brackets the median over rounds of the ratio "
-        f"to {base_name}'s in the same round"
+        f"\nmedians of {args.rounds} rounds (reads: of {reads_from}); in brackets the median "
+        f"over rounds of the ratio to {base_name}'s in the same round"
     )
     print("| system | save objects/s | bytes on disk | get objects/s, one thread | get_many objects/s |")
     print("|---|---|---|---|---|")

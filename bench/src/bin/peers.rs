@@ -1,7 +1,7 @@
 //! The Rust half of the peers benchmark (`bench/peers/run.sh`): times one system on the
 //! objects of a file the Python half wrote, and prints its figures as one JSON line.
 //!
-//! `peers SYSTEM OBJECTS_FILE DIR [READS]` where SYSTEM is
+//! `peers SYSTEM OBJECTS_FILE DIR [READS] [--reads-only]` where SYSTEM is
 //! `objstash:LAYOUT:DURABILITY:CODEC` (with `:MAP_BYTES` for a read map other than the
 //! default) or `cacache`. The file holds each object as a 4-byte little-endian length and
 //! its bytes; it is read as the objects are saved, 10,000 at a time, so that ten million
@@ -11,7 +11,9 @@
 //! content is on disk), `get` by key on one thread in a shuffled order after one warm-up
 //! pass, and (objstash) `get_many` in calls of 1,000 keys, of every object or of READS
 //! objects drawn at random. Bytes on disk: every file the system left in DIR, after it
-//! closed.
+//! closed. With `--reads-only`, DIR holds what an earlier run of the same system saved
+//! there, and only the reads are timed (the keys are found again by hashing the file's
+//! objects, untimed): so that systems saved once can be read in alternating rounds.
 
 use std::path::Path;
 use std::time::Instant;
@@ -44,7 +46,13 @@ fn rate(n: usize, start: Instant) -> f64 {
     n as f64 / start.elapsed().as_secs_f64()
 }
 
-fn objstash(spec: &str, file: &Path, reads: usize, dir: &Path) -> Result<serde_json::Value> {
+fn objstash(
+    spec: &str,
+    file: &Path,
+    reads: usize,
+    dir: &Path,
+    reads_only: bool,
+) -> Result<serde_json::Value> {
     let fields = spec.split(':').collect::<Vec<_>>();
     let (&[layout, durability, codec], map) = fields.split_at(3.min(fields.len())) else {
         bail!("objstash:LAYOUT:DURABILITY:CODEC[:MAP_BYTES], not objstash:{spec}")
@@ -59,11 +67,16 @@ fn objstash(spec: &str, file: &Path, reads: usize, dir: &Path) -> Result<serde_j
         [bytes] => builder = builder.read_mmap_size(bytes.parse()?),
         _ => bail!("objstash:LAYOUT:DURABILITY:CODEC[:MAP_BYTES], not objstash:{spec}"),
     }
+    anyhow::ensure!(!reads_only || path.exists(), "nothing saved in {}", path.display());
     let stash = builder.open(&path)?;
     let start = Instant::now();
     let mut keys: Vec<Key> = Vec::new();
     for_each_batch(file, 10_000, |batch| {
-        keys.extend(stash.save_all(batch)?);
+        if reads_only {
+            keys.extend(batch.iter().map(|object| Key::of(object)));
+        } else {
+            keys.extend(stash.save_all(batch)?);
+        }
         Ok(())
     })?;
     stash.flush()?;
@@ -86,19 +99,25 @@ fn objstash(spec: &str, file: &Path, reads: usize, dir: &Path) -> Result<serde_j
     }
     let get_many = rate(shuffled_keys.len(), start);
     stash.close()?;
+    if reads_only {
+        return Ok(serde_json::json!({ "get": get, "get_many": get_many }));
+    }
     Ok(
         serde_json::json!({ "save": save, "get": get, "get_many": get_many, "bytes": dir_bytes(dir) }),
     )
 }
 
-fn cacache(file: &Path, reads: usize, dir: &Path) -> Result<serde_json::Value> {
+fn cacache(file: &Path, reads: usize, dir: &Path, reads_only: bool) -> Result<serde_json::Value> {
     let cache = dir.join("cacache");
+    anyhow::ensure!(!reads_only || cache.exists(), "nothing saved in {}", cache.display());
     let name = |i: usize| format!("object-{i}");
     let mut lens = Vec::new();
     let start = Instant::now();
     for_each_batch(file, 10_000, |batch| {
         for object in batch {
-            cacache::write_sync(&cache, name(lens.len()), object)?;
+            if !reads_only {
+                cacache::write_sync(&cache, name(lens.len()), object)?;
+            }
             lens.push(object.len());
         }
         Ok(())
@@ -116,12 +135,19 @@ fn cacache(file: &Path, reads: usize, dir: &Path) -> Result<serde_json::Value> {
             get = rate(order.len(), start);
         }
     }
+    if reads_only {
+        return Ok(serde_json::json!({ "get": get }));
+    }
     Ok(serde_json::json!({ "save": save, "get": get, "bytes": dir_bytes(dir) }))
 }
 
 fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: peers SYSTEM OBJECTS_FILE DIR [READS]";
+    let mut args: Vec<String> = std::env::args().collect();
+    let reads_only = args.last().is_some_and(|a| a == "--reads-only");
+    if reads_only {
+        args.pop();
+    }
+    let usage = "usage: peers SYSTEM OBJECTS_FILE DIR [READS] [--reads-only]";
     let (system, file, dir, reads) = match &args[..] {
         [_, system, file, dir] => (system, file, dir, 0),
         [_, system, file, dir, reads] => (system, file, dir, reads.parse().context(usage)?),
@@ -130,8 +156,8 @@ fn main() -> Result<()> {
     let (file, dir) = (Path::new(file), Path::new(dir));
     std::fs::create_dir_all(dir)?;
     let figures = match system.split_once(':') {
-        Some(("objstash", spec)) => objstash(spec, file, reads, dir)?,
-        None if system == "cacache" => cacache(file, reads, dir)?,
+        Some(("objstash", spec)) => objstash(spec, file, reads, dir, reads_only)?,
+        None if system == "cacache" => cacache(file, reads, dir, reads_only)?,
         _ => bail!("unknown system {system}: objstash:LAYOUT:DURABILITY:CODEC or cacache"),
     };
     println!("{figures}");
