@@ -162,6 +162,56 @@ pub fn objects_table(id: &str, logged: bool) -> String {
     )
 }
 
+/// The file of values of a value log's design, beside the database of a table made by
+/// [`objects_table`] with `logged`: each value appended once, its row holding its offset
+/// and length. Values reach the OS at [`ValueLog::flush`] (or when a MiB is buffered).
+pub struct ValueLog {
+    pub path: std::path::PathBuf,
+    file: std::io::BufWriter<std::fs::File>,
+    end: u64,
+}
+
+impl ValueLog {
+    pub fn create(path: &std::path::Path) -> anyhow::Result<ValueLog> {
+        let file = std::fs::File::create(path)?;
+        Ok(ValueLog {
+            path: path.to_path_buf(),
+            file: std::io::BufWriter::with_capacity(1 << 20, file),
+            end: 0,
+        })
+    }
+
+    /// Appends `data` to the file and its row (offset and length) to the table; its rowid.
+    pub fn append(
+        &mut self,
+        tx: &rusqlite::Connection,
+        key: &[u8; 32],
+        raw_len: i64,
+        data: &[u8],
+        used: u64,
+    ) -> anyhow::Result<i64> {
+        use std::io::Write;
+        self.file.write_all(data)?;
+        tx.prepare_cached(
+            "INSERT INTO objects(key, raw_len, data, len, used) VALUES (?, ?, ?, ?, ?)",
+        )?
+        .execute(rusqlite::params![
+            &key[..],
+            raw_len,
+            self.end as i64,
+            data.len() as i64,
+            used as i64
+        ])?;
+        self.end += data.len() as u64;
+        Ok(tx.last_insert_rowid())
+    }
+
+    pub fn flush(&mut self) -> anyhow::Result<()> {
+        use std::io::Write;
+        Ok(self.file.flush()?)
+    }
+}
+
 /// Bytes this process has passed to `write` and its kind so far (`wchar` of
 /// `/proc/self/io`).
 pub fn written() -> u64 {

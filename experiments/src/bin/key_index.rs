@@ -32,6 +32,7 @@
 //!   the machine; a design's decline beyond this one's is the design's.
 
 use anyhow::{Result, bail};
+use objstash_experiments::ValueLog;
 use rusqlite::{Connection, params};
 
 const POOL: u64 = 100_000;
@@ -296,7 +297,7 @@ fn run(
         bail!("{} indexes {indexed} keys of {rows}", design.name());
     }
     if let Some(values) = &values {
-        values.check(&conn, rows, pool)?;
+        check_values(values, &conn, rows, pool)?;
     }
     if journal == "wal" {
         conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
@@ -351,71 +352,28 @@ fn move_young(conn: &Connection, design: Design) -> Result<()> {
     Ok(())
 }
 
-/// The file of values of the `vlog` design: each value appended once, its row in SQLite
-/// holding its offset and length.
-struct ValueLog {
-    path: std::path::PathBuf,
-    file: std::io::BufWriter<std::fs::File>,
-    end: u64,
-}
-
-impl ValueLog {
-    fn create(path: &std::path::Path) -> Result<ValueLog> {
-        let file = std::fs::File::create(path)?;
-        Ok(ValueLog {
-            path: path.to_path_buf(),
-            file: std::io::BufWriter::with_capacity(1 << 20, file),
-            end: 0,
-        })
-    }
-
-    /// Appends `data` to the file and its row (offset and length) to the table; its rowid.
-    fn append(
-        &mut self,
-        tx: &Connection,
-        key: &[u8; 32],
-        raw_len: i64,
-        data: &[u8],
-        used: u64,
-    ) -> Result<i64> {
-        use std::io::Write;
-        self.file.write_all(data)?;
-        tx.prepare_cached(
-            "INSERT INTO objects(key, raw_len, data, len, used) VALUES (?, ?, ?, ?, ?)",
-        )?
-        .execute(params![
-            &key[..],
-            raw_len,
-            self.end as i64,
-            data.len() as i64,
-            used as i64
-        ])?;
-        self.end += data.len() as u64;
-        Ok(tx.last_insert_rowid())
-    }
-
-    fn flush(&mut self) -> Result<()> {
-        use std::io::Write;
-        Ok(self.file.flush()?)
-    }
-
-    /// Reads a sample of rows' values back from the file and compares them with the pool's.
-    fn check(&self, conn: &Connection, rows: u64, pool: &[(i64, Vec<u8>)]) -> Result<()> {
-        use std::os::unix::fs::FileExt;
-        let file = std::fs::File::open(&self.path)?;
-        let mut seed = 0x2545_F491_4F6C_DD1Du64;
-        for rowid in objstash_experiments::sample(&mut seed, 10_000, rows) {
-            let (at, len, used): (i64, i64, i64) = conn.query_row(
-                "SELECT data, len, used FROM objects WHERE rowid = ?1",
-                [rowid as i64 + 1],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )?;
-            let mut bytes = vec![0u8; len as usize];
-            file.read_exact_at(&mut bytes, at as u64)?;
-            if bytes != pool[(used as u64 % POOL) as usize].1 {
-                bail!("the value of row {rowid} reads back wrong");
-            }
+/// Reads a sample of rows' values back from the `vlog` design's file and compares them with
+/// the pool's.
+fn check_values(
+    values: &ValueLog,
+    conn: &Connection,
+    rows: u64,
+    pool: &[(i64, Vec<u8>)],
+) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(&values.path)?;
+    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    for rowid in objstash_experiments::sample(&mut seed, 10_000, rows) {
+        let (at, len, used): (i64, i64, i64) = conn.query_row(
+            "SELECT data, len, used FROM objects WHERE rowid = ?1",
+            [rowid as i64 + 1],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )?;
+        let mut bytes = vec![0u8; len as usize];
+        file.read_exact_at(&mut bytes, at as u64)?;
+        if bytes != pool[(used as u64 % POOL) as usize].1 {
+            bail!("the value of row {rowid} reads back wrong");
         }
-        Ok(())
     }
+    Ok(())
 }

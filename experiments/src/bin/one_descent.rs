@@ -35,7 +35,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use flate2::Decompress;
-use objstash_experiments::{BATCH, POOL, key, prefix};
+use objstash_experiments::{BATCH, POOL, ValueLog, key, prefix};
 use rusqlite::{Connection, OptionalExtension, params};
 
 #[derive(Clone, Copy, PartialEq)]
@@ -169,19 +169,13 @@ fn open(path: &Path) -> Result<Connection> {
 fn build(path: &Path, design: Design, rows: u64, pool: &[(i64, Vec<u8>)]) -> Result<Vec<f64>> {
     let conn = open(path)?;
     conn.execute_batch(&objstash_experiments::objects_table("id", design.logged()))?;
-    let mut values = design
-        .logged()
-        .then(|| std::fs::File::create(values_of(path)).map(|f| (f, 0u64)))
-        .transpose()?;
+    let mut values = design.logged().then(|| ValueLog::create(&values_of(path))).transpose()?;
     if design != Design::One {
         conn.execute_batch(
             "CREATE TABLE keys(prefix INTEGER, id INTEGER, PRIMARY KEY(prefix, id)) WITHOUT ROWID;",
         )?;
     }
     let mut millions = objstash_experiments::PerMillion::new();
-    // The log's values not yet in its file: written out each MiB and the rest after the
-    // fill (these files are built to be read; `key_index` times a value log's writer).
-    let mut pending: Vec<u8> = Vec::new();
     objstash_experiments::fill_in_batches(
         &conn,
         rows,
@@ -199,28 +193,10 @@ fn build(path: &Path, design: Design, rows: u64, pool: &[(i64, Vec<u8>)]) -> Res
                         .execute(params![p, id])?;
                 }
                 Design::Log | Design::LogUnmapped => {
-                    let (_, end) = values.as_mut().expect("a log has its file");
-                    let at = *end + pending.len() as u64;
-                    pending.extend_from_slice(data);
-                    tx.prepare_cached(
-                        "INSERT INTO objects(key, raw_len, data, len, used) VALUES (?, ?, ?, ?, ?)",
-                    )?
-                    .execute(params![
-                        &key[..],
-                        raw_len,
-                        at as i64,
-                        data.len() as i64,
-                        i as i64
-                    ])?;
-                    let id = tx.last_insert_rowid();
+                    let values = values.as_mut().expect("a log has its file");
+                    let id = values.append(tx, key, *raw_len, data, i)?;
                     tx.prepare_cached("INSERT INTO keys(prefix, id) VALUES (?, ?)")?
                         .execute(params![p, id])?;
-                    if pending.len() >= 1 << 20 {
-                        let (file, end) = values.as_mut().expect("a log has its file");
-                        file.write_all_at(&pending, *end)?;
-                        *end += pending.len() as u64;
-                        pending.clear();
-                    }
                 }
                 Design::One => {
                     // A taken id (another key's prefix, or a collision's) moves to the next.
@@ -243,8 +219,10 @@ fn build(path: &Path, design: Design, rows: u64, pool: &[(i64, Vec<u8>)]) -> Res
         },
         |done| millions.after(done, rows, design.name()),
     )?;
-    if let Some((file, end)) = &values {
-        file.write_all_at(&pending, *end)?;
+    // These files are built to be read (`key_index` times a value log's writer, flushing
+    // before each commit): the values reach the OS as the buffer fills, the rest here.
+    if let Some(values) = &mut values {
+        values.flush()?;
     }
     Ok(millions.rates)
 }
