@@ -15,6 +15,7 @@ use crate::open::{self, Options};
 use crate::readers::ReadMap;
 use crate::stash::Stash;
 use crate::uses;
+use crate::values::Values;
 
 /// Default gzip level; see notes/design.md.
 const DEFAULT_LEVEL: u32 = codec::DEFAULT_LEVEL;
@@ -42,6 +43,7 @@ impl Default for StashBuilder {
         StashBuilder {
             options: Options {
                 layout: None,
+                values: Values::default(),
                 durability: None,
                 codec: None,
                 reconfigure: false,
@@ -90,6 +92,14 @@ impl StashBuilder {
     /// Default: the recorded layout for an existing stash, [`Layout::Single`] for a new one.
     pub fn layout(mut self, layout: Layout) -> Self {
         self.options.layout = Some(layout);
+        self
+    }
+
+    /// Where a new stash keeps its objects' stored bytes: in their rows (the default) or in
+    /// a file beside the database ([`Values::InFile`]). An existing stash keeps where it
+    /// was made to keep them, whatever is asked here.
+    pub fn values(mut self, values: Values) -> Self {
+        self.options.values = values;
         self
     }
 

@@ -30,12 +30,15 @@ use crate::recovery::{self, RecoveryReport, Trigger};
 use crate::salvage;
 use crate::schema::{self, FORMAT_VERSION, Schema};
 use crate::stash::{Parts, Saving, Stash};
+use crate::values::Values;
 use crate::writer::WriterConfig;
 
 /// Every setting of an open, as the builder gathered them.
 #[derive(Clone, Debug)]
 pub(crate) struct Options {
     pub layout: Option<Layout>,
+    /// Where a new stash keeps its values.
+    pub values: Values,
     pub durability: Option<Durability>,
     pub codec: Option<Codec>,
     pub reconfigure: bool,
@@ -328,7 +331,7 @@ impl Options {
 
     /// Makes a new stash in an empty file.
     fn create(&self, conn: Connection, path: &Path, alone: bool) -> Result<Prepared> {
-        let schema = Schema::fresh(self.layout.unwrap_or_default());
+        let schema = Schema::fresh(self.layout.unwrap_or_default(), self.values);
         conn.pragma_update(None, "page_size", schema::PAGE_SIZE)
             .context(|| format!("setting the page size of {}", path.display()))?;
         schema.create(&conn)?;

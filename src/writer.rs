@@ -40,6 +40,7 @@ use crate::pending::Pending;
 use crate::readers::Commits;
 use crate::schema::Schema;
 use crate::uses::Uses;
+use crate::value_log::ValueLog;
 
 pub(crate) use chunked::{CommitChunked, Outgoing, PutChunks, Unhold};
 pub(crate) use op::{Answer, Message, Op};
@@ -71,6 +72,8 @@ pub(crate) struct Shared {
     pub names: PendingNames,
     pub uses: Uses,
     pub schema: Schema,
+    /// The file of values, in a stash that keeps them there (`value_log.rs`).
+    pub values: Option<ValueLog>,
     stopped: Mutex<Option<Stop>>,
 }
 
@@ -83,6 +86,7 @@ impl Shared {
         schema: Schema,
         names_table: bool,
         uses: Uses,
+        values: Option<ValueLog>,
     ) -> Self {
         Shared {
             path,
@@ -92,6 +96,7 @@ impl Shared {
             names: PendingNames::new(names_table),
             uses,
             schema,
+            values,
             stopped: Mutex::new(None),
         }
     }

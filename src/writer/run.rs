@@ -29,6 +29,7 @@ use crate::meta;
 use crate::names;
 use crate::schema;
 use crate::uses;
+use crate::value_log;
 
 /// Tries of a kept batch after its senders are gone before the writer gives up on it.
 const TRIES_AT_CLOSE: u32 = 3;
@@ -267,6 +268,9 @@ impl Writer {
             }
             let format = self.begin()?;
             batch.open = true;
+            // Where a transaction rolled back had appended is no one's: the end is read
+            // again under this transaction's lock.
+            batch.tx.values_end = None;
             self.follow_filter(format)?;
         }
         let Batch { entries, written, tx: state, .. } = batch;
@@ -293,6 +297,17 @@ impl Writer {
         }
         tx::write_uses(&self.conn, &self.shared, self.uses_apart());
         meta::add_totals(&self.conn, &batch.tx.totals)?;
+        if let (Some(log), Some(end)) = (&self.shared.values, batch.tx.values_end) {
+            // Safe mode: the values reach the disk before the rows that point at them.
+            let synchronous: i64 = self
+                .conn
+                .query_row("PRAGMA synchronous", [], |r| r.get(0))
+                .stop(|| "reading the synchronous setting".into())?;
+            if synchronous >= 2 {
+                log.sync()?;
+            }
+            value_log::write_end(&self.conn, end)?;
+        }
         self.conn.execute_batch("COMMIT").stop(|| "committing a batch".into())?;
         self.shared.commits.committed();
         batch.open = false;
