@@ -143,6 +143,7 @@ mod scratch;
 mod use_table;
 mod uses;
 mod value_log;
+mod value_space;
 mod writer;
 
 pub use crate::builder::StashBuilder;

@@ -29,7 +29,8 @@ use crate::recovery::{RecoveryReport, Trigger};
 use crate::scan::{self, Columns, ScannedRow};
 use crate::schema::{self, Insert, KeyIndex, Schema};
 use crate::uses::{self, PINNED};
-use crate::value_log::{self, Place, ValueLog};
+use crate::value_log::{Place, ValueLog};
+use crate::value_space::LiveValues;
 use crate::values::Values;
 
 /// Rows read per query while salvaging; each query restarts past damage.
@@ -90,7 +91,7 @@ pub(crate) fn salvage(
         fresh: &fresh,
         target: &target,
         log: log.as_ref(),
-        values_end: 0,
+        live: LiveValues::default(),
         rows: Vec::new(),
         recovered: 0,
         dropped: 0,
@@ -148,7 +149,7 @@ pub(crate) fn salvage(
     })?;
     let (recovered, dropped) = (salvager.recovered, salvager.dropped);
     if log.is_some() {
-        value_log::write_end(&fresh, salvager.values_end)?;
+        salvager.live.restore(&fresh)?;
     }
     salvage_pins(&damaged, &fresh, &target);
     let names_recovered = salvage_names(&damaged, path, &fresh, &target)?;
@@ -356,8 +357,8 @@ struct Salvager<'a> {
     target: &'a Schema,
     /// The damaged stash's file of values, if it has one and it opens.
     log: Option<&'a ValueLog>,
-    /// The end of the last value kept in the file of values.
-    values_end: u64,
+    /// The values kept in the file of values, by segment.
+    live: LiveValues,
     /// Rows to write: key, raw length, value (empty when in the file) and place.
     rows: Vec<(Key, i64, Vec<u8>, Option<Place>)>,
     recovered: u64,
@@ -518,7 +519,7 @@ impl Salvager<'_> {
         if intact {
             match place {
                 Some(place) => {
-                    self.values_end = self.values_end.max(place.end());
+                    self.live.add(place);
                     self.rows.push((key, raw_len, Vec::new(), Some(place)));
                 }
                 None => self.rows.push((key, raw_len, data.to_vec(), None)),

@@ -145,14 +145,14 @@ mod tests {
              INSERT INTO t VALUES (1, x'00', 3, x'616263'), (5, 7, 'x', NULL), (9, x'01', 1, x'61');",
         )
         .unwrap();
-        let sql = chunk_sql("t", Columns::Values);
+        let sql = chunk_sql("t", Columns::Values, Values::InRows);
         let first = chunk(&conn, &sql, 0, 2).unwrap();
         assert_eq!(first.iter().map(|r| r.rowid).collect::<Vec<_>>(), [1, 5]);
         assert_eq!(first[0].data, b"abc");
         assert_eq!((first[1].key.len(), first[1].raw_len, first[1].stored_len), (0, -1, 0));
         let rest = chunk(&conn, &sql, 5, 2).unwrap();
         assert_eq!(rest.len(), 1);
-        let sizes = chunk(&conn, &chunk_sql("t", Columns::Sizes), 0, 10).unwrap();
+        let sizes = chunk(&conn, &chunk_sql("t", Columns::Sizes, Values::InRows), 0, 10).unwrap();
         assert!(sizes.iter().all(|r| r.data.is_empty()));
         assert_eq!(sizes[0].stored_len, 3);
     }

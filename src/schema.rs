@@ -119,13 +119,18 @@ pub(crate) struct TableSql {
     pub first_use: String,
     /// Pinned objects and their stored bytes.
     pub pinned_totals: String,
+    /// The rowids and places of the values that start in a range of places
+    /// (`value_space.rs`; tables with values in a file only).
+    pub places_in: String,
+    /// Points the row at rowid `?1` at the place `?2`.
+    pub move_place: String,
     /// The narrow table of uses beside it, in stashes that have one (`use_table.rs`).
     pub apart: UseSql,
 }
 
 impl TableSql {
     /// The statements of one table: [`TableSql::statements`] lists them all.
-    const STATEMENTS: usize = 20;
+    const STATEMENTS: usize = 22;
 
     /// Every statement of the table. Destructured, so that a statement added to the struct
     /// and not here does not compile (the test below prepares them all).
@@ -156,6 +161,8 @@ impl TableSql {
             evict,
             first_use,
             pinned_totals,
+            places_in,
+            move_place,
         } = self;
         [
             insert,
@@ -178,6 +185,8 @@ impl TableSql {
             evict,
             first_use,
             pinned_totals,
+            places_in,
+            move_place,
         ]
     }
 
@@ -213,7 +222,7 @@ impl TableSql {
             has_key: format!("SELECT 1 FROM {name} WHERE rowid = ?1 AND key = ?2"),
             delete: format!(
                 "DELETE FROM {name} WHERE {is_key} \
-                 RETURNING raw_len, {len}, used, {MANIFEST_SQL}, rowid"
+                 RETURNING raw_len, {len}, used, {MANIFEST_SQL}, rowid, {place}"
             ),
             scan: scan::chunk_sql(&name, Columns::Values, stored),
             list: scan::chunk_sql(&name, Columns::Sizes, stored),
@@ -238,13 +247,19 @@ impl TableSql {
                  substr(data, 1, 4) = {MANIFEST_MAGIC_SQL} FROM {name} \
                  WHERE used < ?1 ORDER BY used LIMIT ?2"
             ),
-            evict: format!("DELETE FROM {name} WHERE rowid = ?1 RETURNING {MANIFEST_SQL}"),
+            evict: format!(
+                "DELETE FROM {name} WHERE rowid = ?1 RETURNING {MANIFEST_SQL}, {place}"
+            ),
             first_use: format!(
                 "SELECT used FROM {name} WHERE used < {PINNED} ORDER BY used LIMIT 1"
             ),
             pinned_totals: format!(
                 "SELECT count(*), coalesce(sum({len}), 0) FROM {name} WHERE used = {PINNED}"
             ),
+            places_in: format!(
+                "SELECT rowid, {place} FROM {name} WHERE {place} >= ?1 AND {place} < ?2"
+            ),
+            move_place: format!("UPDATE {name} SET {place} = ?2 WHERE rowid = ?1"),
             name,
             key_index,
             stored,
@@ -267,7 +282,17 @@ impl TableSql {
 
     /// The index eviction reads uses through, oldest first.
     fn index_uses(&self) -> String {
-        format!("CREATE INDEX IF NOT EXISTS {name}_used ON {name}(used);\n", name = self.name)
+        let mut sql =
+            format!("CREATE INDEX IF NOT EXISTS {name}_used ON {name}(used);\n", name = self.name);
+        if self.stored == Values::InFile {
+            // Compacting a segment of the values file finds its rows through it.
+            sql += &format!(
+                "CREATE INDEX IF NOT EXISTS {name}_place ON {name}(place) \
+                 WHERE place IS NOT NULL;\n",
+                name = self.name
+            );
+        }
+        sql
     }
 
     /// Inserts the row `(key, raw_len, value, used)` unless the key is stored; 1 if it was
@@ -465,6 +490,9 @@ impl Schema {
                 sql += &UseSql::create(&table.name);
             }
         }
+        if self.stored() == Values::InFile {
+            sql += &crate::value_space::create_sql();
+        }
         sql += &format!(
             "INSERT INTO {META}(name, value) VALUES ('layout', '{}'), ('state', 'clean'), \
              ('objects', 0), ('raw_bytes', 0), ('stored_bytes', 0);\n",
@@ -643,7 +671,7 @@ mod tests {
     #[test]
     fn statements_are_not_compiled_again_after_writes() {
         let conn = Connection::open_in_memory().unwrap();
-        let schema = Schema::fresh(Layout::Single);
+        let schema = Schema::fresh(Layout::Single, Values::InRows);
         schema.create(&conn).unwrap();
         crate::names::create(&conn, false).unwrap();
         let table = &schema.tables[0];
@@ -674,7 +702,7 @@ mod tests {
     #[test]
     fn keys_that_share_a_prefix_are_two_rows_found_apart_and_an_insert_of_a_stored_key_adds_none() {
         let conn = Connection::open_in_memory().unwrap();
-        let schema = Schema::fresh(Layout::Single);
+        let schema = Schema::fresh(Layout::Single, Values::InRows);
         schema.create(&conn).unwrap();
         let table = &schema.tables[0];
         let first = [7u8; 32];

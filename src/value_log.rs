@@ -1,5 +1,5 @@
 //! The file of values beside the database (format 9, a stash made with
-//! [`Values::Log`](crate::Values::Log)).
+//! [`Values::InFile`](crate::Values::InFile)).
 //!
 //! A row of such a stash holds its key, raw length and last use, and the place of its
 //! stored bytes in this file instead of the bytes: the database holds about 80 bytes a
@@ -9,27 +9,23 @@
 //! million objects).
 //!
 //! The file is written only by a writer holding SQLite's write lock: it appends a batch's
-//! values at the end recorded in the meta table (`log_end`), which the same transaction
-//! moves past them. Bytes past the recorded end (a writer killed before its commit) are
-//! no one's and are written over by the next batch; a reader only follows places of rows
-//! its snapshot holds, which were written before their commit. In Safe mode the file is
-//! synced before the commit that records its rows.
+//! values at the position recorded in the meta table, which the same transaction moves
+//! past them (`value_space.rs`, which also frees the space of deleted values). Bytes past
+//! the recorded position (a writer killed before its commit) are no one's and are written
+//! over by the next batch; a reader only follows places of rows its snapshot holds, which
+//! were written before their commit, and reads them inside that snapshot's transaction. In
+//! Safe mode the file is synced before the commit that records its rows.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use rusqlite::{Connection, OptionalExtension};
-
-use crate::error::{DbContext, Error, Result};
+use crate::error::{Error, Result};
 use crate::files;
 use crate::key::Key;
-use crate::meta::META;
 
 /// The format of a stash whose values are kept in a file beside the database.
 pub(crate) const FORMAT_VERSION: i64 = 9;
-/// The meta row that records the end of the file's committed values.
-const END: &str = "log_end";
 /// Bits of a place that hold the value's length: rows of [`MAX_LEN`] bytes or more keep
 /// their value in the row (the writer's large rows, written through blob I/O).
 const LEN_BITS: u32 = 20;
@@ -107,6 +103,11 @@ impl ValueLog {
         })
     }
 
+    /// The open file.
+    pub(crate) fn file(&self) -> &File {
+        &self.file
+    }
+
     /// Syncs the file's data (Safe mode, before the commit that records its values).
     pub(crate) fn sync(&self) -> Result<()> {
         self.file.sync_data().map_err(|e| Error::io(format!("syncing {}", self.path.display()), e))
@@ -140,26 +141,10 @@ pub(crate) fn read_value(log: Option<&ValueLog>, key: &Key, packed: i64) -> Resu
     })
 }
 
-/// The end of the file's committed values, as the transaction on `conn` sees it.
-pub(crate) fn read_end(conn: &Connection) -> Result<u64> {
-    let end: Option<i64> = conn
-        .query_row(&format!("SELECT value FROM {META} WHERE name = '{END}'"), [], |r| r.get(0))
-        .optional()
-        .context(|| "reading the end of the values file".into())?;
-    Ok(end.unwrap_or(0).max(0) as u64)
-}
-
-/// Records `end` as the end of the file's committed values, in the transaction on `conn`.
-pub(crate) fn write_end(conn: &Connection, end: u64) -> Result<()> {
-    conn.prepare_cached(&format!("INSERT OR REPLACE INTO {META}(name, value) VALUES ('{END}', ?1)"))
-        .and_then(|mut stmt| stmt.execute([end as i64]))
-        .map(|_| ())
-        .context(|| "recording the end of the values file".into())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rusqlite::Connection;
 
     #[test]
     fn a_place_packs_into_one_integer_and_back() {

@@ -29,7 +29,6 @@ use crate::meta;
 use crate::names;
 use crate::schema;
 use crate::uses;
-use crate::value_log;
 
 /// Tries of a kept batch after its senders are gone before the writer gives up on it.
 const TRIES_AT_CLOSE: u32 = 3;
@@ -270,7 +269,7 @@ impl Writer {
             batch.open = true;
             // Where a transaction rolled back had appended is no one's: the end is read
             // again under this transaction's lock.
-            batch.tx.values_end = None;
+            batch.tx.values = None;
             self.follow_filter(format)?;
         }
         let Batch { entries, written, tx: state, .. } = batch;
@@ -297,16 +296,9 @@ impl Writer {
         }
         tx::write_uses(&self.conn, &self.shared, self.uses_apart());
         meta::add_totals(&self.conn, &batch.tx.totals)?;
-        if let (Some(log), Some(end)) = (&self.shared.values, batch.tx.values_end) {
-            // Safe mode: the values reach the disk before the rows that point at them.
-            let synchronous: i64 = self
-                .conn
-                .query_row("PRAGMA synchronous", [], |r| r.get(0))
-                .stop(|| "reading the synchronous setting".into())?;
-            if synchronous >= 2 {
-                log.sync()?;
-            }
-            value_log::write_end(&self.conn, end)?;
+        if let Some(appender) = &mut batch.tx.values {
+            self.sync_values()?;
+            appender.record(&self.conn)?;
         }
         self.conn.execute_batch("COMMIT").stop(|| "committing a batch".into())?;
         self.shared.commits.committed();
@@ -316,6 +308,20 @@ impl Writer {
         }
         self.objects = self.objects.saturating_add_signed(batch.tx.totals.objects);
         self.quiet_rows += batch.tx.totals.objects.max(0) as u64;
+        Ok(())
+    }
+
+    /// Safe mode: syncs the file of values, so that values reach the disk before the rows
+    /// that point at them.
+    pub(super) fn sync_values(&self) -> Result<(), Stop> {
+        let Some(log) = &self.shared.values else { return Ok(()) };
+        let synchronous: i64 = self
+            .conn
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .stop(|| "reading the synchronous setting".into())?;
+        if synchronous >= 2 {
+            log.sync()?;
+        }
         Ok(())
     }
 

@@ -25,13 +25,13 @@ use crate::names::{self, NameForm, NameRow, NameSql};
 use crate::pending::Row;
 use crate::schema::{Insert, TableSql};
 use crate::uses::{self, PINNED};
-use crate::value_log::{self, Place};
+use crate::value_space::{self, Appender};
 
 /// Rows of at least this many stored bytes are written through blob I/O (see
-/// [`Tx::insert_large`]), and keep their value in the row in a stash whose values are in a
-/// file (a place holds shorter lengths only).
+/// [`Tx::insert_large`]); in a stash whose values are in a file they keep their value in
+/// the row, as every value of [`value_space::FILE_MAX`] bytes or more does.
 const LARGE_ROW: usize = 1 << 20;
-const _: () = assert!(LARGE_ROW <= value_log::MAX_LEN);
+const _: () = assert!(value_space::FILE_MAX <= LARGE_ROW);
 
 /// What a transaction has written so far, kept between the writes of one batch.
 #[derive(Default)]
@@ -43,9 +43,9 @@ pub(crate) struct Written {
     /// The run: rows and names not yet written.
     rows: Vec<Row>,
     names: Vec<NameRow>,
-    /// The end of the file of values as this transaction has written it, once it has
-    /// appended to it (`value_log.rs`); recorded before the commit.
-    pub values_end: Option<u64>,
+    /// Where this transaction appends to the file of values, once it has (`value_space.rs`);
+    /// recorded before the commit.
+    pub values: Option<Appender>,
 }
 
 impl Written {
@@ -95,23 +95,23 @@ impl Tx<'_> {
     }
 
     /// Inserts rows in key order; a row already stored counts as a use of it. In a stash
-    /// whose values are in a file, the values of the rows added are appended to it in one
-    /// write, at the end the transaction found recorded (`value_log.rs`).
+    /// whose values are in a file, the values of the rows added are appended to it, at the
+    /// position the transaction found recorded (`value_space.rs`).
     fn insert(&mut self, rows: &mut [Row]) -> Result<(), Stop> {
         rows.sort_unstable_by_key(|row| row.key);
         let now = uses::now();
-        let start = match &self.shared.values {
-            Some(_) => Some(self.values_end()?),
-            None => None,
-        };
-        let (mut end, mut appended) = (start, Vec::new());
+        if self.shared.values.is_some() && self.written.values.is_none() {
+            self.written.values = Some(Appender::begin(self.conn)?);
+        }
         for row in rows.iter() {
             let table = self.shared.schema.table(&row.key);
             let what = || format!("inserting {} into {}", row.key, table.name);
             let reserve = row.data.len() >= LARGE_ROW;
-            let place = end
-                .filter(|_| !reserve && !manifest::is_manifest(&row.data))
-                .map(|at| Place { at, len: row.data.len() });
+            let in_file = row.data.len() < value_space::FILE_MAX && !manifest::is_manifest(&row.data);
+            let place = match &mut self.written.values {
+                Some(appender) if in_file => Some(appender.place(self.conn, &row.data)?),
+                _ => None,
+            };
             let value: &[u8] = if place.is_some() { &[] } else { &row.data };
             let how = Insert { reserve, filter: self.filter.as_deref_mut(), place };
             let added = if reserve {
@@ -125,32 +125,18 @@ impl Tx<'_> {
                 totals.objects += 1;
                 totals.raw_bytes += row.raw_len as i64;
                 totals.stored_bytes += row.data.len() as i64;
-                if let Some(place) = place {
-                    appended.extend_from_slice(&row.data);
-                    end = Some(place.end());
-                }
             } else {
+                if let (Some(appender), Some(place)) = (&mut self.written.values, place) {
+                    appender.unplace(place);
+                }
                 self.shared.uses.record(&row.key);
             }
             self.written.present.insert(row.key);
         }
-        if let (Some(log), Some(start)) = (&self.shared.values, start)
-            && !appended.is_empty()
-        {
-            log.write(start, &appended)?;
-            self.written.values_end = end;
+        if let (Some(log), Some(appender)) = (&self.shared.values, &mut self.written.values) {
+            appender.write(log)?;
         }
         Ok(())
-    }
-
-    /// The end of the file of values: where this transaction's last append ended, or the
-    /// end the last commit recorded (this connection holds the write lock: no other writer
-    /// can move it).
-    fn values_end(&self) -> Result<u64, Stop> {
-        match self.written.values_end {
-            Some(end) => Ok(end),
-            None => Ok(value_log::read_end(self.conn)?),
-        }
     }
 
     /// Inserts a large row without handing SQLite a copy of its value: the row is inserted
