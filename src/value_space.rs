@@ -33,9 +33,6 @@ pub(crate) const SEGMENT: u64 = 1 << 20;
 /// Values this long or longer stay in their row: at most a sixteenth of a segment is lost
 /// to padding before a value that does not fit.
 pub(crate) const FILE_MAX: usize = 64 << 10;
-/// Dead bytes a segment must hold to be worth compacting: copying its live rest costs at
-/// most three times what it frees.
-pub(crate) const WORTH_COMPACTING: u64 = SEGMENT / 4;
 /// Dead bytes per segment.
 const DEAD: &str = "objstash_values_dead";
 /// Segments compacted (`punched = 0`) or given back and free for reuse (`punched = 1`).
@@ -232,6 +229,31 @@ impl Usage {
     }
 }
 
+/// Bytes of live values in the file, as the transaction on `conn` sees it: what the file
+/// would hold with every dead byte given back. Eviction counts them toward the cap.
+pub(crate) fn live_bytes(conn: &Connection) -> rusqlite::Result<u64> {
+    let meta = |name: &str| {
+        format!("coalesce((SELECT max(value, 0) FROM {META} WHERE name = '{name}'), 0)")
+    };
+    conn.query_row(
+        &format!(
+            "SELECT {high}, {offset}, (SELECT coalesce(sum(dead), 0) FROM {DEAD}), \
+             (SELECT count(*) FROM {FREE})",
+            high = meta(HIGH_ROW),
+            offset = meta(OFFSET_ROW),
+        ),
+        [],
+        |r| {
+            let get = |i| r.get::<_, i64>(i).map(|v| v.max(0) as u64);
+            let (high, offset, dead, free) = (get(0)?, get(1)?, get(2)?, get(3)?);
+            // Every segment ever used, less the dead, the free, and the current segment's
+            // rest past the append position.
+            let used = high.saturating_sub(free) * SEGMENT;
+            Ok(used.saturating_sub(dead).saturating_sub(SEGMENT - offset.min(SEGMENT)))
+        },
+    )
+}
+
 /// The segment most worth compacting, other than `current` (the one appended into): the
 /// one with the most dead bytes, if it holds at least `least`.
 pub(crate) fn worst_segment(
@@ -267,20 +289,31 @@ pub(crate) fn compacted(conn: &Connection, segment: u64) -> rusqlite::Result<()>
     Ok(())
 }
 
-/// Gives back the blocks of every compacted segment not yet punched, and lists them free:
-/// in the transaction on `conn`, which holds the write lock, and only after the caller's
-/// barrier (see the module's documentation). Returns how many.
-pub(crate) fn punch_compacted(conn: &Connection, log: &ValueLog) -> Result<u64> {
-    let segments: Vec<i64> = conn
-        .prepare_cached(&format!("SELECT segment FROM {FREE} WHERE punched = 0"))
-        .and_then(|mut stmt| stmt.query_map([], |r| r.get(0))?.collect())
-        .context(|| "listing compacted segments".into())?;
-    for &segment in &segments {
-        log.punch(segment as u64 * SEGMENT, SEGMENT)?;
-        conn.execute(&format!("UPDATE {FREE} SET punched = 1 WHERE segment = ?1"), [segment])
-            .context(|| "listing a segment free".into())?;
+/// The segments compacted and not yet given back.
+pub(crate) fn unpunched(conn: &Connection) -> rusqlite::Result<Vec<u64>> {
+    conn.prepare_cached(&format!("SELECT segment FROM {FREE} WHERE punched = 0"))?
+        .query_map([], |r| Ok(r.get::<_, i64>(0)? as u64))?
+        .collect()
+}
+
+/// Gives back the blocks of those of `segments` still compacted and not given back, and
+/// lists them free: in the transaction on `conn`, which holds the write lock, and only
+/// after the caller's barrier (see the module's documentation). Returns how many.
+pub(crate) fn punch(conn: &Connection, log: &ValueLog, segments: &[u64]) -> Result<u64> {
+    let mut punched = 0;
+    for &segment in segments {
+        let listed = conn
+            .execute(
+                &format!("UPDATE {FREE} SET punched = 1 WHERE segment = ?1 AND punched = 0"),
+                [segment as i64],
+            )
+            .context(|| "listing a segment of the values file free".into())?;
+        if listed == 1 {
+            log.punch(segment * SEGMENT, SEGMENT)?;
+            punched += 1;
+        }
     }
-    Ok(segments.len() as u64)
+    Ok(punched)
 }
 
 impl ValueLog {

@@ -13,11 +13,12 @@
 //! The parts, each in its own file: the operations (`writer/op.rs`, `writer/ops.rs`), the
 //! batch and its limits (`writer/batch.rs`), one transaction's writing (`writer/tx.rs`),
 //! the thread's loop (`writer/run.rs`), what it does between batches (`writer/upkeep.rs`,
-//! `writer/generations.rs`)
+//! `writer/generations.rs`, `writer/compact.rs`)
 //! and why it stopped (`writer/stop.rs`).
 
 mod batch;
 mod chunked;
+mod compact;
 mod generations;
 mod op;
 mod ops;

@@ -204,19 +204,21 @@ impl Stash {
         let mut stmt = conn
             .prepare_cached(self.select_sql(table))
             .context(|| format!("reading {}", table.name))?;
+        // A value in the file is read while the statement holds the snapshot that found
+        // its row: compaction gives a segment back only once no snapshot points into it.
         let row = stmt
             .query_row([&key.as_bytes()[..]], |r| {
                 let used = self.shared.uses.on().then(|| r.get::<_, i64>(3)).transpose()?;
-                let (data, place) = (r.get::<_, Vec<u8>>(1)?, r.get::<_, Option<i64>>(2)?);
-                Ok((r.get::<_, i64>(0)?, data, place, used))
+                let data = match r.get::<_, Option<i64>>(2)? {
+                    None => Ok(r.get::<_, Vec<u8>>(1)?),
+                    Some(place) => value_log::read_value(self.shared.values.as_ref(), key, place),
+                };
+                Ok((r.get::<_, i64>(0)?, data, used))
             })
             .optional()
             .context(|| format!("reading {key} from {}", table.name))?;
-        let Some((raw_len, data, place, used)) = row else { return Ok(None) };
-        let data = match place {
-            None => data,
-            Some(place) => value_log::read_value(self.shared.values.as_ref(), key, place)?,
-        };
+        let Some((raw_len, data, used)) = row else { return Ok(None) };
+        let data = data?;
         Ok(Some(Stored { raw_len, data: Arc::new(data), used }))
     }
 

@@ -25,6 +25,7 @@ use crate::names::{self, NameForm, NameRow, NameSql};
 use crate::pending::Row;
 use crate::schema::{Insert, TableSql};
 use crate::uses::{self, PINNED};
+use crate::value_log::Place;
 use crate::value_space::{self, Appender};
 
 /// Rows of at least this many stored bytes are written through blob I/O (see
@@ -225,11 +226,13 @@ impl Tx<'_> {
         let mut removed = false;
         let mut manifest = None;
         let mut rowid = None;
+        let mut place = None;
         while let Some(row) = rows.next().stop(what)? {
             let (raw, stored, used): (i64, i64, i64) =
                 (row.get(0).stop(what)?, row.get(1).stop(what)?, row.get(2).stop(what)?);
             manifest = row.get::<_, Option<Vec<u8>>>(3).stop(what)?.map(|m| (raw, m));
             rowid = Some(row.get::<_, i64>(4).stop(what)?);
+            place = row.get::<_, Option<i64>>(5).stop(what)?.and_then(Place::unpack);
             let totals = &mut self.written.totals;
             totals.objects -= 1;
             totals.raw_bytes -= raw;
@@ -241,6 +244,9 @@ impl Tx<'_> {
             removed = true;
         }
         drop(rows);
+        if let Some(place) = place {
+            value_space::free(self.conn, place).stop(what)?;
+        }
         if let Some(rowid) = rowid {
             table.unindex(self.conn, key, rowid).stop(what)?;
             if self.shared.schema.uses_apart {

@@ -130,6 +130,11 @@ impl Writer {
                 Err(Failure::Fatal(stop)) => return Err(stop),
             }
         }
+        match self.values_upkeep() {
+            Ok(true) => return Ok(true),
+            Ok(false) | Err(Failure::Busy) => {}
+            Err(Failure::Fatal(stop)) => return Err(stop),
+        }
         match self.move_young() {
             Ok(true) => return Ok(true),
             Ok(false) | Err(Failure::Busy) => {}
@@ -332,7 +337,7 @@ impl Writer {
     }
 
     fn space(&self) -> Result<Space, Stop> {
-        Space::read(&self.conn).stop(|| "reading the database's size".into())
+        Space::read(&self.conn, self.shared.values.is_some()).stop(|| "reading the database's size".into())
     }
 
     /// Evicts, in one transaction, the least recently used unpinned objects used before
@@ -369,7 +374,7 @@ impl Writer {
     /// Builds the indexes removals read (of uses, and of names by key), unless the stash
     /// has them: once in a stash's life, at its first eviction or cap (`schema.rs`). One
     /// transaction, one pass over each table.
-    fn index_removals(&mut self) -> Result<(), Failure> {
+    pub(super) fn index_removals(&mut self) -> Result<(), Failure> {
         if self.removals_indexed {
             return Ok(());
         }
