@@ -132,7 +132,14 @@ impl<C: Deref<Target = Connection>, F: Fn() -> Result<C>> Check<'_, F> {
             stmt.query_row([&key.as_bytes()[..]], |r| {
                 let place = r.get::<_, Option<i64>>(2)?.and_then(Place::unpack);
                 // Checked inside the snapshot, as above.
-                Ok(intact_row(self.log, self.dicts, key, r.get(0)?, r.get_ref(1)?.as_blob()?, place))
+                Ok(intact_row(
+                    self.log,
+                    self.dicts,
+                    key,
+                    r.get(0)?,
+                    r.get_ref(1)?.as_blob()?,
+                    place,
+                ))
             })
             .context(|| format!("reading {key}"))
         });

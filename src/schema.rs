@@ -247,9 +247,7 @@ impl TableSql {
                  substr(data, 1, 4) = {MANIFEST_MAGIC_SQL} FROM {name} \
                  WHERE used < ?1 ORDER BY used LIMIT ?2"
             ),
-            evict: format!(
-                "DELETE FROM {name} WHERE rowid = ?1 RETURNING {MANIFEST_SQL}, {place}"
-            ),
+            evict: format!("DELETE FROM {name} WHERE rowid = ?1 RETURNING {MANIFEST_SQL}, {place}"),
             first_use: format!(
                 "SELECT used FROM {name} WHERE used < {PINNED} ORDER BY used LIMIT 1"
             ),

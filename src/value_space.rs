@@ -104,9 +104,14 @@ impl Appender {
         Ok(Appender { segment, offset, high, runs: Vec::new(), padding: HashMap::new() })
     }
 
-    /// The segment being appended into (never compacted).
-    pub(crate) fn segment(&self) -> u64 {
-        self.segment
+    /// Leaves `segment` if it is the one being appended into, so that it can be compacted:
+    /// its rest is padding, and the next value goes into another segment.
+    pub(crate) fn leave(&mut self, conn: &Connection, segment: u64) -> Result<()> {
+        if segment == self.segment {
+            *self.padding.entry(self.segment).or_default() += SEGMENT - self.offset;
+            self.next_segment(conn)?;
+        }
+        Ok(())
     }
 
     /// Places `value` (shorter than [`FILE_MAX`]): its bytes wait in memory for
@@ -254,20 +259,13 @@ pub(crate) fn live_bytes(conn: &Connection) -> rusqlite::Result<u64> {
     )
 }
 
-/// The segment most worth compacting, other than `current` (the one appended into): the
-/// one with the most dead bytes, if it holds at least `least`.
-pub(crate) fn worst_segment(
-    conn: &Connection,
-    current: u64,
-    least: u64,
-) -> rusqlite::Result<Option<(u64, u64)>> {
+/// The segment most worth compacting: the one with the most dead bytes, if it holds at
+/// least `least`.
+pub(crate) fn worst_segment(conn: &Connection, least: u64) -> rusqlite::Result<Option<u64>> {
     conn.query_row(
-        &format!(
-            "SELECT segment, dead FROM {DEAD} WHERE segment <> ?1 AND dead >= ?2 \
-             ORDER BY dead DESC LIMIT 1"
-        ),
-        params![current as i64, least as i64],
-        |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64)),
+        &format!("SELECT segment FROM {DEAD} WHERE dead >= ?1 ORDER BY dead DESC LIMIT 1"),
+        [least as i64],
+        |r| Ok(r.get::<_, i64>(0)? as u64),
     )
     .optional()
 }
@@ -358,8 +356,13 @@ impl LiveValues {
             let dead = SEGMENT.saturating_sub(live.get(&segment).copied().unwrap_or(0));
             add_dead(conn, segment, dead).context(|| "counting the values file's dead".into())?;
         }
-        let mut appender =
-            Appender { segment: high, offset: 0, high: high + 1, runs: Vec::new(), padding: HashMap::new() };
+        let mut appender = Appender {
+            segment: high,
+            offset: 0,
+            high: high + 1,
+            runs: Vec::new(),
+            padding: HashMap::new(),
+        };
         appender.record(conn)
     }
 }

@@ -77,10 +77,11 @@ impl Writer {
             let conn = &writer.conn;
             let log = writer.shared.values.as_ref().expect("a stash with a file of values");
             let mut appender = Appender::begin(conn)?;
-            let worst = value_space::worst_segment(conn, appender.segment(), least)
+            let worst = value_space::worst_segment(conn, least)
                 .stop(|| "choosing a segment to compact".into())?;
-            let Some((segment, _)) = worst else { return Ok(false) };
+            let Some(segment) = worst else { return Ok(false) };
             let what = || format!("compacting segment {segment} of the values file");
+            appender.leave(conn, segment)?;
             let (first, past) = value_space::packed_range(segment);
             for table in &writer.shared.schema.tables {
                 let rows: Vec<(i64, i64)> = conn

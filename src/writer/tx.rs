@@ -108,7 +108,8 @@ impl Tx<'_> {
             let table = self.shared.schema.table(&row.key);
             let what = || format!("inserting {} into {}", row.key, table.name);
             let reserve = row.data.len() >= LARGE_ROW;
-            let in_file = row.data.len() < value_space::FILE_MAX && !manifest::is_manifest(&row.data);
+            let in_file =
+                row.data.len() < value_space::FILE_MAX && !manifest::is_manifest(&row.data);
             let place = match &mut self.written.values {
                 Some(appender) if in_file => Some(appender.place(self.conn, &row.data)?),
                 _ => None,

@@ -114,6 +114,12 @@ impl Writer {
                         break;
                     }
                 }
+                // What eviction left dead in the file of values goes in the same step: a
+                // burst of saves leaves no step between batches for anything else.
+                match self.values_upkeep() {
+                    Ok(_) | Err(Failure::Busy) => {}
+                    Err(Failure::Fatal(stop)) => return Err(stop),
+                }
                 if self.evicting && space.in_use() > marks.low {
                     return Ok(true);
                 }
@@ -337,7 +343,8 @@ impl Writer {
     }
 
     fn space(&self) -> Result<Space, Stop> {
-        Space::read(&self.conn, self.shared.values.is_some()).stop(|| "reading the database's size".into())
+        Space::read(&self.conn, self.shared.values.is_some())
+            .stop(|| "reading the database's size".into())
     }
 
     /// Evicts, in one transaction, the least recently used unpinned objects used before
