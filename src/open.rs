@@ -213,8 +213,8 @@ impl Options {
         // In rollback-journal mode (owned) a held read transaction would block the writer.
         let held_for =
             if settings.durability.owned() { Duration::ZERO } else { self.read_snapshot };
-        let readers =
-            Readers::new(path.clone(), statements, self.read_map, self.busy_timeout, held_for)?;
+        let map = self.read_map.for_values(schema.stored());
+        let readers = Readers::new(path.clone(), statements, map, self.busy_timeout, held_for)?;
         // A writable open has given the tables their use column (`migrate`).
         let shared =
             Stash::shared(path, self.busy_timeout, schema, &conn, !read_only, self.use_resolution)?;

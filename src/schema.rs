@@ -257,7 +257,11 @@ impl TableSql {
             places_in: format!(
                 "SELECT rowid, {place} FROM {name} WHERE {place} >= ?1 AND {place} < ?2"
             ),
-            move_place: format!("UPDATE {name} SET {place} = ?2 WHERE rowid = ?1"),
+            // Rows that hold their values have no place to move (compaction never runs).
+            move_place: match stored {
+                Values::InFile => format!("UPDATE {name} SET {place} = ?2 WHERE rowid = ?1"),
+                Values::InRows => format!("SELECT ?2 FROM {name} WHERE rowid = ?1 AND 0"),
+            },
             name,
             key_index,
             stored,

@@ -162,7 +162,7 @@ impl Writer {
                 self.shared.uses.take(self.uses_apart());
             }
         }
-        if self.idle {
+        if self.last_write.elapsed() >= uses::RECORD_EVERY {
             self.truncate_log();
         }
         Ok(false)

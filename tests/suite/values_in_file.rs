@@ -242,3 +242,124 @@ fn a_damaged_database_is_rebuilt_around_its_file_of_values() -> TestResult {
     assert!(check.is_ok(), "{check}");
     Ok(())
 }
+
+/// Bytes the file of values of the database at `db` takes on disk: its blocks, which the
+/// writer gives back once their values are dead and compacted away.
+fn blocks_of(db: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(sibling(db, "-values")).map_or(0, |m| m.blocks() * 512)
+}
+
+/// Waits (flushing, so that the writer runs its upkeep) until `done`; fails after a while.
+fn wait_for(stash: &Stash, what: &str, done: impl Fn() -> bool) -> TestResult {
+    let start = std::time::Instant::now();
+    while !done() {
+        anyhow::ensure!(start.elapsed() < std::time::Duration::from_secs(120), "never: {what}");
+        stash.flush()?;
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+/// `n` incompressible objects of `len` bytes: each takes its length in the file.
+fn noise_objects(seed: u64, n: usize, len: usize) -> Vec<Vec<u8>> {
+    (0..n as u64).map(|i| crate::common::noise(seed * 1_000_003 + i, len)).collect()
+}
+
+#[test]
+fn removed_objects_give_their_blocks_back_and_the_rest_read_back() -> TestResult {
+    for layout in [Layout::Single, Layout::Bucketed] {
+        let dir = tempfile::tempdir()?;
+        let db = dir.path().join("s.db");
+        let stash = builder(layout).open(&db)?;
+        // About 7 MiB: seven segments of the file.
+        let objs = noise_objects(3, 1_200, 6 << 10);
+        let keys = stash.save_all(&objs)?;
+        stash.flush()?;
+        let full = blocks_of(&db);
+        assert!(full >= 7 << 20, "{layout}: {full}");
+        // Three objects of every four go: every segment is three quarters dead, and its
+        // live quarter is moved before its blocks are given back.
+        let gone: Vec<_> =
+            keys.iter().enumerate().filter(|(i, _)| i % 4 != 0).map(|(_, k)| *k).collect();
+        stash.remove_all(&gone)?;
+        wait_for(&stash, "the blocks of removed values given back", || blocks_of(&db) <= full / 2)?;
+        let kept: Vec<_> = (0..keys.len()).step_by(4).collect();
+        let check = |stash: &Stash| -> TestResult {
+            let got = stash.get_many(&kept.iter().map(|&i| keys[i]).collect::<Vec<_>>())?;
+            for (&i, got) in kept.iter().zip(&got) {
+                assert_eq!(got.as_deref(), Some(&objs[i][..]), "{layout}: object {i}");
+            }
+            assert_eq!(stash.missing(&gone)?, gone);
+            let report = stash.verify()?;
+            assert!(report.is_ok(), "{layout}: {report}");
+            assert_eq!(report.checked, kept.len() as u64);
+            Ok(())
+        };
+        check(&stash)?;
+        stash.close()?;
+        check(&Stash::open(&db)?)?;
+    }
+    Ok(())
+}
+
+#[test]
+fn readers_of_any_handle_read_right_bytes_while_the_file_is_compacted() -> TestResult {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let dir = tempfile::tempdir()?;
+    let db = dir.path().join("s.db");
+    let writer = builder(Layout::Single).open(&db)?;
+    let other = Stash::open(&db)?;
+    let objs = noise_objects(5, 1_200, 6 << 10);
+    let keys = writer.save_all(&objs)?;
+    writer.flush()?;
+    let full = blocks_of(&db);
+    let kept: Vec<usize> = (0..keys.len()).step_by(4).collect();
+    let gone: Vec<_> =
+        keys.iter().enumerate().filter(|(i, _)| i % 4 != 0).map(|(_, k)| *k).collect();
+    let stop = AtomicBool::new(false);
+    let rounds = [AtomicU64::new(0), AtomicU64::new(0)];
+    std::thread::scope(|s| -> TestResult {
+        // Two readers, one on the writer's handle and one on another, read the objects that
+        // stay, one at a time and many at once, until told to stop: every byte right.
+        let readers: Vec<_> = [&writer, &other]
+            .into_iter()
+            .zip(&rounds)
+            .map(|(stash, round)| {
+                let (stop, keys, objs, kept) = (&stop, &keys, &objs, &kept);
+                s.spawn(move || -> TestResult {
+                    while !stop.load(Ordering::Acquire) {
+                        for &i in kept.iter().step_by(7) {
+                            assert_eq!(stash.get(&keys[i])?.as_deref(), Some(&objs[i][..]));
+                        }
+                        let many: Vec<_> = kept.iter().map(|&i| keys[i]).collect();
+                        for (&i, got) in kept.iter().zip(stash.get_many(&many)?) {
+                            assert_eq!(got.as_deref(), Some(&objs[i][..]), "object {i}");
+                        }
+                        round.fetch_add(1, Ordering::Release);
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        let started = |n| rounds.iter().all(|r| r.load(Ordering::Acquire) >= n);
+        let compacted = (|| -> TestResult {
+            wait_for(&writer, "both readers reading", || started(1))?;
+            writer.remove_all(&gone)?;
+            wait_for(&writer, "the blocks given back", || blocks_of(&db) <= full / 2)?;
+            // Each reader reads the whole set at least once more after the blocks went.
+            let after: Vec<u64> = rounds.iter().map(|r| r.load(Ordering::Acquire) + 2).collect();
+            wait_for(&writer, "both readers reading after", || {
+                rounds.iter().zip(&after).all(|(r, &n)| r.load(Ordering::Acquire) >= n)
+            })
+        })();
+        stop.store(true, Ordering::Release);
+        for reader in readers {
+            reader.join().expect("a reader panicked")?;
+        }
+        compacted
+    })?;
+    let report = other.verify()?;
+    assert!(report.is_ok(), "{report}");
+    Ok(())
+}

@@ -49,9 +49,9 @@ struct Args {
     /// Begin a read transaction for each `get` instead of keeping snapshots.
     #[arg(long)]
     transaction_per_read: bool,
-    /// Each read connection's memory map, in bytes (0: none).
-    #[arg(long, default_value_t = 0)]
-    mmap: u64,
+    /// Each read connection's memory map, in bytes (0: none; default: the library's).
+    #[arg(long)]
+    mmap: Option<u64>,
     /// Threads of the stash's pool (default: the library's).
     #[arg(long)]
     threads: Option<usize>,
@@ -120,7 +120,10 @@ fn main() -> Result<()> {
         None => shuffled(keys.len()),
     };
     order.truncate(reads.unwrap_or(usize::MAX));
-    let mut builder = Stash::builder().read_only(read_only).read_mmap_size(mmap);
+    let mut builder = Stash::builder().read_only(read_only);
+    if let Some(bytes) = mmap {
+        builder = builder.read_mmap_size(bytes);
+    }
     if let Some(threads) = threads {
         builder = builder.threads(threads);
     }
