@@ -255,7 +255,7 @@ impl TableSql {
                 "SELECT count(*), coalesce(sum({len}), 0) FROM {name} WHERE used = {PINNED}"
             ),
             places_in: format!(
-                "SELECT rowid, {place} FROM {name} WHERE {place} >= ?1 AND {place} < ?2"
+                "SELECT rowid, {place} FROM {name} WHERE {place} >= ?1 AND {place} < ?2 LIMIT ?3"
             ),
             // Rows that hold their values have no place to move (compaction never runs).
             move_place: match stored {

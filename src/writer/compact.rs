@@ -8,6 +8,7 @@ use rusqlite::params;
 
 use super::run::Writer;
 use super::stop::{Failure, StopContext};
+use crate::evict::Marks;
 use crate::value_log::Place;
 use crate::value_space::{self, Appender, SEGMENT, Usage};
 
@@ -18,6 +19,10 @@ const UNCAPPED_DEAD: u64 = SEGMENT / 2;
 /// segment with the most is compacted if it holds at least this many (a byte copied frees
 /// at least a seventh of a byte).
 const CAPPED_DEAD: u64 = SEGMENT / 8;
+/// Rows one step of compaction moves at most: a segment of values of 256 bytes.
+const COMPACTION_ROWS: usize = (SEGMENT / 256) as usize;
+/// Rows one step of compaction moves at least, under the smallest cap.
+const MIN_COMPACTION_ROWS: usize = 16;
 
 impl Writer {
     /// One step of the file of values' upkeep, if the stash has one: gives compacted
@@ -68,11 +73,15 @@ impl Writer {
         matches!(checkpoint, Ok(0))
     }
 
-    /// Compacts the segment with the most dead bytes, if it has at least `least`, in one
-    /// transaction: its live values are appended anew, their rows point at them, and the
-    /// segment is listed compacted. Returns whether it did.
+    /// Compacts the segment with the most dead bytes, if it has at least `least`: moves up
+    /// to a step's rows of its live values (appended anew, their rows pointed at them) in
+    /// one transaction, which lists the segment compacted once none is left. A step is
+    /// bounded so that its transaction fits the write-ahead log's share of a cap (a segment
+    /// of small values in the bucketed layout dirties a leaf of each of 256 tables).
+    /// Returns whether it did.
     fn compact(&mut self, least: u64) -> Result<bool, Failure> {
         self.index_removals()?;
+        let step = self.compaction_rows();
         let compacted = self.transaction(|writer| {
             let conn = &writer.conn;
             let log = writer.shared.values.as_ref().expect("a stash with a file of values");
@@ -83,14 +92,29 @@ impl Writer {
             let what = || format!("compacting segment {segment} of the values file");
             appender.leave(conn, segment)?;
             let (first, past) = value_space::packed_range(segment);
+            let mut left = step;
+            // Whether the segment may still hold live values once the step is done.
+            let mut more = false;
             for table in &writer.shared.schema.tables {
-                let rows: Vec<(i64, i64)> = conn
+                if left == 0 {
+                    more = true;
+                    break;
+                }
+                // One more than the step allows: whether the table has more.
+                let mut rows: Vec<(i64, i64)> = conn
                     .prepare_cached(&table.places_in)
                     .and_then(|mut stmt| {
-                        stmt.query_map(params![first, past], |r| Ok((r.get(0)?, r.get(1)?)))?
-                            .collect()
+                        stmt.query_map(params![first, past, left as i64 + 1], |r| {
+                            Ok((r.get(0)?, r.get(1)?))
+                        })?
+                        .collect()
                     })
                     .stop(what)?;
+                if rows.len() > left {
+                    more = true;
+                    rows.truncate(left);
+                }
+                left -= rows.len();
                 let mut update = conn.prepare_cached(&table.move_place).stop(what)?;
                 for (rowid, packed) in rows {
                     let Some(old) = Place::unpack(packed) else { continue };
@@ -99,17 +123,33 @@ impl Writer {
                     let value = log.read(old).unwrap_or_else(|_| vec![0; old.len]);
                     let new = appender.place(conn, &value)?;
                     update.execute(params![rowid, new.pack()]).stop(what)?;
+                    value_space::free(conn, old).stop(what)?;
+                }
+                if more {
+                    break;
                 }
             }
             appender.write(log)?;
             writer.sync_values()?;
             appender.record(conn)?;
-            value_space::compacted(conn, segment).stop(what)?;
+            if !more {
+                value_space::compacted(conn, segment).stop(what)?;
+            }
             Ok(true)
         })?;
         if compacted {
             self.checkpoint_owed = true;
         }
         Ok(compacted)
+    }
+
+    /// Rows one step of compaction moves: under a cap, about what the write-ahead log's
+    /// share holds at three pages dirtied a row (its table's leaf, the index of places and
+    /// of uses); without one, a segment's worth of small values.
+    fn compaction_rows(&self) -> usize {
+        self.cap.map_or(COMPACTION_ROWS, |cap| {
+            let pages = Marks::of(cap).log / self.page_size.max(512);
+            (pages as usize / 3).clamp(MIN_COMPACTION_ROWS, COMPACTION_ROWS)
+        })
     }
 }
