@@ -15,6 +15,7 @@ use crate::open::{self, Options};
 use crate::readers::ReadMap;
 use crate::stash::Stash;
 use crate::uses;
+use crate::values::Values;
 
 /// Default gzip level; see notes/design.md.
 const DEFAULT_LEVEL: u32 = codec::DEFAULT_LEVEL;
@@ -42,6 +43,7 @@ impl Default for StashBuilder {
         StashBuilder {
             options: Options {
                 layout: None,
+                values: Values::default(),
                 durability: None,
                 codec: None,
                 reconfigure: false,
@@ -90,6 +92,14 @@ impl StashBuilder {
     /// Default: the recorded layout for an existing stash, [`Layout::Single`] for a new one.
     pub fn layout(mut self, layout: Layout) -> Self {
         self.options.layout = Some(layout);
+        self
+    }
+
+    /// Where a new stash keeps its objects' stored bytes: in their rows (the default) or in
+    /// a file beside the database ([`Values::InFile`]). An existing stash keeps where it
+    /// was made to keep them, whatever is asked here.
+    pub fn values(mut self, values: Values) -> Self {
+        self.options.values = values;
         self
     }
 
@@ -221,8 +231,11 @@ impl StashBuilder {
     /// replaced by one without a map once the file outgrows it. A small stash is read whole
     /// and often, and the map pays there (`get` 1.17x-1.43x on 100,000 Speckle objects,
     /// 45 MB); a map of the first part of a large file serves only the reads that land
-    /// there, and took the million example's peak memory from 115 to 216 MiB. `bytes` maps
-    /// that much whatever the file's size; 0 never maps.
+    /// there, and took the million example's peak memory from 115 to 216 MiB. A stash
+    /// whose values are in a file of their own ([`Values::InFile`]) maps its database whole
+    /// by default (up to 2 GiB, about 27 million rows of about 80 bytes): the values are
+    /// read from their file, and the map holds only keys and places. `bytes` maps that much
+    /// whatever the file's size; 0 never maps.
     pub fn read_mmap_size(mut self, bytes: u64) -> Self {
         self.options.read_map = ReadMap::Bytes(bytes);
         self

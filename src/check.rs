@@ -24,6 +24,7 @@ use crate::recovery;
 use crate::scan::{self, ScannedRow};
 use crate::schema::{self, Schema, TableSql};
 use crate::stats::VerifyReport;
+use crate::value_log::{Place, ValueLog};
 
 /// Rows read per query: each query holds a read lock only briefly.
 const CHUNK: usize = 1_024;
@@ -34,6 +35,8 @@ pub(crate) struct Check<'a, F> {
     pub connect: F,
     pub schema: &'a Schema,
     pub dicts: &'a Dictionaries,
+    /// The stash's file of values, if it keeps its values in one (`value_log.rs`).
+    pub log: Option<&'a ValueLog>,
     /// Threads to decode on; `None` decodes on the calling thread.
     pub pool: Option<&'a rayon::ThreadPool>,
 }
@@ -68,8 +71,16 @@ impl<C: Deref<Target = Connection>, F: Fn() -> Result<C>> Check<'_, F> {
             // Each chunk is read and its keys looked up in one read transaction, so that a
             // concurrent eviction or remove cannot pass for a lost index entry.
             let read = |conn: &Connection| -> Result<(Vec<ScannedRow>, Vec<bool>)> {
-                let chunk = scan::chunk(conn, &table.scan, after, CHUNK)
+                let mut chunk = scan::chunk(conn, &table.scan, after, CHUNK)
                     .map_err(|e| e.into_error(String::new()))?;
+                // Values in the file are read inside the snapshot that names their places
+                // (compaction gives a segment back only once no snapshot points into it); a
+                // place the file cannot give stays, and is reported below.
+                for row in &mut chunk {
+                    if let Some(bytes) = row.place.and_then(|place| self.log?.read(place).ok()) {
+                        (row.data, row.place) = (bytes, None);
+                    }
+                }
                 let mut exists =
                     conn.prepare_cached(&table.exists).context(|| table.name.clone())?;
                 let indexed = chunk
@@ -103,8 +114,9 @@ impl<C: Deref<Target = Connection>, F: Fn() -> Result<C>> Check<'_, F> {
     /// Each row's key and whether it decodes to bytes that hash to it. A key blob of the
     /// wrong length cannot address anything; it is reported under the hash of what it holds.
     fn decode_all(&self, chunk: &[ScannedRow]) -> Vec<(Key, bool)> {
+        let (log, dicts) = (self.log, self.dicts);
         let decode = |row: &ScannedRow| match row.key() {
-            Some(key) => (key, intact(&key, row.raw_len, &row.data, self.dicts)),
+            Some(key) => (key, intact_row(log, dicts, &key, row.raw_len, &row.data, row.place)),
             None => (Key::of(&row.key), false),
         };
         match self.pool {
@@ -118,11 +130,20 @@ impl<C: Deref<Target = Connection>, F: Fn() -> Result<C>> Check<'_, F> {
         let found = (self.connect)().and_then(|conn| {
             let mut stmt = conn.prepare_cached(&table.select).context(|| table.name.clone())?;
             stmt.query_row([&key.as_bytes()[..]], |r| {
-                Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?))
+                let place = r.get::<_, Option<i64>>(2)?.and_then(Place::unpack);
+                // Checked inside the snapshot, as above.
+                Ok(intact_row(
+                    self.log,
+                    self.dicts,
+                    key,
+                    r.get(0)?,
+                    r.get_ref(1)?.as_blob()?,
+                    place,
+                ))
             })
             .context(|| format!("reading {key}"))
         });
-        matches!(found, Ok((raw_len, data)) if intact(key, raw_len, &data, self.dicts))
+        matches!(found, Ok(true))
     }
 
     /// Recounts the totals from the rows and compares them with the recorded ones, in one
@@ -201,6 +222,24 @@ pub(crate) fn intact(key: &Key, raw_len: i64, stored: &[u8], dicts: &Dictionarie
         return Manifest::decode(stored, raw_len).is_ok();
     }
     codec::decode_checked(key, raw_len, stored, dicts).is_ok()
+}
+
+/// Whether a row's value, in the row (`data`) or in the file of values `log` (`place`),
+/// decodes to bytes that hash to `key`.
+fn intact_row(
+    log: Option<&ValueLog>,
+    dicts: &Dictionaries,
+    key: &Key,
+    raw_len: i64,
+    data: &[u8],
+    place: Option<Place>,
+) -> bool {
+    match place {
+        None => intact(key, raw_len, data, dicts),
+        Some(place) => log
+            .and_then(|log| log.read(place).ok())
+            .is_some_and(|data| intact(key, raw_len, &data, dicts)),
+    }
 }
 
 /// What a report that is not sound says is wrong, in one line (a repair's reason).

@@ -37,6 +37,8 @@ use crate::key::Key;
 use crate::meta::Delta;
 use crate::names::NameSql;
 use crate::schema::Schema;
+use crate::value_log::Place;
+use crate::value_space;
 
 /// Rows evicted in one transaction at most: what bounds how long eviction keeps saves
 /// waiting (about as long as one batch of saves).
@@ -100,10 +102,13 @@ pub(crate) struct Space {
     pub pages: u64,
     pub free: u64,
     pub page_size: u64,
+    /// Bytes of live values in the file of values, if the stash has one.
+    pub values: u64,
 }
 
 impl Space {
-    pub(crate) fn read(conn: &Connection) -> rusqlite::Result<Space> {
+    /// The database's pages, and the live bytes of its file of values if `values`.
+    pub(crate) fn read(conn: &Connection, values: bool) -> rusqlite::Result<Space> {
         let get = |pragma: &str| -> rusqlite::Result<u64> {
             conn.pragma_query_value(None, pragma, |r| r.get::<_, i64>(0)).map(|v| v.max(0) as u64)
         };
@@ -111,12 +116,14 @@ impl Space {
             pages: get("page_count")?,
             free: get("freelist_count")?,
             page_size: get("page_size")?,
+            values: if values { value_space::live_bytes(conn)? } else { 0 },
         })
     }
 
-    /// Bytes of pages holding something: the file's size once free pages are given back.
+    /// Bytes of pages holding something, and of live values: the files' size once free
+    /// pages and dead values are given back.
     pub(crate) fn in_use(&self) -> u64 {
-        self.pages.saturating_sub(self.free) * self.page_size
+        self.pages.saturating_sub(self.free) * self.page_size + self.values
     }
 
     pub(crate) fn free_bytes(&self) -> u64 {
@@ -217,11 +224,14 @@ pub(crate) fn delete(
 ) -> rusqlite::Result<()> {
     for victim in victims {
         let table = &schema.tables[victim.table];
-        let gone: Option<Option<Vec<u8>>> = conn
+        let gone: Option<(Option<Vec<u8>>, Option<i64>)> = conn
             .prepare_cached(&table.evict)?
-            .query_row([victim.rowid], |r| r.get(0))
+            .query_row([victim.rowid], |r| Ok((r.get(0)?, r.get(1)?)))
             .optional()?;
-        let Some(manifest) = gone else { continue };
+        let Some((manifest, place)) = gone else { continue };
+        if let Some(place) = place.and_then(Place::unpack) {
+            value_space::free(conn, place)?;
+        }
         table.unindex(conn, &victim.key, victim.rowid)?;
         delta.objects -= 1;
         delta.raw_bytes -= victim.raw;

@@ -17,6 +17,10 @@ pub(crate) const LOCK: &str = "-lock";
 /// Suffix of the lock file held while a handle opens or closes (see `lock.rs`).
 pub(crate) const GATE: &str = "-open";
 
+/// Suffix of the file of values of a stash that keeps its values beside the database
+/// (`value_log.rs`).
+pub(crate) const VALUES: &str = "-values";
+
 /// `path` with `suffix` appended to its file name.
 pub(crate) fn sibling(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
@@ -24,11 +28,14 @@ pub(crate) fn sibling(path: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// Bytes of the database and its journal files on disk.
+/// Bytes of the database, its journal files and its file of values on disk (of the file of
+/// values, its allocated blocks: freed values are holes).
 pub(crate) fn database_bytes(path: &Path) -> std::io::Result<u64> {
+    use std::os::unix::fs::MetadataExt;
     let mut bytes = 0;
-    for suffix in ["", "-wal", "-journal"] {
+    for suffix in ["", "-wal", "-journal", VALUES] {
         match std::fs::metadata(sibling(path, suffix)) {
+            Ok(meta) if suffix == VALUES => bytes += meta.blocks() * 512,
             Ok(meta) => bytes += meta.len(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),

@@ -105,6 +105,7 @@ mod parse;
 mod recovery;
 mod repair;
 mod stats;
+mod values;
 
 // Feeding the writer directly, for its benchmark only (feature `writer-benchmark`).
 #[cfg(feature = "writer-benchmark")]
@@ -141,6 +142,8 @@ mod schema;
 mod scratch;
 mod use_table;
 mod uses;
+mod value_log;
+mod value_space;
 mod writer;
 
 pub use crate::builder::StashBuilder;
@@ -163,3 +166,4 @@ pub use crate::repair::repair;
 pub use crate::stash::RemoteTier;
 pub use crate::stash::{ObjectReader, Stash};
 pub use crate::stats::{Evicted, Stats, VerifyReport};
+pub use crate::values::Values;

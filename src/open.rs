@@ -30,12 +30,15 @@ use crate::recovery::{self, RecoveryReport, Trigger};
 use crate::salvage;
 use crate::schema::{self, FORMAT_VERSION, Schema};
 use crate::stash::{Parts, Saving, Stash};
+use crate::values::Values;
 use crate::writer::WriterConfig;
 
 /// Every setting of an open, as the builder gathered them.
 #[derive(Clone, Debug)]
 pub(crate) struct Options {
     pub layout: Option<Layout>,
+    /// Where a new stash keeps its values.
+    pub values: Values,
     pub durability: Option<Durability>,
     pub codec: Option<Codec>,
     pub reconfigure: bool,
@@ -210,8 +213,8 @@ impl Options {
         // In rollback-journal mode (owned) a held read transaction would block the writer.
         let held_for =
             if settings.durability.owned() { Duration::ZERO } else { self.read_snapshot };
-        let readers =
-            Readers::new(path.clone(), statements, self.read_map, self.busy_timeout, held_for)?;
+        let map = self.read_map.for_values(schema.stored());
+        let readers = Readers::new(path.clone(), statements, map, self.busy_timeout, held_for)?;
         // A writable open has given the tables their use column (`migrate`).
         let shared =
             Stash::shared(path, self.busy_timeout, schema, &conn, !read_only, self.use_resolution)?;
@@ -328,7 +331,7 @@ impl Options {
 
     /// Makes a new stash in an empty file.
     fn create(&self, conn: Connection, path: &Path, alone: bool) -> Result<Prepared> {
-        let schema = Schema::fresh(self.layout.unwrap_or_default());
+        let schema = Schema::fresh(self.layout.unwrap_or_default(), self.values);
         conn.pragma_update(None, "page_size", schema::PAGE_SIZE)
             .context(|| format!("setting the page size of {}", path.display()))?;
         schema.create(&conn)?;

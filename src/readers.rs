@@ -63,10 +63,26 @@ pub(crate) enum ReadMap {
     Bytes(u64),
 }
 
+/// SQLite's largest map in the bundled build (`SQLITE_MAX_MMAP_SIZE`).
+const LARGEST_MAP: u64 = 0x7fff_0000;
+
 /// The default map's size, and the largest file it maps: python-diskcache's `mmap_size`.
 const SMALL_FILE: u64 = 64 << 20;
 
 impl ReadMap {
+    /// The map of a stash whose values are where `values` says. A database whose values are
+    /// in a file of their own holds about 80 bytes a row (`value_log.rs`): the default maps
+    /// it whole, up to SQLite's largest map (about 27 million rows), so that a read's
+    /// descents touch mapped pages and its only copy is the value's own bytes. The pages a
+    /// read touches count in the process's resident memory (the OS page cache's, which the
+    /// kernel drops under pressure): at most the database, a twelfth of a stash's bytes.
+    pub(crate) fn for_values(self, values: crate::values::Values) -> ReadMap {
+        match (self, values) {
+            (ReadMap::SmallFile, crate::values::Values::InFile) => ReadMap::Bytes(LARGEST_MAP),
+            (map, _) => map,
+        }
+    }
+
     /// The `mmap_size` of a connection opened now on the file at `path`.
     fn bytes(self, path: &Path) -> u64 {
         match self {

@@ -21,6 +21,8 @@ use crate::meta;
 use crate::recovery::{RecoveryReport, Trigger};
 use crate::salvage;
 use crate::schema::Schema;
+use crate::value_log::ValueLog;
+use crate::values::Values;
 
 /// Checks the closed stash at `path` and, if anything is wrong with it, rebuilds it from
 /// every object that still verifies: what to do when
@@ -69,6 +71,20 @@ fn find_problem(conn: &Connection) -> Result<u64, String> {
     let dicts = Dictionaries::load(conn).map_err(|e| format!("its dictionaries: {e}"))?;
     let schema =
         Schema::read(conn, layout).map_err(|e| format!("its tables cannot be read: {e}"))?;
-    let report = Check { connect: || Ok(conn), schema: &schema, dicts: &dicts, pool: None }.run();
+    let log = match schema.stored() {
+        Values::InFile => Some(
+            ValueLog::open(conn.path().map_or(Path::new(""), Path::new), false)
+                .map_err(|e| e.to_string())?,
+        ),
+        Values::InRows => None,
+    };
+    let check = Check {
+        connect: || Ok(conn),
+        schema: &schema,
+        dicts: &dicts,
+        log: log.as_ref(),
+        pool: None,
+    };
+    let report = check.run();
     if report.is_ok() { Ok(report.checked) } else { Err(check::summary(&report)) }
 }

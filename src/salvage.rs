@@ -29,6 +29,9 @@ use crate::recovery::{RecoveryReport, Trigger};
 use crate::scan::{self, Columns, ScannedRow};
 use crate::schema::{self, Insert, KeyIndex, Schema};
 use crate::uses::{self, PINNED};
+use crate::value_log::{Place, ValueLog};
+use crate::value_space::LiveValues;
+use crate::values::Values;
 
 /// Rows read per query while salvaging; each query restarts past damage.
 const CHUNK: usize = 512;
@@ -52,7 +55,18 @@ pub(crate) fn salvage(
     let layout = meta::read_layout(&damaged).ok().flatten().or(layout_hint).unwrap_or_default();
     let claimed = meta::read_totals(&damaged).ok().map(|t| t.objects);
 
-    let target = Schema::fresh(layout);
+    // A stash whose values are in a file keeps the file: the rows that verify keep their
+    // places in it, and only the database is rebuilt.
+    let stored = Schema::read(&damaged, layout).map(|s| s.stored()).unwrap_or_else(|_| {
+        if ValueLog::path_of(path).exists() { Values::InFile } else { Values::InRows }
+    });
+    let log = match stored {
+        Values::InFile => ValueLog::open(path, false)
+            .inspect_err(|e| log::warn!("objstash salvage: {e}; the values there are lost"))
+            .ok(),
+        Values::InRows => None,
+    };
+    let target = Schema::fresh(layout, stored);
     let fresh =
         open_connection(&fresh_path, false, target.statement_count(), Duration::from_secs(10))?;
     fresh
@@ -76,6 +90,8 @@ pub(crate) fn salvage(
         dicts: &dicts,
         fresh: &fresh,
         target: &target,
+        log: log.as_ref(),
+        live: LiveValues::default(),
         rows: Vec::new(),
         recovered: 0,
         dropped: 0,
@@ -89,7 +105,7 @@ pub(crate) fn salvage(
     salvager.offer_all("scanning the pages", path, |offer| {
         pagescan::scan(path, |(key, raw_len, data)| {
             let mut data = Some(data);
-            offer(key, &mut || data.take().map(|data| (raw_len, data)));
+            offer(key, &mut || data.take().map(|data| (raw_len, data, None)));
         })
     })?;
     // A lookup through the index (what `get` does) can reach a row that every scan missed;
@@ -102,7 +118,8 @@ pub(crate) fn salvage(
                     .prepare_cached(&table.select)
                     .and_then(|mut stmt| {
                         stmt.query_row([&key.as_bytes()[..]], |r| {
-                            Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?))
+                            let place = r.get::<_, Option<i64>>(2)?.and_then(Place::unpack);
+                            Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?, place))
                         })
                     })
                     .ok()
@@ -111,24 +128,29 @@ pub(crate) fn salvage(
                 let table = target.table(&Indexed::table_key(prefix));
                 let row = damaged
                     .prepare_cached(&format!(
-                        "SELECT key, raw_len, data FROM {} WHERE rowid = ?1",
+                        "SELECT key, raw_len, data, {} FROM {} WHERE rowid = ?1",
+                        stored.place_sql(),
                         table.name
                     ))
                     .and_then(|mut stmt| {
                         stmt.query_row([rowid], |r| {
-                            Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, i64>(1)?, r.get(2)?))
+                            let place = r.get::<_, Option<i64>>(3)?.and_then(Place::unpack);
+                            Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, i64>(1)?, r.get(2)?, place))
                         })
                     });
-                if let Ok((key, raw_len, data)) = row
+                if let Ok((key, raw_len, data, place)) = row
                     && let Some(key) = Key::from_slice(&key)
                 {
                     let mut data = Some(data);
-                    offer(key, &mut || data.take().map(|data| (raw_len, data)));
+                    offer(key, &mut || data.take().map(|data| (raw_len, data, place)));
                 }
             }
         })
     })?;
     let (recovered, dropped) = (salvager.recovered, salvager.dropped);
+    if log.is_some() {
+        salvager.live.restore(&fresh)?;
+    }
     salvage_pins(&damaged, &fresh, &target);
     let names_recovered = salvage_names(&damaged, path, &fresh, &target)?;
     let names_claimed = if names::table_exists(&damaged).unwrap_or(true) {
@@ -333,7 +355,12 @@ struct Salvager<'a> {
     dicts: &'a Dictionaries,
     fresh: &'a Connection,
     target: &'a Schema,
-    rows: Vec<(Key, i64, Vec<u8>)>,
+    /// The damaged stash's file of values, if it has one and it opens.
+    log: Option<&'a ValueLog>,
+    /// The values kept in the file of values, by segment.
+    live: LiveValues,
+    /// Rows to write: key, raw length, value (empty when in the file) and place.
+    rows: Vec<(Key, i64, Vec<u8>, Option<Place>)>,
     recovered: u64,
     dropped: u64,
     /// Keys of dropped rows, so a row both SQLite and the page scan find counts once.
@@ -371,7 +398,9 @@ impl Salvager<'_> {
         let end = max.into_iter().chain(listed.last().copied()).max().unwrap_or(0);
 
         let mut done = HashSet::new();
-        let forward = scan::chunk_sql(table, Columns::Values);
+        let stored = self.target.stored();
+        let forward = scan::chunk_sql(table, Columns::Values, stored);
+        let (len, place) = (stored.stored_len_sql(), stored.place_sql());
         let (mut after, mut skip) = (0i64, 1i64);
         while after < end {
             match self.rows(damaged, &forward, after, &mut done) {
@@ -387,7 +416,7 @@ impl Salvager<'_> {
             self.write_if_full()?;
         }
         let backward = format!(
-            "SELECT rowid, key, raw_len, length(data), data FROM {table} WHERE rowid < ?1 \
+            "SELECT rowid, key, raw_len, {len}, data, {place} FROM {table} WHERE rowid < ?1 \
              ORDER BY rowid DESC LIMIT ?2"
         );
         let mut before = end.saturating_add(1);
@@ -399,7 +428,7 @@ impl Salvager<'_> {
             self.write_if_full()?;
         }
         let one = format!(
-            "SELECT rowid, key, raw_len, length(data), data FROM {table} WHERE rowid = ?1 \
+            "SELECT rowid, key, raw_len, {len}, data, {place} FROM {table} WHERE rowid = ?1 \
              LIMIT ?2"
         );
         for rowid in listed {
@@ -430,7 +459,7 @@ impl Salvager<'_> {
                 continue;
             }
             match row.key() {
-                Some(key) => self.take(key, row.raw_len, &row.data),
+                Some(key) => self.take(key, row.raw_len, &row.data, row.place),
                 // A key of the wrong length: the row is gone, and there is no key to name.
                 None => self.dropped += 1,
             }
@@ -447,7 +476,7 @@ impl Salvager<'_> {
         what: &str,
         path: &Path,
         scan: impl FnOnce(
-            &mut dyn FnMut(Key, &mut dyn FnMut() -> Option<(i64, Vec<u8>)>),
+            &mut dyn FnMut(Key, &mut dyn FnMut() -> Option<(i64, Vec<u8>, Option<Place>)>),
         ) -> Result<(), E>,
     ) -> Result<()> {
         let mut failed = None;
@@ -455,8 +484,8 @@ impl Salvager<'_> {
             if failed.is_some() || self.seen(&key) {
                 return;
             }
-            if let Some((raw_len, data)) = read() {
-                self.take(key, raw_len, &data);
+            if let Some((raw_len, data, place)) = read() {
+                self.take(key, raw_len, &data, place);
                 failed = self.write_if_full().err();
             }
         });
@@ -469,8 +498,18 @@ impl Salvager<'_> {
         self.write()
     }
 
-    /// Keeps a row that verifies; counts one that does not, once per key.
-    fn take(&mut self, key: Key, raw_len: i64, data: &[u8]) {
+    /// Keeps a row that verifies; counts one that does not, once per key. A row whose value
+    /// is in the file of values (`place`) is checked there and keeps its place.
+    fn take(&mut self, key: Key, raw_len: i64, data: &[u8], place: Option<Place>) {
+        let in_file = place.and_then(|place| self.log?.read(place).ok());
+        if place.is_some() && in_file.is_none() {
+            // The file lacks it (lost, or shorter than the place).
+            if self.dropped_keys.insert(key) {
+                self.dropped += 1;
+            }
+            return;
+        }
+        let data = in_file.as_deref().unwrap_or(data);
         let intact = if manifest::is_manifest(data) {
             Manifest::decode(data, raw_len)
                 .is_ok_and(|m| m.chunks.iter().all(|c| self.chunks.contains(&c.key)))
@@ -478,7 +517,13 @@ impl Salvager<'_> {
             codec::decode_checked(&key, raw_len, data, self.dicts).is_ok()
         };
         if intact {
-            self.rows.push((key, raw_len, data.to_vec()));
+            match place {
+                Some(place) => {
+                    self.live.add(place);
+                    self.rows.push((key, raw_len, Vec::new(), Some(place)));
+                }
+                None => self.rows.push((key, raw_len, data.to_vec(), None)),
+            }
         } else if self.dropped_keys.insert(key) {
             self.dropped += 1;
         }
@@ -510,10 +555,10 @@ impl Salvager<'_> {
             .context(|| "starting a salvage batch".to_string())?;
         // Salvaged objects count as used now; pins are carried over by `salvage_pins`.
         let now = uses::now();
-        for (key, raw_len, data) in self.rows.drain(..) {
+        for (key, raw_len, data, place) in self.rows.drain(..) {
             let table = self.target.table(&key);
             let added = table
-                .add(&tx, &key, raw_len, &data, now, Insert::VALUE)
+                .add(&tx, &key, raw_len, &data, now, Insert { place, ..Insert::VALUE })
                 .context(|| format!("copying {key} into the recovered stash"))?;
             self.recovered += added as u64;
         }

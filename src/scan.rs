@@ -12,6 +12,8 @@ use rusqlite::{Connection, params};
 
 use crate::error::Error;
 use crate::key::Key;
+use crate::value_log::Place;
+use crate::values::Values;
 
 /// One row as a scan reads it.
 #[derive(Debug)]
@@ -23,12 +25,15 @@ pub(crate) struct ScannedRow {
     pub raw_len: i64,
     /// The stored value's length in bytes.
     pub stored_len: u64,
-    /// The stored value; empty for a listing (see [`Columns`]).
+    /// The stored value; empty for a listing (see [`Columns`]), and for a value in the file
+    /// of values, which `place` then names.
     pub data: Vec<u8>,
+    /// Where the value is in the file of values (`value_log.rs`), if it is there.
+    pub place: Option<Place>,
 }
 
 impl ScannedRow {
-    /// Reads a row whose columns are `rowid, key, raw_len, length(data), data`.
+    /// Reads a row whose columns are `rowid, key, raw_len, length(data), data, place`.
     pub(crate) fn read(row: &rusqlite::Row<'_>) -> rusqlite::Result<ScannedRow> {
         fn blob(value: ValueRef<'_>) -> Vec<u8> {
             match value {
@@ -42,6 +47,7 @@ impl ScannedRow {
             raw_len: row.get_ref(2)?.as_i64().unwrap_or(-1),
             stored_len: row.get_ref(3)?.as_i64().unwrap_or(0).max(0) as u64,
             data: blob(row.get_ref(4)?),
+            place: row.get_ref(5)?.as_i64().ok().and_then(Place::unpack),
         })
     }
 
@@ -61,13 +67,14 @@ pub(crate) enum Columns {
 }
 
 /// The query of one chunk: rows of `table` after a rowid, in rowid order.
-pub(crate) fn chunk_sql(table: &str, columns: Columns) -> String {
+pub(crate) fn chunk_sql(table: &str, columns: Columns, stored: Values) -> String {
     let data = match columns {
         Columns::Sizes => "NULL",
         Columns::Values => "data",
     };
+    let (len, place) = (stored.stored_len_sql(), stored.place_sql());
     format!(
-        "SELECT rowid, key, raw_len, length(data), {data} FROM {table} WHERE rowid > ?1 \
+        "SELECT rowid, key, raw_len, {len}, {data}, {place} FROM {table} WHERE rowid > ?1 \
          ORDER BY rowid LIMIT ?2"
     )
 }
@@ -138,14 +145,14 @@ mod tests {
              INSERT INTO t VALUES (1, x'00', 3, x'616263'), (5, 7, 'x', NULL), (9, x'01', 1, x'61');",
         )
         .unwrap();
-        let sql = chunk_sql("t", Columns::Values);
+        let sql = chunk_sql("t", Columns::Values, Values::InRows);
         let first = chunk(&conn, &sql, 0, 2).unwrap();
         assert_eq!(first.iter().map(|r| r.rowid).collect::<Vec<_>>(), [1, 5]);
         assert_eq!(first[0].data, b"abc");
         assert_eq!((first[1].key.len(), first[1].raw_len, first[1].stored_len), (0, -1, 0));
         let rest = chunk(&conn, &sql, 5, 2).unwrap();
         assert_eq!(rest.len(), 1);
-        let sizes = chunk(&conn, &chunk_sql("t", Columns::Sizes), 0, 10).unwrap();
+        let sizes = chunk(&conn, &chunk_sql("t", Columns::Sizes, Values::InRows), 0, 10).unwrap();
         assert!(sizes.iter().all(|r| r.data.is_empty()));
         assert_eq!(sizes[0].stored_len, 3);
     }

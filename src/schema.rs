@@ -39,12 +39,14 @@ use crate::names;
 use crate::scan::{self, Columns};
 use crate::use_table::{self, UseSql};
 use crate::uses::PINNED;
+use crate::value_log::Place;
+pub(crate) use crate::values::Values;
 
 /// `PRAGMA application_id` of every stash: "obst" in ASCII.
 pub(crate) const APPLICATION_ID: i32 = 0x6f62_7374;
-/// The newest format this version reads: a stash whose uses are recorded apart from its
-/// rows (`use_table.rs`).
-pub(crate) const FORMAT_VERSION: i64 = crate::use_table::FORMAT_VERSION;
+/// The newest format this version reads: a stash whose values are in a file beside its
+/// database (`value_log.rs`).
+pub(crate) const FORMAT_VERSION: i64 = crate::value_log::FORMAT_VERSION;
 /// The format of a stash that stores a zstd dictionary (rows older versions cannot decode).
 pub(crate) const DICT_FORMAT_VERSION: i64 = 2;
 /// The format of a stash without dictionaries, which every version reads.
@@ -61,11 +63,14 @@ pub(crate) struct Insert<'a> {
     /// The writer's filter of stored key prefixes (`key_filter.rs`): it says which indexes
     /// the lookup reads, and takes the key once inserted.
     pub filter: Option<&'a mut KeyFilter>,
+    /// Where the value is in the file of values, when it is there (the row's own value is
+    /// then empty).
+    pub place: Option<Place>,
 }
 
 impl Insert<'_> {
     /// The value bound, the key looked up in every index.
-    pub(crate) const VALUE: Insert<'static> = Insert { reserve: false, filter: None };
+    pub(crate) const VALUE: Insert<'static> = Insert { reserve: false, filter: None, place: None };
 }
 
 /// The SQL statements of one object table.
@@ -73,6 +78,8 @@ impl Insert<'_> {
 pub(crate) struct TableSql {
     pub name: String,
     pub key_index: KeyIndex,
+    /// Where its rows' stored bytes are.
+    pub stored: Values,
     /// Inserts a row: key, raw length, value, last use (`uses.rs`); through
     /// [`TableSql::add`], which skips a stored key.
     insert: String,
@@ -112,13 +119,18 @@ pub(crate) struct TableSql {
     pub first_use: String,
     /// Pinned objects and their stored bytes.
     pub pinned_totals: String,
+    /// The rowids and places of the values that start in a range of places
+    /// (`value_space.rs`; tables with values in a file only).
+    pub places_in: String,
+    /// Points the row at rowid `?1` at the place `?2`.
+    pub move_place: String,
     /// The narrow table of uses beside it, in stashes that have one (`use_table.rs`).
     pub apart: UseSql,
 }
 
 impl TableSql {
     /// The statements of one table: [`TableSql::statements`] lists them all.
-    const STATEMENTS: usize = 20;
+    const STATEMENTS: usize = 22;
 
     /// Every statement of the table. Destructured, so that a statement added to the struct
     /// and not here does not compile (the test below prepares them all).
@@ -127,6 +139,7 @@ impl TableSql {
         let TableSql {
             name: _,
             key_index: _,
+            stored: _,
             apart: _,
             insert,
             insert_zeroblob,
@@ -148,6 +161,8 @@ impl TableSql {
             evict,
             first_use,
             pinned_totals,
+            places_in,
+            move_place,
         } = self;
         [
             insert,
@@ -170,41 +185,49 @@ impl TableSql {
             evict,
             first_use,
             pinned_totals,
+            places_in,
+            move_place,
         ]
     }
 
-    fn new(name: String, key_index: KeyIndex) -> Self {
+    fn new(name: String, key_index: KeyIndex, stored: Values) -> Self {
         let is_key = key_index.matches("?1");
-        let values = "(key, raw_len, data, used)";
+        let len = stored.stored_len_sql();
+        let place = stored.place_sql();
+        let (columns, params) = match stored {
+            Values::InRows => ("(key, raw_len, data, used)", "?4"),
+            Values::InFile => ("(key, raw_len, data, used, place)", "?4, ?5"),
+        };
         let (insert, insert_zeroblob) = match key_index {
             KeyIndex::Full => (
-                format!("INSERT OR IGNORE INTO {name}{values} VALUES (?1, ?2, ?3, ?4)"),
-                format!("INSERT OR IGNORE INTO {name}{values} VALUES (?1, ?2, zeroblob(?3), ?4)"),
+                format!("INSERT OR IGNORE INTO {name}{columns} VALUES (?1, ?2, ?3, {params})"),
+                format!(
+                    "INSERT OR IGNORE INTO {name}{columns} VALUES (?1, ?2, zeroblob(?3), {params})"
+                ),
             ),
             // Run after a lookup (`TableSql::add`): one statement, `INSERT .. SELECT .. WHERE
             // NOT EXISTS`, reads the table it writes, and SQLite then stages each row in a
             // temporary table (4x slower, `experiments` `key_index`).
             KeyIndex::Generations => (
-                format!("INSERT INTO {name}{values} VALUES (?1, ?2, ?3, ?4)"),
-                format!("INSERT INTO {name}{values} VALUES (?1, ?2, zeroblob(?3), ?4)"),
+                format!("INSERT INTO {name}{columns} VALUES (?1, ?2, ?3, {params})"),
+                format!("INSERT INTO {name}{columns} VALUES (?1, ?2, zeroblob(?3), {params})"),
             ),
         };
         TableSql {
             insert,
             insert_zeroblob,
-            select: key_index.select(&name, "raw_len, data"),
-            select_used: key_index.select(&name, "raw_len, data, used"),
+            select: key_index.select(&name, &format!("raw_len, data, {place}")),
+            select_used: key_index.select(&name, &format!("raw_len, data, {place}, used")),
             exists: key_index.exists(&name),
             has_key: format!("SELECT 1 FROM {name} WHERE rowid = ?1 AND key = ?2"),
             delete: format!(
                 "DELETE FROM {name} WHERE {is_key} \
-                 RETURNING raw_len, length(data), used, {MANIFEST_SQL}, rowid"
+                 RETURNING raw_len, {len}, used, {MANIFEST_SQL}, rowid, {place}"
             ),
-            scan: scan::chunk_sql(&name, Columns::Values),
-            list: scan::chunk_sql(&name, Columns::Sizes),
+            scan: scan::chunk_sql(&name, Columns::Values, stored),
+            list: scan::chunk_sql(&name, Columns::Sizes, stored),
             totals: format!(
-                "SELECT count(*), coalesce(sum(raw_len), 0), coalesce(sum(length(data)), 0) \
-                 FROM {name}"
+                "SELECT count(*), coalesce(sum(raw_len), 0), coalesce(sum({len}), 0) FROM {name}"
             ),
             apart: UseSql::new(&name, key_index),
             name_insert: names::NameSql::insert(&name, key_index),
@@ -212,36 +235,48 @@ impl TableSql {
             touch: format!("UPDATE {name} SET used = ?2 WHERE {is_key} AND used < ?2"),
             pin: format!(
                 "UPDATE {name} SET used = {PINNED} WHERE {is_key} AND used <> {PINNED} \
-                 RETURNING length(data)"
+                 RETURNING {len}"
             ),
             unpin: format!(
                 "UPDATE {name} SET used = ?2 WHERE {is_key} AND used = {PINNED} \
-                 RETURNING length(data)"
+                 RETURNING {len}"
             ),
             pinned: key_index.select(&name, &format!("used = {PINNED}")),
             oldest: format!(
-                "SELECT rowid, key, raw_len, length(data), used, \
+                "SELECT rowid, key, raw_len, {len}, used, \
                  substr(data, 1, 4) = {MANIFEST_MAGIC_SQL} FROM {name} \
                  WHERE used < ?1 ORDER BY used LIMIT ?2"
             ),
-            evict: format!("DELETE FROM {name} WHERE rowid = ?1 RETURNING {MANIFEST_SQL}"),
+            evict: format!("DELETE FROM {name} WHERE rowid = ?1 RETURNING {MANIFEST_SQL}, {place}"),
             first_use: format!(
                 "SELECT used FROM {name} WHERE used < {PINNED} ORDER BY used LIMIT 1"
             ),
             pinned_totals: format!(
-                "SELECT count(*), coalesce(sum(length(data)), 0) FROM {name} \
-                 WHERE used = {PINNED}"
+                "SELECT count(*), coalesce(sum({len}), 0) FROM {name} WHERE used = {PINNED}"
             ),
+            places_in: format!(
+                "SELECT rowid, {place} FROM {name} WHERE {place} >= ?1 AND {place} < ?2 LIMIT ?3"
+            ),
+            // Rows that hold their values have no place to move (compaction never runs).
+            move_place: match stored {
+                Values::InFile => format!("UPDATE {name} SET {place} = ?2 WHERE rowid = ?1"),
+                Values::InRows => format!("SELECT ?2 FROM {name} WHERE rowid = ?1 AND 0"),
+            },
             name,
             key_index,
+            stored,
         }
     }
 
     fn create(&self) -> String {
+        let place = match self.stored {
+            Values::InRows => "",
+            Values::InFile => ", place INTEGER",
+        };
         format!(
             "CREATE TABLE {name}(rowid INTEGER PRIMARY KEY, key BLOB NOT NULL, \
-             raw_len INTEGER NOT NULL, data BLOB NOT NULL, used INTEGER NOT NULL DEFAULT 0);\n\
-             {index}",
+             raw_len INTEGER NOT NULL, data BLOB NOT NULL, used INTEGER NOT NULL DEFAULT 0\
+             {place});\n{index}",
             name = self.name,
             index = self.key_index.create(&self.name),
         )
@@ -249,7 +284,17 @@ impl TableSql {
 
     /// The index eviction reads uses through, oldest first.
     fn index_uses(&self) -> String {
-        format!("CREATE INDEX IF NOT EXISTS {name}_used ON {name}(used);\n", name = self.name)
+        let mut sql =
+            format!("CREATE INDEX IF NOT EXISTS {name}_used ON {name}(used);\n", name = self.name);
+        if self.stored == Values::InFile {
+            // Compacting a segment of the values file finds its rows through it.
+            sql += &format!(
+                "CREATE INDEX IF NOT EXISTS {name}_place ON {name}(place) \
+                 WHERE place IS NOT NULL;\n",
+                name = self.name
+            );
+        }
+        sql
     }
 
     /// Inserts the row `(key, raw_len, value, used)` unless the key is stored; 1 if it was
@@ -263,17 +308,29 @@ impl TableSql {
         used: i64,
         how: Insert,
     ) -> rusqlite::Result<usize> {
-        let Insert { reserve, filter } = how;
+        let Insert { reserve, filter, place } = how;
         let lookup = filter.as_deref().map_or(Lookup::BOTH, |f| f.lookup(key));
         if self.key_index == KeyIndex::Generations && self.stored(conn, key, lookup)? {
             return Ok(0);
         }
         let key = &key.as_bytes()[..];
-        let added = if reserve {
-            let len = value.len() as i64;
-            conn.prepare_cached(&self.insert_zeroblob)?.execute(params![key, raw_len, len, used])?
-        } else {
-            conn.prepare_cached(&self.insert)?.execute(params![key, raw_len, value, used])?
+        let added = match (reserve, self.stored) {
+            (true, Values::InRows) => conn
+                .prepare_cached(&self.insert_zeroblob)?
+                .execute(params![key, raw_len, value.len() as i64, used])?,
+            (true, Values::InFile) => conn
+                .prepare_cached(&self.insert_zeroblob)?
+                .execute(params![key, raw_len, value.len() as i64, used, None::<i64>])?,
+            (false, Values::InRows) => {
+                conn.prepare_cached(&self.insert)?.execute(params![key, raw_len, value, used])?
+            }
+            (false, Values::InFile) => conn.prepare_cached(&self.insert)?.execute(params![
+                key,
+                raw_len,
+                value,
+                used,
+                place.map(Place::pack)
+            ])?,
         };
         if added == 1 && self.key_index == KeyIndex::Generations {
             conn.prepare_cached(key_index::INDEX)?
@@ -354,17 +411,27 @@ pub(crate) struct Schema {
 
 impl Schema {
     /// The statements of tables of `layout` indexed by `key_index`, with narrow tables of
-    /// uses beside them if `uses_apart`.
-    pub(crate) fn new(layout: Layout, key_index: KeyIndex, uses_apart: bool) -> Self {
+    /// uses beside them if `uses_apart`, their values where `stored` says.
+    pub(crate) fn new(
+        layout: Layout,
+        key_index: KeyIndex,
+        uses_apart: bool,
+        stored: Values,
+    ) -> Self {
         let tables = (0..layout.table_count())
-            .map(|i| TableSql::new(layout.table_name(i), key_index))
+            .map(|i| TableSql::new(layout.table_name(i), key_index, stored))
             .collect();
         Schema { layout, tables, uses_apart }
     }
 
     /// The schema of a new stash: the newest format's.
-    pub(crate) fn fresh(layout: Layout) -> Self {
-        Schema::new(layout, KeyIndex::Generations, true)
+    pub(crate) fn fresh(layout: Layout, stored: Values) -> Self {
+        Schema::new(layout, KeyIndex::Generations, true, stored)
+    }
+
+    /// Where the stash keeps its values.
+    pub(crate) fn stored(&self) -> Values {
+        self.tables[0].stored
     }
 
     /// The schema of the stash on `conn`, whose layout is `layout`: its tables keep
@@ -381,13 +448,16 @@ impl Schema {
             .context(|| format!("looking for the {kind} {name}"))?
             > 0;
         let key_index = if found { KeyIndex::Generations } else { KeyIndex::Full };
-        Ok(Schema::new(layout, key_index, use_table::exists(conn, &layout.table_name(0))?))
+        let first = layout.table_name(0);
+        let stored =
+            if has_column(conn, &first, "place")? { Values::InFile } else { Values::InRows };
+        Ok(Schema::new(layout, key_index, use_table::exists(conn, &first)?, stored))
     }
 
     /// How many prepared statements a connection should cache, before its stash's layout
     /// is known.
     pub(crate) fn most_statements() -> usize {
-        Schema::fresh(Layout::Bucketed).statement_count()
+        Schema::fresh(Layout::Bucketed, Values::InFile).statement_count()
     }
 
     /// How the tables find a row by key.
@@ -422,6 +492,9 @@ impl Schema {
                 sql += &UseSql::create(&table.name);
             }
         }
+        if self.stored() == Values::InFile {
+            sql += &crate::value_space::create_sql();
+        }
         sql += &format!(
             "INSERT INTO {META}(name, value) VALUES ('layout', '{}'), ('state', 'clean'), \
              ('objects', 0), ('raw_bytes', 0), ('stored_bytes', 0);\n",
@@ -429,6 +502,7 @@ impl Schema {
         );
         sql += &format!("PRAGMA application_id = {APPLICATION_ID};\n");
         let version = match (self.key_index(), self.uses_apart) {
+            _ if self.stored() == Values::InFile => crate::value_log::FORMAT_VERSION,
             (_, true) => use_table::FORMAT_VERSION,
             (KeyIndex::Full, false) => BASE_FORMAT_VERSION,
             // Made with its moves counted, so that its writer can keep a filter of its keys
@@ -444,10 +518,16 @@ impl Schema {
 /// Whether the stash's object tables record uses (made by this version, or upgraded by
 /// [`Schema::add_uses`]).
 pub(crate) fn has_uses(conn: &Connection, schema: &Schema) -> Result<bool> {
-    let table = &schema.tables[0].name;
-    conn.query_row("SELECT count(*) FROM pragma_table_info(?1) WHERE name = 'used'", [table], |r| {
-        r.get::<_, i64>(0)
-    })
+    has_column(conn, &schema.tables[0].name, "used")
+}
+
+/// Whether `table` has the column `column`.
+fn has_column(conn: &Connection, table: &str, column: &str) -> Result<bool> {
+    conn.query_row(
+        "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2",
+        [table, column],
+        |r| r.get::<_, i64>(0),
+    )
     .map(|n| n > 0)
     .context(|| format!("reading the columns of {table}"))
 }
@@ -547,13 +627,14 @@ mod tests {
     #[test]
     fn every_statement_of_a_table_prepares_and_finds_rows_through_the_key_index() {
         let kinds = [
-            (KeyIndex::Full, false),
-            (KeyIndex::Generations, false),
-            (KeyIndex::Generations, true),
+            (KeyIndex::Full, false, Values::InRows),
+            (KeyIndex::Generations, false, Values::InRows),
+            (KeyIndex::Generations, true, Values::InRows),
+            (KeyIndex::Generations, true, Values::InFile),
         ];
-        for (key_index, uses_apart) in kinds {
+        for (key_index, uses_apart, stored) in kinds {
             let conn = Connection::open_in_memory().unwrap();
-            let schema = Schema::new(Layout::Single, key_index, uses_apart);
+            let schema = Schema::new(Layout::Single, key_index, uses_apart, stored);
             schema.create(&conn).unwrap();
             assert!(!schema.removals_indexed(&conn).unwrap());
             // Eviction's statements run once uses are indexed.
@@ -592,7 +673,7 @@ mod tests {
     #[test]
     fn statements_are_not_compiled_again_after_writes() {
         let conn = Connection::open_in_memory().unwrap();
-        let schema = Schema::fresh(Layout::Single);
+        let schema = Schema::fresh(Layout::Single, Values::InRows);
         schema.create(&conn).unwrap();
         crate::names::create(&conn, false).unwrap();
         let table = &schema.tables[0];
@@ -623,7 +704,7 @@ mod tests {
     #[test]
     fn keys_that_share_a_prefix_are_two_rows_found_apart_and_an_insert_of_a_stored_key_adds_none() {
         let conn = Connection::open_in_memory().unwrap();
-        let schema = Schema::fresh(Layout::Single);
+        let schema = Schema::fresh(Layout::Single, Values::InRows);
         schema.create(&conn).unwrap();
         let table = &schema.tables[0];
         let first = [7u8; 32];

@@ -53,6 +53,8 @@ use crate::recovery::RecoveryReport;
 use crate::schema::{Schema, TableSql};
 use crate::stats::Stats;
 use crate::uses::Uses;
+use crate::value_log::ValueLog;
+use crate::values::Values;
 use crate::writer::{Answer, Flush, Message, Op, Shared, WriterConfig, WriterHandle};
 
 use gzip_training::GzipTraining;
@@ -155,7 +157,14 @@ impl Stash {
         resolution: std::time::Duration,
     ) -> Result<Shared> {
         let names_table = names::table_exists(conn)?;
-        Ok(Shared::new(path, busy, schema, names_table, Uses::new(records_uses, resolution)))
+        // A read-only handle of a stash whose values file is missing still opens: its reads
+        // of values there fail as damage, each reported against its key.
+        let values = match schema.stored() {
+            Values::InRows => None,
+            Values::InFile => Some(ValueLog::open(&path, records_uses)?),
+        };
+        let uses = Uses::new(records_uses, resolution);
+        Ok(Shared::new(path, busy, schema, names_table, uses, values))
     }
 
     /// Attaches the remote tier (`open.rs`, once the stash is open).

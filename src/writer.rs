@@ -13,11 +13,12 @@
 //! The parts, each in its own file: the operations (`writer/op.rs`, `writer/ops.rs`), the
 //! batch and its limits (`writer/batch.rs`), one transaction's writing (`writer/tx.rs`),
 //! the thread's loop (`writer/run.rs`), what it does between batches (`writer/upkeep.rs`,
-//! `writer/generations.rs`)
+//! `writer/generations.rs`, `writer/compact.rs`)
 //! and why it stopped (`writer/stop.rs`).
 
 mod batch;
 mod chunked;
+mod compact;
 mod generations;
 mod op;
 mod ops;
@@ -40,6 +41,7 @@ use crate::pending::Pending;
 use crate::readers::Commits;
 use crate::schema::Schema;
 use crate::uses::Uses;
+use crate::value_log::ValueLog;
 
 pub(crate) use chunked::{CommitChunked, Outgoing, PutChunks, Unhold};
 pub(crate) use op::{Answer, Message, Op};
@@ -71,6 +73,8 @@ pub(crate) struct Shared {
     pub names: PendingNames,
     pub uses: Uses,
     pub schema: Schema,
+    /// The file of values, in a stash that keeps them there (`value_log.rs`).
+    pub values: Option<ValueLog>,
     stopped: Mutex<Option<Stop>>,
 }
 
@@ -83,6 +87,7 @@ impl Shared {
         schema: Schema,
         names_table: bool,
         uses: Uses,
+        values: Option<ValueLog>,
     ) -> Self {
         Shared {
             path,
@@ -92,6 +97,7 @@ impl Shared {
             names: PendingNames::new(names_table),
             uses,
             schema,
+            values,
             stopped: Mutex::new(None),
         }
     }

@@ -234,11 +234,17 @@ def main() -> None:
     # in time (rounds run this order forwards, then backwards).
     systems = {
         "objstash, gzip, single, fast": rust(args.rust, "objstash:single:fast:gzip"),
+        "objstash, gzip, single, fast, values in a file": rust(
+            args.rust, "objstash:single:fast:gzip:file"
+        ),
         "specklepy SQLiteTransport": specklepy_sqlite,
         "python-diskcache (one transaction)": python_diskcache,
         "objstash from Python, gzip": objstash_python("gzip"),
         "objstash, zstd-dict, single, fast": rust(args.rust, "objstash:single:fast:zstd-dict"),
         "objstash, gzip, bucketed, fast": rust(args.rust, "objstash:bucketed:fast:gzip"),
+        "objstash, gzip, bucketed, fast, values in a file": rust(
+            args.rust, "objstash:bucketed:fast:gzip:file"
+        ),
         "objstash, gzip, single, safe": rust(args.rust, "objstash:single:safe:gzip"),
         "objstash, gzip, single, fast, no read map": rust(
             args.rust, "objstash:single:fast:gzip:0"
@@ -312,7 +318,9 @@ def main() -> None:
     dc = "python-diskcache (one transaction)"
     cc = "cacache-rs (one file per object)"
     mine = ("objstash, gzip, single, fast", "objstash, gzip, single, fast, no read map")
-    for name in (*mine, "objstash from Python, gzip", "objstash, gzip, bucketed, fast"):
+    in_file = "objstash, gzip, single, fast, values in a file"
+    bucketed_in_file = "objstash, gzip, bucketed, fast, values in a file"
+    for name in (*mine, in_file, "objstash from Python, gzip", "objstash, gzip, bucketed, fast", bucketed_in_file):
         for other in (dc, cc):
             if (r := against(name, other)) is not None:
                 print(f"{name}: get {r:.2f}x {other}'s (median over rounds)")
@@ -320,6 +328,10 @@ def main() -> None:
         print(f"get with the default read map: {r:.2f}x without (median over rounds)")
     if (r := against("objstash, gzip, bucketed, fast", mine[0])) is not None:
         print(f"get in the bucketed layout: {r:.2f}x the single layout's (median over rounds)")
+    if (r := against(in_file, mine[0])) is not None:
+        print(f"get with values in a file: {r:.2f}x in rows (median over rounds)")
+    if (r := against(bucketed_in_file, in_file)) is not None:
+        print(f"get in the bucketed layout, values in a file: {r:.2f}x the single layout's")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ use crate::parts;
 use crate::pending::Row;
 use crate::schema::TableSql;
 use crate::uses;
+use crate::value_log;
 
 use super::Stash;
 
@@ -109,9 +110,12 @@ impl Stash {
     ) -> Result<Option<Result<Vec<u8>>>> {
         stmt.query_row([&key.as_bytes()[..]], |r| {
             let raw_len = r.get::<_, i64>(0)?;
-            let data = r.get_ref(1)?.as_blob()?;
-            let used = self.shared.uses.on().then(|| r.get::<_, i64>(2)).transpose()?;
-            Ok(self.decode(key, raw_len, data, used))
+            let used = self.shared.uses.on().then(|| r.get::<_, i64>(3)).transpose()?;
+            Ok(match r.get::<_, Option<i64>>(2)? {
+                None => self.decode(key, raw_len, r.get_ref(1)?.as_blob()?, used),
+                Some(place) => value_log::read_value(self.shared.values.as_ref(), key, place)
+                    .and_then(|data| self.decode(key, raw_len, &data, used)),
+            })
         })
         .optional()
         .context(|| format!("reading {key} from {}", table.name))
@@ -200,12 +204,22 @@ impl Stash {
         let mut stmt = conn
             .prepare_cached(self.select_sql(table))
             .context(|| format!("reading {}", table.name))?;
-        stmt.query_row([&key.as_bytes()[..]], |r| {
-            let used = self.shared.uses.on().then(|| r.get::<_, i64>(2)).transpose()?;
-            Ok(Stored { raw_len: r.get(0)?, data: Arc::new(r.get::<_, Vec<u8>>(1)?), used })
-        })
-        .optional()
-        .context(|| format!("reading {key} from {}", table.name))
+        // A value in the file is read while the statement holds the snapshot that found
+        // its row: compaction gives a segment back only once no snapshot points into it.
+        let row = stmt
+            .query_row([&key.as_bytes()[..]], |r| {
+                let used = self.shared.uses.on().then(|| r.get::<_, i64>(3)).transpose()?;
+                let data = match r.get::<_, Option<i64>>(2)? {
+                    None => Ok(r.get::<_, Vec<u8>>(1)?),
+                    Some(place) => value_log::read_value(self.shared.values.as_ref(), key, place),
+                };
+                Ok((r.get::<_, i64>(0)?, data, used))
+            })
+            .optional()
+            .context(|| format!("reading {key} from {}", table.name))?;
+        let Some((raw_len, data, used)) = row else { return Ok(None) };
+        let data = data?;
+        Ok(Some(Stored { raw_len, data: Arc::new(data), used }))
     }
 
     /// The statement that reads a row: with its last use when this handle records uses

@@ -33,6 +33,7 @@ impl Stash {
             connect: || self.readers.checkout(),
             schema: &self.shared.schema,
             dicts: &self.dicts,
+            log: self.shared.values.as_ref(),
             pool: Some(&self.pool),
         };
         let mut report = check.run();

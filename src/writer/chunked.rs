@@ -107,7 +107,11 @@ impl Op for CommitChunked {
                 self.manifest.len as i64,
                 &stored,
                 uses::now(),
-                crate::schema::Insert { reserve: false, filter: tx.filter.as_deref_mut() },
+                crate::schema::Insert {
+                    reserve: false,
+                    filter: tx.filter.as_deref_mut(),
+                    place: None,
+                },
             )
             .stop(what)?;
         self.added = added == 1;

@@ -62,8 +62,9 @@ pub(super) struct Writer {
     pub(super) checkpoint_owed: bool,
     /// Moves of young key indexes owed (`writer/generations.rs`).
     pub(super) moves: Moves,
-    /// Whether nothing has come since the last wait for a message ran out (`next`).
-    pub(super) idle: bool,
+    /// When the writer last opened a transaction for a batch: it is idle once nothing has
+    /// written for [`uses::RECORD_EVERY`] (flushes alone do not count).
+    pub(super) last_write: Instant,
     /// Whether the object tables are known to have the index of uses eviction reads
     /// (built at the first eviction or cap, `schema.rs`).
     pub(super) removals_indexed: bool,
@@ -121,7 +122,7 @@ impl Writer {
             checkpoint_owed: false,
             moves: Moves::new(config.young_keys),
             removals_indexed: false,
-            idle: false,
+            last_write: Instant::now(),
             filter: None,
             data_version: 0,
             quiet_rows: 0,
@@ -140,7 +141,6 @@ impl Writer {
             if batch.is_empty() {
                 match self.next(&rx, upkeep_owed) {
                     Next::Batch(message) => {
-                        self.idle = false;
                         batch.push(message);
                     }
                     Next::Upkeep => {
@@ -211,10 +211,7 @@ impl Writer {
         } else {
             match rx.recv_timeout(uses::RECORD_EVERY) {
                 Ok(message) => Next::Batch(message),
-                Err(RecvTimeoutError::Timeout) => {
-                    self.idle = true;
-                    Next::Upkeep
-                }
+                Err(RecvTimeoutError::Timeout) => Next::Upkeep,
                 Err(RecvTimeoutError::Disconnected) => Next::Close,
             }
         }
@@ -267,6 +264,10 @@ impl Writer {
             }
             let format = self.begin()?;
             batch.open = true;
+            self.last_write = Instant::now();
+            // Where a transaction rolled back had appended is no one's: the end is read
+            // again under this transaction's lock.
+            batch.tx.values = None;
             self.follow_filter(format)?;
         }
         let Batch { entries, written, tx: state, .. } = batch;
@@ -293,6 +294,10 @@ impl Writer {
         }
         tx::write_uses(&self.conn, &self.shared, self.uses_apart());
         meta::add_totals(&self.conn, &batch.tx.totals)?;
+        if let Some(appender) = &mut batch.tx.values {
+            self.sync_values()?;
+            appender.record(&self.conn)?;
+        }
         self.conn.execute_batch("COMMIT").stop(|| "committing a batch".into())?;
         self.shared.commits.committed();
         batch.open = false;
@@ -301,6 +306,20 @@ impl Writer {
         }
         self.objects = self.objects.saturating_add_signed(batch.tx.totals.objects);
         self.quiet_rows += batch.tx.totals.objects.max(0) as u64;
+        Ok(())
+    }
+
+    /// Safe mode: syncs the file of values, so that values reach the disk before the rows
+    /// that point at them.
+    pub(super) fn sync_values(&self) -> Result<(), Stop> {
+        let Some(log) = &self.shared.values else { return Ok(()) };
+        let synchronous: i64 = self
+            .conn
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .stop(|| "reading the synchronous setting".into())?;
+        if synchronous >= 2 {
+            log.sync()?;
+        }
         Ok(())
     }
 

@@ -19,15 +19,20 @@ use super::stop::{Stop, StopContext};
 use crate::chunks;
 use crate::key::Key;
 use crate::key_filter::KeyFilter;
+use crate::manifest;
 use crate::meta::Delta;
 use crate::names::{self, NameForm, NameRow, NameSql};
 use crate::pending::Row;
 use crate::schema::{Insert, TableSql};
 use crate::uses::{self, PINNED};
+use crate::value_log::Place;
+use crate::value_space::{self, Appender};
 
 /// Rows of at least this many stored bytes are written through blob I/O (see
-/// [`Tx::insert_large`]).
+/// [`Tx::insert_large`]); in a stash whose values are in a file they keep their value in
+/// the row, as every value of [`value_space::FILE_MAX`] bytes or more does.
 const LARGE_ROW: usize = 1 << 20;
+const _: () = assert!(value_space::FILE_MAX <= LARGE_ROW);
 
 /// What a transaction has written so far, kept between the writes of one batch.
 #[derive(Default)]
@@ -39,6 +44,9 @@ pub(crate) struct Written {
     /// The run: rows and names not yet written.
     rows: Vec<Row>,
     names: Vec<NameRow>,
+    /// Where this transaction appends to the file of values, once it has (`value_space.rs`);
+    /// recorded before the commit.
+    pub values: Option<Appender>,
 }
 
 impl Written {
@@ -87,19 +95,31 @@ impl Tx<'_> {
         Ok(self.shared.names.table_known() || names::table_exists(self.conn)?)
     }
 
-    /// Inserts rows in key order; a row already stored counts as a use of it.
+    /// Inserts rows in key order; a row already stored counts as a use of it. In a stash
+    /// whose values are in a file, the values of the rows added are appended to it, at the
+    /// position the transaction found recorded (`value_space.rs`).
     fn insert(&mut self, rows: &mut [Row]) -> Result<(), Stop> {
         rows.sort_unstable_by_key(|row| row.key);
         let now = uses::now();
+        if self.shared.values.is_some() && self.written.values.is_none() {
+            self.written.values = Some(Appender::begin(self.conn)?);
+        }
         for row in rows.iter() {
             let table = self.shared.schema.table(&row.key);
             let what = || format!("inserting {} into {}", row.key, table.name);
             let reserve = row.data.len() >= LARGE_ROW;
-            let how = Insert { reserve, filter: self.filter.as_deref_mut() };
+            let in_file =
+                row.data.len() < value_space::FILE_MAX && !manifest::is_manifest(&row.data);
+            let place = match &mut self.written.values {
+                Some(appender) if in_file => Some(appender.place(self.conn, &row.data)?),
+                _ => None,
+            };
+            let value: &[u8] = if place.is_some() { &[] } else { &row.data };
+            let how = Insert { reserve, filter: self.filter.as_deref_mut(), place };
             let added = if reserve {
                 Self::insert_large(self.conn, row, table, now, how)
             } else {
-                table.add(self.conn, &row.key, row.raw_len as i64, &row.data, now, how)
+                table.add(self.conn, &row.key, row.raw_len as i64, value, now, how)
             }
             .stop(what)?;
             if added == 1 {
@@ -108,9 +128,15 @@ impl Tx<'_> {
                 totals.raw_bytes += row.raw_len as i64;
                 totals.stored_bytes += row.data.len() as i64;
             } else {
+                if let (Some(appender), Some(place)) = (&mut self.written.values, place) {
+                    appender.unplace(place);
+                }
                 self.shared.uses.record(&row.key);
             }
             self.written.present.insert(row.key);
+        }
+        if let (Some(log), Some(appender)) = (&self.shared.values, &mut self.written.values) {
+            appender.write(log)?;
         }
         Ok(())
     }
@@ -201,11 +227,13 @@ impl Tx<'_> {
         let mut removed = false;
         let mut manifest = None;
         let mut rowid = None;
+        let mut place = None;
         while let Some(row) = rows.next().stop(what)? {
             let (raw, stored, used): (i64, i64, i64) =
                 (row.get(0).stop(what)?, row.get(1).stop(what)?, row.get(2).stop(what)?);
             manifest = row.get::<_, Option<Vec<u8>>>(3).stop(what)?.map(|m| (raw, m));
             rowid = Some(row.get::<_, i64>(4).stop(what)?);
+            place = row.get::<_, Option<i64>>(5).stop(what)?.and_then(Place::unpack);
             let totals = &mut self.written.totals;
             totals.objects -= 1;
             totals.raw_bytes -= raw;
@@ -217,6 +245,9 @@ impl Tx<'_> {
             removed = true;
         }
         drop(rows);
+        if let Some(place) = place {
+            value_space::free(self.conn, place).stop(what)?;
+        }
         if let Some(rowid) = rowid {
             table.unindex(self.conn, key, rowid).stop(what)?;
             if self.shared.schema.uses_apart {

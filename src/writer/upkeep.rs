@@ -114,6 +114,12 @@ impl Writer {
                         break;
                     }
                 }
+                // What eviction left dead in the file of values goes in the same step: a
+                // burst of saves leaves no step between batches for anything else.
+                match self.values_upkeep() {
+                    Ok(_) | Err(Failure::Busy) => {}
+                    Err(Failure::Fatal(stop)) => return Err(stop),
+                }
                 if self.evicting && space.in_use() > marks.low {
                     return Ok(true);
                 }
@@ -129,6 +135,11 @@ impl Writer {
                 Err(Failure::Busy) => return Ok(false),
                 Err(Failure::Fatal(stop)) => return Err(stop),
             }
+        }
+        match self.values_upkeep() {
+            Ok(true) => return Ok(true),
+            Ok(false) | Err(Failure::Busy) => {}
+            Err(Failure::Fatal(stop)) => return Err(stop),
         }
         match self.move_young() {
             Ok(true) => return Ok(true),
@@ -151,7 +162,7 @@ impl Writer {
                 self.shared.uses.take(self.uses_apart());
             }
         }
-        if self.idle {
+        if self.last_write.elapsed() >= uses::RECORD_EVERY {
             self.truncate_log();
         }
         Ok(false)
@@ -332,7 +343,8 @@ impl Writer {
     }
 
     fn space(&self) -> Result<Space, Stop> {
-        Space::read(&self.conn).stop(|| "reading the database's size".into())
+        Space::read(&self.conn, self.shared.values.is_some())
+            .stop(|| "reading the database's size".into())
     }
 
     /// Evicts, in one transaction, the least recently used unpinned objects used before
@@ -369,7 +381,7 @@ impl Writer {
     /// Builds the indexes removals read (of uses, and of names by key), unless the stash
     /// has them: once in a stash's life, at its first eviction or cap (`schema.rs`). One
     /// transaction, one pass over each table.
-    fn index_removals(&mut self) -> Result<(), Failure> {
+    pub(super) fn index_removals(&mut self) -> Result<(), Failure> {
         if self.removals_indexed {
             return Ok(());
         }

@@ -1,5 +1,5 @@
 //! Crash tests of eviction: real processes killed by SIGKILL while a capped stash evicts,
-//! shrinks its file and pins.
+//! shrinks its files (and compacts its file of values) and pins.
 //!
 //! The child (this test binary run again with `OBJSTASH_EVICTION_CHILD` set) saves batches
 //! of objects into a stash with a small cap and no grace period, so the writer evicts all
@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::common::{TestResult, sibling, wait_until_open};
-use objstash::{Durability, Key, Layout, Stash};
+use objstash::{Durability, Key, Layout, Stash, Values};
 
 const CHILD_ENV: &str = "OBJSTASH_EVICTION_CHILD";
 /// Objects a batch holds; each batch is flushed.
@@ -40,9 +40,14 @@ fn object(index: u64) -> Vec<u8> {
     speckle_gen::object(53, index)
 }
 
-fn cap(layout: Layout) -> u64 {
-    // The bucketed layout's 256 empty tables and their indexes take about 4.3 MiB.
-    if layout == Layout::Bucketed { 8 << 20 } else { 1 << 20 }
+fn cap(layout: Layout, values: Values) -> u64 {
+    // The bucketed layout's 256 empty tables and their indexes take about 4.3 MiB, 8.2 MiB
+    // with their values in a file (the indexes of uses and places).
+    match (layout, values) {
+        (Layout::Bucketed, Values::InFile) => 12 << 20,
+        (Layout::Bucketed, _) => 8 << 20,
+        _ => 1 << 20,
+    }
 }
 
 fn pinned_batch(start: u64) -> bool {
@@ -55,17 +60,19 @@ fn pinned_batch(start: u64) -> bool {
 fn eviction_child() -> TestResult {
     let Some(spec) = std::env::var_os(CHILD_ENV) else { return Ok(()) };
     let spec = spec.into_string().map_err(|_| anyhow::anyhow!("spec is not UTF-8"))?;
-    let [db, durability, layout, start] = spec.split('|').collect::<Vec<_>>()[..] else {
+    let [db, durability, layout, values, start] = spec.split('|').collect::<Vec<_>>()[..] else {
         anyhow::bail!("bad spec {spec}")
     };
     let db = PathBuf::from(db);
     let durability: Durability = durability.parse()?;
     let layout: Layout = layout.parse()?;
+    let values: Values = values.parse()?;
     let mut i: u64 = start.parse()?;
-    let cap = cap(layout);
+    let cap = cap(layout, values);
     let stash = Stash::builder()
         .durability(durability)
         .layout(layout)
+        .values(values)
         .max_size(cap)
         .eviction_grace(Duration::ZERO)
         .open(&db)?;
@@ -100,9 +107,10 @@ fn spawn_child(
     db: &Path,
     durability: Durability,
     layout: Layout,
+    values: Values,
     start: u64,
 ) -> std::io::Result<crate::common::Reaped> {
-    let spec = format!("{}|{durability}|{layout}|{start}", db.display());
+    let spec = format!("{}|{durability}|{layout}|{values}|{start}", db.display());
     crate::common::spawn_child("crash_eviction::eviction_child", CHILD_ENV, spec)
 }
 
@@ -135,7 +143,12 @@ struct Tally {
     checked: u64,
 }
 
-fn kill_loop(durability: Durability, layout: Layout, kills: u64) -> anyhow::Result<Tally> {
+fn kill_loop(
+    durability: Durability,
+    layout: Layout,
+    values: Values,
+    kills: u64,
+) -> anyhow::Result<Tally> {
     let dir = tempfile::tempdir()?;
     let db = dir.path().join("evict.db");
     let seed = std::env::var("CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
@@ -155,7 +168,7 @@ fn kill_loop(durability: Durability, layout: Layout, kills: u64) -> anyhow::Resu
     for round in 0..kills {
         let _ = fs::remove_file(sibling(&db, ".acked"));
         let start = round * 10_000_000;
-        let mut child = spawn_child(&db, durability, layout, start)?;
+        let mut child = spawn_child(&db, durability, layout, values, start)?;
         wait_until_open(&db, &mut child)?;
         // The first child runs past its twelfth batch (its trim at the eleventh evicts in
         // either layout); the others past 1 to 6 batches. Then a random moment of the next.
@@ -168,7 +181,7 @@ fn kill_loop(durability: Durability, layout: Layout, kills: u64) -> anyhow::Resu
         batches.extend(acknowledged(&db));
 
         let stash = Stash::builder().read_only(true).open(&db)?;
-        let what = format!("{durability}/{layout} round {round}");
+        let what = format!("{durability}/{layout}/{values} round {round}");
         let report = stash.verify()?;
         anyhow::ensure!(report.is_ok(), "{what}: {report}");
         let stats = stash.stats()?;
@@ -230,29 +243,34 @@ fn kill_loop(durability: Durability, layout: Layout, kills: u64) -> anyhow::Resu
     Ok(tally)
 }
 
+/// The modes, layouts and places of values the crash tests run in.
+fn every_kind() -> impl Iterator<Item = (Durability, Layout, Values)> {
+    [Durability::Safe, Durability::Fast].into_iter().flat_map(|d| {
+        [Layout::Single, Layout::Bucketed]
+            .into_iter()
+            .flat_map(move |l| [Values::InRows, Values::InFile].map(|v| (d, l, v)))
+    })
+}
+
 #[test]
 fn kills_while_evicting_and_shrinking_lose_nothing_but_what_eviction_took() -> TestResult {
-    for durability in [Durability::Safe, Durability::Fast] {
-        for layout in [Layout::Single, Layout::Bucketed] {
-            let tally = kill_loop(durability, layout, 6)?;
-            eprintln!("{durability}/{layout}: {tally:?}");
-            anyhow::ensure!(tally.evicted > 0 && tally.checked > 0, "{tally:?}");
-        }
+    for (durability, layout, values) in every_kind() {
+        let tally = kill_loop(durability, layout, values, 6)?;
+        eprintln!("{durability}/{layout}/{values}: {tally:?}");
+        anyhow::ensure!(tally.evicted > 0 && tally.checked > 0, "{tally:?}");
     }
     Ok(())
 }
 
 #[test]
-#[ignore = "long: a hundred kills per mode and layout; run with --release"]
+#[ignore = "long: a hundred kills per mode, layout and place of values; run with --release"]
 fn eviction_long() -> TestResult {
-    for durability in [Durability::Safe, Durability::Fast] {
-        for layout in [Layout::Single, Layout::Bucketed] {
-            // Ten stashes of ten kills each: pins add up within one.
-            for _ in 0..10 {
-                let tally = kill_loop(durability, layout, 10)?;
-                eprintln!("{durability}/{layout}: {tally:?}");
-                anyhow::ensure!(tally.evicted > 0 && tally.checked > 0, "{tally:?}");
-            }
+    for (durability, layout, values) in every_kind() {
+        // Ten stashes of ten kills each: pins add up within one.
+        for _ in 0..10 {
+            let tally = kill_loop(durability, layout, values, 10)?;
+            eprintln!("{durability}/{layout}/{values}: {tally:?}");
+            anyhow::ensure!(tally.evicted > 0 && tally.checked > 0, "{tally:?}");
         }
     }
     Ok(())

@@ -36,3 +36,4 @@ mod shared_dictionaries;
 mod sharing;
 mod snapshots;
 mod uses_apart;
+mod values_in_file;

@@ -5,7 +5,7 @@
 //! under `perf record` to see where a read's time goes.
 //!
 //! `cargo run --release -p objstash-bench --bin get_loop -- [--count 100000] [--passes 5]
-//! [--layout single|bucketed] [--reads N] [--model N] [--many KEYS_PER_CALL] [--read-only]
+//! [--layout single|bucketed] [--values rows|file] [--reads N] [--model N] [--many KEYS_PER_CALL] [--read-only]
 //! [--transaction-per-read] [--mmap BYTES] [--threads N] [--dir DIR] [--objects FILE]`
 //! (`--reads`: each pass reads the first N keys of the shuffled order; `--objects`: the
 //! objects of a file the peers benchmark wrote, `bench/peers/peers.py --keep-objects`,
@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 use clap::Parser;
-use objstash::{Key, Layout, Stash};
+use objstash::{Key, Layout, Stash, Values};
 use objstash_bench::{for_each_batch, proc_io, shuffled};
 use rayon::prelude::*;
 
@@ -30,6 +30,9 @@ struct Args {
     passes: u32,
     #[arg(long, default_value_t = Layout::Single)]
     layout: Layout,
+    /// Where the stash keeps its values: `rows` or `file` (format 9).
+    #[arg(long, default_value_t = Values::InRows)]
+    values: Values,
     /// Read only the first N keys of the shuffled order in each pass.
     #[arg(long)]
     reads: Option<usize>,
@@ -46,9 +49,9 @@ struct Args {
     /// Begin a read transaction for each `get` instead of keeping snapshots.
     #[arg(long)]
     transaction_per_read: bool,
-    /// Each read connection's memory map, in bytes (0: none).
-    #[arg(long, default_value_t = 0)]
-    mmap: u64,
+    /// Each read connection's memory map, in bytes (0: none; default: the library's).
+    #[arg(long)]
+    mmap: Option<u64>,
     /// Threads of the stash's pool (default: the library's).
     #[arg(long)]
     threads: Option<usize>,
@@ -65,6 +68,7 @@ fn main() -> Result<()> {
         count,
         passes,
         layout,
+        values,
         reads,
         model,
         many,
@@ -96,9 +100,10 @@ fn main() -> Result<()> {
             (path, keys)
         }
         None => {
-            let path = dir.join(format!("get_loop-{layout}-{count}.db"));
+            let place = if values == Values::InFile { "-file" } else { "" };
+            let path = dir.join(format!("get_loop-{layout}-{count}{place}.db"));
             if !path.exists() {
-                fill_generated(&path, layout, count)?;
+                fill_generated(&path, layout, values, count)?;
             }
             (
                 path,
@@ -115,7 +120,10 @@ fn main() -> Result<()> {
         None => shuffled(keys.len()),
     };
     order.truncate(reads.unwrap_or(usize::MAX));
-    let mut builder = Stash::builder().read_only(read_only).read_mmap_size(mmap);
+    let mut builder = Stash::builder().read_only(read_only);
+    if let Some(bytes) = mmap {
+        builder = builder.read_mmap_size(bytes);
+    }
     if let Some(threads) = threads {
         builder = builder.threads(threads);
     }
@@ -145,8 +153,13 @@ fn main() -> Result<()> {
 }
 
 /// Saves `count` generated objects into a new stash at `path`.
-fn fill_generated(path: &std::path::Path, layout: Layout, count: u64) -> Result<()> {
-    let stash = Stash::builder().layout(layout).open(path)?;
+fn fill_generated(
+    path: &std::path::Path,
+    layout: Layout,
+    values: Values,
+    count: u64,
+) -> Result<()> {
+    let stash = Stash::builder().layout(layout).values(values).open(path)?;
     // Generated call by call: ten million objects would not fit in memory at once.
     for from in (0..count).step_by(10_000) {
         let objects: Vec<Vec<u8>> = (from..count.min(from + 10_000))

@@ -2,8 +2,8 @@
 //! objects of a file the Python half wrote, and prints its figures as one JSON line.
 //!
 //! `peers SYSTEM OBJECTS_FILE DIR [READS] [--reads-only]` where SYSTEM is
-//! `objstash:LAYOUT:DURABILITY:CODEC` (with `:MAP_BYTES` for a read map other than the
-//! default) or `cacache`. The file holds each object as a 4-byte little-endian length and
+//! `objstash:LAYOUT:DURABILITY:CODEC` (with `:file` for values in a file of their own, and
+//! `:MAP_BYTES` for a read map other than the default) or `cacache`. The file holds each object as a 4-byte little-endian length and
 //! its bytes; it is read as the objects are saved, 10,000 at a time, so that ten million
 //! objects need not fit in memory beside the stash's pages.
 //! Timed: saving every object, reading the file included (objstash: `save_all` in calls of
@@ -19,7 +19,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use objstash::{Codec, Durability, Key, Layout, Stash};
+use objstash::{Codec, Durability, Key, Layout, Stash, Values};
 use objstash_bench::{for_each_batch, shuffled};
 
 /// The order of the timed reads: every object shuffled, or the first `reads` of that.
@@ -54,18 +54,22 @@ fn objstash(
     reads_only: bool,
 ) -> Result<serde_json::Value> {
     let fields = spec.split(':').collect::<Vec<_>>();
-    let (&[layout, durability, codec], map) = fields.split_at(3.min(fields.len())) else {
-        bail!("objstash:LAYOUT:DURABILITY:CODEC[:MAP_BYTES], not objstash:{spec}")
+    let usage =
+        || format!("objstash:LAYOUT:DURABILITY:CODEC[:VALUES][:MAP_BYTES], not objstash:{spec}");
+    let (&[layout, durability, codec], rest) = fields.split_at(3.min(fields.len())) else {
+        bail!(usage())
     };
     let path = dir.join("objstash.db");
     let mut builder = Stash::builder()
         .layout(layout.parse::<Layout>()?)
         .durability(durability.parse::<Durability>()?)
         .codec(codec.parse::<Codec>()?);
-    match map {
-        [] => {}
-        [bytes] => builder = builder.read_mmap_size(bytes.parse()?),
-        _ => bail!("objstash:LAYOUT:DURABILITY:CODEC[:MAP_BYTES], not objstash:{spec}"),
+    for field in rest {
+        builder = match (field.parse::<Values>(), field.parse::<u64>()) {
+            (Ok(values), _) => builder.values(values),
+            (_, Ok(bytes)) => builder.read_mmap_size(bytes),
+            _ => bail!(usage()),
+        };
     }
     anyhow::ensure!(!reads_only || path.exists(), "nothing saved in {}", path.display());
     let stash = builder.open(&path)?;
