@@ -261,6 +261,14 @@ fn wait_for(stash: &Stash, what: &str, done: impl Fn() -> bool) -> TestResult {
     Ok(())
 }
 
+/// The indexes of one key in four (kept), and the other three keys (removed): every
+/// segment of objects saved in order is then three quarters dead.
+fn one_in_four(keys: &[objstash::Key]) -> (Vec<usize>, Vec<objstash::Key>) {
+    let kept = (0..keys.len()).step_by(4).collect();
+    let gone = keys.iter().enumerate().filter(|(i, _)| i % 4 != 0).map(|(_, k)| *k).collect();
+    (kept, gone)
+}
+
 /// `n` incompressible objects of `len` bytes: each takes its length in the file.
 fn noise_objects(seed: u64, n: usize, len: usize) -> Vec<Vec<u8>> {
     (0..n as u64).map(|i| crate::common::noise(seed * 1_000_003 + i, len)).collect()
@@ -280,11 +288,9 @@ fn removed_objects_give_their_blocks_back_and_the_rest_read_back() -> TestResult
         assert!(full >= 7 << 20, "{layout}: {full}");
         // Three objects of every four go: every segment is three quarters dead, and its
         // live quarter is moved before its blocks are given back.
-        let gone: Vec<_> =
-            keys.iter().enumerate().filter(|(i, _)| i % 4 != 0).map(|(_, k)| *k).collect();
+        let (kept, gone) = one_in_four(&keys);
         stash.remove_all(&gone)?;
         wait_for(&stash, "the blocks of removed values given back", || blocks_of(&db) <= full / 2)?;
-        let kept: Vec<_> = (0..keys.len()).step_by(4).collect();
         let check = |stash: &Stash| -> TestResult {
             let got = stash.get_many(&kept.iter().map(|&i| keys[i]).collect::<Vec<_>>())?;
             for (&i, got) in kept.iter().zip(&got) {
@@ -314,9 +320,7 @@ fn readers_of_any_handle_read_right_bytes_while_the_file_is_compacted() -> TestR
     let keys = writer.save_all(&objs)?;
     writer.flush()?;
     let full = blocks_of(&db);
-    let kept: Vec<usize> = (0..keys.len()).step_by(4).collect();
-    let gone: Vec<_> =
-        keys.iter().enumerate().filter(|(i, _)| i % 4 != 0).map(|(_, k)| *k).collect();
+    let (kept, gone) = one_in_four(&keys);
     let stop = AtomicBool::new(false);
     let rounds = [AtomicU64::new(0), AtomicU64::new(0)];
     std::thread::scope(|s| -> TestResult {
