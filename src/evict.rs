@@ -7,7 +7,10 @@
 //! transactions of at most [`EVICT_ROWS`] rows between its batches of saves, down to the
 //! low-water mark. A capped stash's batches are smaller (a sixty-fourth of the cap, at
 //! most 16 MiB), and the log is truncated back to three times that after each checkpoint
-//! (`journal_size_limit`), so the log's share of the cap is bounded too.
+//! (`journal_size_limit`), so the log's share of the cap is bounded too. A stash with a
+//! file of values counts its live values, and keeps a share for what compaction leaves in
+//! the file (`value_space.rs`): the dead bytes it tolerates and one segment under
+//! compaction.
 //!
 //! **Which rows go**: unpinned rows least recently used first (`uses.rs`), across all
 //! tables of the layout (a merge of one index cursor per table), never one a save call under
@@ -67,6 +70,9 @@ pub(crate) struct Marks {
     pub batch_bytes: usize,
     /// The write-ahead log's share: it is truncated back to this after a checkpoint.
     pub log: u64,
+    /// The file of values' share beyond its live bytes: dead bytes not yet compacted, and
+    /// the segment being compacted (its live values are copied before it is given back).
+    pub values: u64,
     /// Pages in use above this start an eviction...
     pub high: u64,
     /// ...which goes on down to this.
@@ -80,14 +86,24 @@ impl Marks {
     /// the next batch, and grows by at most one batch between two checks; the log holds
     /// one transaction's pages before its checkpoint, which for rows of a few hundred
     /// bytes are about 1.3 times their stored bytes, and up to 3 times for rows just over
-    /// a page. So the files stay within `high + batch + log`, which is the cap.
-    pub(crate) fn of(cap: u64) -> Marks {
+    /// a page. With `values_in_file`, the file of values holds its live bytes plus at most
+    /// twice [`Marks::dead_values`] and one segment. So the files stay within
+    /// `high + batch + log + values`, which is the cap.
+    pub(crate) fn of(cap: u64, values_in_file: bool) -> Marks {
         let batch_bytes = ((cap / 64) as usize).clamp(MIN_BATCH_BYTES, MAX_BATCH_BYTES);
         let batch = batch_bytes as u64;
         let log = 3 * batch;
-        let high = cap.saturating_sub(log + batch);
+        let values =
+            if values_in_file { 2 * Self::dead_values(cap) + value_space::SEGMENT } else { 0 };
+        let high = cap.saturating_sub(log + batch + values);
         let low = high.saturating_sub((cap / 50).max(batch));
-        Marks { batch_bytes, log, high, low, reserve: high - low + batch }
+        Marks { batch_bytes, log, values, high, low, reserve: high - low + batch }
+    }
+
+    /// Dead bytes the file of values may hold before a mostly dead segment is compacted;
+    /// at twice this, the segment with the most is compacted however little it holds.
+    pub(crate) fn dead_values(cap: u64) -> u64 {
+        cap / 32
     }
 
     /// Free bytes kept without a cap.
@@ -272,14 +288,18 @@ mod tests {
 
     #[test]
     fn marks_leave_room_for_the_log_and_one_batch() {
-        let gib = Marks::of(1 << 30);
+        let gib = Marks::of(1 << 30, false);
         assert_eq!(gib.batch_bytes, 16 << 20);
         assert_eq!(gib.high + gib.batch_bytes as u64 + gib.log, 1 << 30);
+        let file = Marks::of(1 << 30, true);
+        assert_eq!(file.high + file.batch_bytes as u64 + file.log + file.values, 1 << 30);
+        assert_eq!(file.values, (1 << 30) / 16 + value_space::SEGMENT);
         assert!(gib.low < gib.high && gib.high - gib.low >= gib.batch_bytes as u64);
-        let small = Marks::of(1 << 20);
+        let small = Marks::of(1 << 20, false);
         assert_eq!(small.batch_bytes, MIN_BATCH_BYTES);
         assert!(small.low < small.high && small.high < 1 << 20);
         // A cap too small for anything evicts everything it can.
-        assert_eq!(Marks::of(1).high, 0);
+        assert_eq!(Marks::of(1, false).high, 0);
+        assert_eq!(Marks::of(1 << 20, true).high, 0);
     }
 }

@@ -15,9 +15,11 @@ use crate::value_space::{self, Appender, SEGMENT, Usage};
 /// Without a cap, a segment is compacted once half of it is dead: the file is at most about
 /// twice what it holds, and a byte is copied at most once per byte freed.
 const UNCAPPED_DEAD: u64 = SEGMENT / 2;
-/// Under a cap, once the dead bytes of all segments exceed a fiftieth of the cap, the
-/// segment with the most is compacted if it holds at least this many (a byte copied frees
-/// at least a seventh of a byte).
+/// Under a cap, once the dead bytes of all segments exceed their share
+/// ([`Marks::dead_values`]), the segment with the most is compacted if it holds at least
+/// this many (a byte copied frees at least a seventh of a byte); at twice their share, it
+/// is compacted whatever it holds, so that the files stay within the cap (with dead bytes
+/// spread evenly, a byte copied then frees at least a fifteenth of a byte).
 const CAPPED_DEAD: u64 = SEGMENT / 8;
 /// Rows one step of compaction moves at most: a segment of values of 256 bytes.
 const COMPACTION_ROWS: usize = (SEGMENT / 256) as usize;
@@ -37,7 +39,8 @@ impl Writer {
         }
         let least = match self.cap {
             None => UNCAPPED_DEAD,
-            Some(cap) if usage.dead > cap / 50 => CAPPED_DEAD,
+            Some(cap) if usage.dead > 2 * Marks::dead_values(cap) => 1,
+            Some(cap) if usage.dead > Marks::dead_values(cap) => CAPPED_DEAD,
             Some(_) => return Ok(false),
         };
         self.compact(least)
@@ -147,8 +150,8 @@ impl Writer {
     /// share holds at three pages dirtied a row (its table's leaf, the index of places and
     /// of uses); without one, a segment's worth of small values.
     fn compaction_rows(&self) -> usize {
-        self.cap.map_or(COMPACTION_ROWS, |cap| {
-            let pages = Marks::of(cap).log / self.page_size.max(512);
+        self.marks().map_or(COMPACTION_ROWS, |marks| {
+            let pages = marks.log / self.page_size.max(512);
             (pages as usize / 3).clamp(MIN_COMPACTION_ROWS, COMPACTION_ROWS)
         })
     }

@@ -22,7 +22,7 @@ use super::tx::{self, Tx};
 use super::upkeep::Job;
 use super::{Shared, WriterConfig};
 use crate::error::{Error, Result, sqlite_code};
-use crate::evict::{self, MAX_BATCH_BYTES, Marks};
+use crate::evict::{self, MAX_BATCH_BYTES};
 use crate::key_filter::{self, KeyFilter};
 use crate::key_index::KeyIndex;
 use crate::meta;
@@ -458,8 +458,7 @@ impl Writer {
     fn limit(&self) -> Limit {
         // Under a cap, the log's share bounds the index pages a batch may change: what is
         // left of it beside the batch's own rows.
-        let (budget, bytes) = self.cap.map_or((JOURNAL_BUDGET, MAX_BATCH_BYTES), |cap| {
-            let marks = Marks::of(cap);
+        let (budget, bytes) = self.marks().map_or((JOURNAL_BUDGET, MAX_BATCH_BYTES), |marks| {
             ((marks.log - marks.batch_bytes as u64) as f64, marks.batch_bytes)
         });
         // A batch writes into the young key indexes only, when the stash keeps generations.

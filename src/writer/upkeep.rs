@@ -53,7 +53,7 @@ impl Writer {
             // The log is checkpointed once it holds this many bytes, and truncated back to
             // them after each checkpoint; SQLite's defaults without a cap.
             let (limit, pages) = cap.map_or((-1, 1000), |cap| {
-                let log = Marks::of(cap).log;
+                let log = Marks::of(cap, self.shared.values.is_some()).log;
                 (log as i64, (log / self.page_size).max(1) as i64)
             });
             self.conn
@@ -92,8 +92,7 @@ impl Writer {
         }
         let space = self.space()?;
         let now = uses::now();
-        if let Some(cap) = self.cap {
-            let marks = Marks::of(cap);
+        if let Some(marks) = self.marks() {
             self.bound_log(&marks);
             let over = space.in_use() > marks.high || (self.evicting && space.in_use() > marks.low);
             if over {
@@ -126,7 +125,7 @@ impl Writer {
             }
             self.evicting = false;
         }
-        let reserve = self.cap.map_or_else(Marks::uncapped_reserve, |cap| Marks::of(cap).reserve);
+        let reserve = self.marks().map_or_else(Marks::uncapped_reserve, |marks| marks.reserve);
         if self.incremental && space.free_bytes() > reserve {
             let pages = (space.free_bytes() - reserve).div_ceil(space.page_size);
             self.checkpoint_owed = true;
@@ -166,6 +165,11 @@ impl Writer {
             self.truncate_log();
         }
         Ok(false)
+    }
+
+    /// The marks of the stash's cap, if it has one.
+    pub(super) fn marks(&self) -> Option<Marks> {
+        self.cap.map(|cap| Marks::of(cap, self.shared.values.is_some()))
     }
 
     /// Whether uses go into the narrow tables beside the rows (`use_table.rs`): in a stash
@@ -338,8 +342,8 @@ impl Writer {
     /// Pages one step of upkeep may free or move: one batch's worth under a cap (the log
     /// holds one transaction's pages), [`VACUUM_PAGES`] without.
     fn step_pages(&self) -> u64 {
-        self.cap
-            .map_or(VACUUM_PAGES, |cap| (Marks::of(cap).batch_bytes as u64 / self.page_size).max(1))
+        self.marks()
+            .map_or(VACUUM_PAGES, |marks| (marks.batch_bytes as u64 / self.page_size).max(1))
     }
 
     fn space(&self) -> Result<Space, Stop> {

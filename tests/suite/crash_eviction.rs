@@ -42,10 +42,12 @@ fn object(index: u64) -> Vec<u8> {
 
 fn cap(layout: Layout, values: Values) -> u64 {
     // The bucketed layout's 256 empty tables and their indexes take about 4.3 MiB, 8.2 MiB
-    // with their values in a file (the indexes of uses and places).
+    // with their values in a file (the indexes of uses and places); a file of values keeps
+    // a share of the cap for compaction (a segment of 1 MiB and a sixteenth).
     match (layout, values) {
-        (Layout::Bucketed, Values::InFile) => 12 << 20,
+        (Layout::Bucketed, Values::InFile) => 14 << 20,
         (Layout::Bucketed, _) => 8 << 20,
+        (Layout::Single, Values::InFile) => 3 << 20,
         _ => 1 << 20,
     }
 }
