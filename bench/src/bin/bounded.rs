@@ -11,12 +11,13 @@
 //!   number of objects the stash held.
 //!
 //! - `burst`: objects saved as fast as they come, in calls of a few hundred, into a
-//!   stash capped at 16 MiB: the database files sampled every 5 ms against the cap while
-//!   saving, and after closing; with the default grace period and with one of 10 s (what
-//!   eviction spared before: a grace of 5 s plus the resolution of uses).
+//!   stash capped at 16 MiB: the database files (and the file of values, its allocated
+//!   blocks) sampled every 5 ms against the cap while saving, and after closing; with the
+//!   default grace period and with one of 10 s (what eviction spared before: a grace of 5 s
+//!   plus the resolution of uses); in the layout and place of values asked for.
 //!
 //! `cargo run --release -p objstash-bench --bin bounded -- save [--count 2000000]`
-//! `cargo run --release -p objstash-bench --bin bounded -- burst [--bytes 49000000] [--call 256]`
+//! `cargo run --release -p objstash-bench --bin bounded -- burst [--bytes 49000000] [--call 256] [--layout single|bucketed] [--values rows|file]`
 //! `cargo run --release -p objstash-bench --bin bounded -- get [--count 1000000] [--reads 200000]`
 //! `cargo run --release -p objstash-bench --bin bounded -- zipf [--count 1000000] [--accesses 3000000]`
 
@@ -32,7 +33,7 @@ mod common;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use common::{mib, pick};
-use objstash::{Key, Stash};
+use objstash::{Key, Layout, Stash, Values};
 
 /// Objects generated and saved per `save_all` call.
 const CHUNK: u64 = 10_000;
@@ -59,6 +60,10 @@ enum What {
         /// Objects per `save_all` call.
         #[arg(long, default_value_t = 256)]
         call: usize,
+        #[arg(long, default_value_t = Layout::Single)]
+        layout: Layout,
+        #[arg(long, default_value_t = Values::InRows)]
+        values: Values,
     },
     /// `get` with use recording against a handle that records nothing.
     Get {
@@ -84,7 +89,7 @@ enum What {
 fn main() -> Result<()> {
     match Args::parse().what {
         What::Save { count } => save(count),
-        What::Burst { bytes, call } => burst(bytes, call),
+        What::Burst { bytes, call, layout, values } => burst(bytes, call, layout, values),
         What::Get { count, reads, rounds } => get(count, reads, rounds),
         What::Zipf { count, accesses, s } => zipf(count, accesses, s),
     }
@@ -100,13 +105,20 @@ fn resident() -> u64 {
         .map_or(0, |kib| kib * 1024)
 }
 
+/// The stash's files on disk: the database, its journals, and the blocks of its file of
+/// values (freed values are holes).
 fn file_bytes(path: &Path) -> u64 {
-    ["", "-wal", "-journal"]
+    use std::os::unix::fs::MetadataExt;
+    ["", "-wal", "-journal", "-values"]
         .iter()
         .map(|suffix| {
             let mut name = path.as_os_str().to_owned();
             name.push(suffix);
-            std::fs::metadata(std::path::PathBuf::from(name)).map_or(0, |m| m.len())
+            let meta = std::fs::metadata(std::path::PathBuf::from(name));
+            match *suffix {
+                "-values" => meta.map_or(0, |m| m.blocks() * 512),
+                _ => meta.map_or(0, |m| m.len()),
+            }
         })
         .sum()
 }
@@ -121,10 +133,12 @@ fn burst_run(
     dir: &Path,
     bytes: u64,
     call: usize,
+    kind: (Layout, Values),
     grace: Option<Duration>,
 ) -> Result<(u64, u64, f64)> {
     let path = dir.join(format!("burst-{}.db", grace.map_or(0, |g| g.as_millis())));
-    let mut builder = Stash::builder().max_size(BURST_CAP);
+    let (layout, values) = kind;
+    let mut builder = Stash::builder().layout(layout).values(values).max_size(BURST_CAP);
     if let Some(grace) = grace {
         builder = builder.eviction_grace(grace);
     }
@@ -157,10 +171,11 @@ fn burst_run(
     Ok((largest, file_bytes(&path), saved as f64 / seconds / 1e6))
 }
 
-fn burst(bytes: u64, call: usize) -> Result<()> {
+fn burst(bytes: u64, call: usize, layout: Layout, values: Values) -> Result<()> {
     let dir = tempfile::tempdir()?;
     println!(
-        "{} MB of objects in calls of {call} into a stash capped at {}",
+        "{} MB of objects in calls of {call} into a stash capped at {} ({layout} layout, \
+         values in {values})",
         bytes / 1_000_000,
         mib(BURST_CAP)
     );
@@ -169,7 +184,7 @@ fn burst(bytes: u64, call: usize) -> Result<()> {
     );
     println!("|---|---|---|---|---|---|");
     for grace in [None, Some(Duration::from_secs(10))] {
-        let (largest, closed, rate) = burst_run(dir.path(), bytes, call, grace)?;
+        let (largest, closed, rate) = burst_run(dir.path(), bytes, call, (layout, values), grace)?;
         println!(
             "| {} | {rate:.1} | {} | {:.2}x | {} | {:.3}x |",
             grace.map_or("default".to_string(), |g| format!("{g:?}")),
