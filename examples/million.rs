@@ -4,7 +4,7 @@
 //!
 //! `cargo run --release --example million -- [--count N] [--layout single|bucketed]
 //!  [--durability fast|safe] [--codec gzip|zstd-dict] [--path P] [--keep] [--seed S]
-//!  [--level L] [--reads N] [--read-mmap MiB]`
+//!  [--level L] [--reads N] [--read-mmap MiB] [--values rows|file]`
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -17,7 +17,7 @@ use common::{peak_memory, resident_memory};
 use anyhow::{Context, Result};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
-use objstash::{Codec, Durability, Key, Layout, Stash};
+use objstash::{Codec, Durability, Key, Layout, Stash, Values};
 use rayon::prelude::*;
 
 /// Objects generated and saved per `save_all` call: bounds the example's own memory.
@@ -59,6 +59,9 @@ struct Args {
     /// MiB of the file each read connection may memory-map (0: none; default: the library's).
     #[arg(long)]
     read_mmap: Option<u64>,
+    /// Where the stored bytes go: in the rows, or in a file beside the database.
+    #[arg(long, default_value = "rows")]
+    values: Values,
 }
 
 fn main() -> Result<()> {
@@ -79,16 +82,19 @@ fn main() -> Result<()> {
         .layout(args.layout)
         .durability(args.durability)
         .codec(args.codec)
+        .values(args.values)
         .open(&path)
         .with_context(|| format!("opening {}", path.display()))?;
     let already = stash.len()?;
     println!(
-        "writing {} objects into {} (layout {}, durability {}, codec {}, gzip level {}{})",
+        "writing {} objects into {} (layout {}, durability {}, codec {}, values in {}, gzip \
+         level {}{})",
         args.count,
         path.display(),
         args.layout,
         args.durability,
         args.codec,
+        args.values,
         args.level.map_or_else(|| "default".to_string(), |l| l.to_string()),
         if already > 0 { format!(", {already} objects already there") } else { String::new() }
     );
@@ -131,8 +137,8 @@ fn main() -> Result<()> {
     // rows back before the report's compressors allocate.
     stash.close()?;
     // At rest: closing folds the write-ahead log (which holds about one batch while the
-    // writer saves) into the file and removes it.
-    let at_rest: u64 = ["", "-wal"]
+    // writer saves) into the file and removes it. The file of values, if any, counts too.
+    let at_rest: u64 = ["", "-wal", "-values"]
         .iter()
         .map(|suffix| {
             let mut name = path.clone().into_os_string();
