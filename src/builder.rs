@@ -233,7 +233,7 @@ impl StashBuilder {
     /// 45 MB); a map of the first part of a large file serves only the reads that land
     /// there, and took the million example's peak memory from 115 to 216 MiB. A stash
     /// whose values are in a file of their own ([`Values::InFile`]) maps its database whole
-    /// by default (up to 2 GiB, about 27 million rows of about 80 bytes): the values are
+    /// by default (up to 2 GiB, about 18 million rows of about 116 bytes): the values are
     /// read from their file, and the map holds only keys and places. `bytes` maps that much
     /// whatever the file's size; 0 never maps.
     pub fn read_mmap_size(mut self, bytes: u64) -> Self {

@@ -71,8 +71,8 @@ const SMALL_FILE: u64 = 64 << 20;
 
 impl ReadMap {
     /// The map of a stash whose values are where `values` says. A database whose values are
-    /// in a file of their own holds about 80 bytes a row (`value_log.rs`): the default maps
-    /// it whole, up to SQLite's largest map (about 27 million rows), so that a read's
+    /// in a file of their own holds about 116 bytes a row (`value_log.rs`): the default maps
+    /// it whole, up to SQLite's largest map (about 18 million rows), so that a read's
     /// descents touch mapped pages and its only copy is the value's own bytes. The pages a
     /// read touches count in the process's resident memory (the OS page cache's, which the
     /// kernel drops under pressure): at most the database, a twelfth of a stash's bytes.

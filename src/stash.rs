@@ -283,6 +283,13 @@ impl Stash {
         self.shared.schema.layout
     }
 
+    /// Where this stash keeps its objects' stored bytes: in their rows, or in a file beside
+    /// the database (fixed when the stash is made).
+    #[must_use]
+    pub fn values(&self) -> Values {
+        self.shared.schema.stored()
+    }
+
     /// The durability of this stash, as recorded in it.
     #[must_use]
     pub fn durability(&self) -> Durability {

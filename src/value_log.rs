@@ -2,7 +2,7 @@
 //! [`Values::InFile`](crate::Values::InFile)).
 //!
 //! A row of such a stash holds its key, raw length and last use, and the place of its
-//! stored bytes in this file instead of the bytes: the database holds about 80 bytes a
+//! stored bytes in this file instead of the bytes: the database holds about 116 bytes a
 //! row, small enough for a reader to map whole, and a read copies the value's own bytes
 //! out of the OS page cache instead of an 8 KiB leaf page (`notes/experiments.md`, "A
 //! value log's reads": 1.57x-1.64x the reads of rows that hold their values, at ten

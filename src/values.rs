@@ -18,7 +18,7 @@ pub enum Values {
     #[default]
     InRows,
     /// Appended to a file beside the database (`<stash>-values`), each row holding the
-    /// place of its bytes there: the database stays about 80 bytes an object, small enough
+    /// place of its bytes there: the database stays about 116 bytes an object, small enough
     /// for a reader to map whole, and a read copies only the object's own bytes. Rows of a
     /// megabyte or more and the manifests of large objects stay in their rows.
     InFile,

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use objstash::{Codec, Durability, Key, Layout, Stash};
+use objstash::{Codec, Durability, Key, Layout, Stash, Values};
 
 mod bound;
 mod check;
@@ -42,6 +42,10 @@ struct Cli {
     /// keeps its own; naming another is an error.
     #[arg(long, global = true)]
     layout: Option<Layout>,
+    /// Where a new stash (put, import) keeps its objects' stored bytes: rows (default) or
+    /// file (a file beside the database; faster reads). An existing stash keeps its own.
+    #[arg(long, global = true)]
+    values: Option<Values>,
     /// Durability of a new stash: fast, safe or owned (one process at a time, no
     /// write-ahead log; see the README). An existing stash keeps the one it
     /// records; naming another is an error (change it with `objstash config`).
@@ -372,12 +376,18 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
     if !cli.command.creates() && cli.layout.is_some() {
         return Err(Failure::Usage("--layout applies when creating a stash (put, import)".into()));
     }
+    if !cli.command.creates() && cli.values.is_some() {
+        return Err(Failure::Usage("--values applies when creating a stash (put, import)".into()));
+    }
     if !cli.command.creates() && cli.max_object_size.is_some() {
         return Err(Failure::Usage("--max-object-size applies to put and import".into()));
     }
     let mut builder = Stash::builder().create(cli.command.creates());
     if let Some(layout) = cli.layout {
         builder = builder.layout(layout);
+    }
+    if let Some(values) = cli.values {
+        builder = builder.values(values);
     }
     if let Some(codec) = cli.codec {
         builder = builder.codec(codec);

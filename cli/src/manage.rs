@@ -51,6 +51,7 @@ pub fn unname(stash: &Stash, names: &[String], out: &mut Out) -> Result<ExitCode
 #[derive(Serialize)]
 struct Config {
     layout: String,
+    values: String,
     durability: String,
     codec: String,
     max_object_size: u64,
@@ -60,6 +61,7 @@ struct Config {
 fn show(stash: &Stash, out: &mut Out) -> Result<(), Failure> {
     let config = Config {
         layout: stash.layout().to_string(),
+        values: stash.values().to_string(),
         durability: stash.durability().to_string(),
         codec: stash.codec().to_string(),
         max_object_size: stash.max_object_size(),
@@ -69,6 +71,7 @@ fn show(stash: &Stash, out: &mut Out) -> Result<(), Failure> {
         out.json(&config)?;
     } else {
         out.line(&format!("layout      {}", config.layout))?;
+        out.line(&format!("values      in {}", config.values))?;
         out.line(&format!("durability  {}", config.durability))?;
         out.line(&format!("codec       {}", config.codec))?;
         let cap = config.max_size.map_or_else(

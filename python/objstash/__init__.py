@@ -362,12 +362,13 @@ multiprocessing.util.register_after_fork(
 class Stash(_Stash):
     """A content-addressed object cache in one SQLite file.
 
-    ``Stash(path, layout=None, durability=None, codec=None, create=True, read_only=False,
-    reconfigure=False, max_object_size=None, threads=None, max_size=None,
+    ``Stash(path, layout=None, durability=None, codec=None, values=None, create=True,
+    read_only=False, reconfigure=False, max_object_size=None, threads=None, max_size=None,
     eviction_grace=None, use_resolution=None, busy_timeout=None, remote=None)``: settings
-    left as None
-    use what the stash records, or the defaults for a new one (layout "single", durability
-    "fast", codec "gzip", no size cap). ``busy_timeout`` (seconds, default 30) bounds a wait
+    left as None use what the stash records, or the defaults for a new one (layout
+    "single", durability "fast", codec "gzip", values "rows", no size cap). ``values="file"``
+    makes a new stash keep its objects' bytes in a file beside the database (faster reads;
+    an existing stash keeps where it was made to keep them). ``busy_timeout`` (seconds, default 30) bounds a wait
     for another process's lock. ``max_size`` (bytes) is recorded in the stash: least recently
     used objects are evicted to keep its files within it; what a save call under way has
     saved, objects saved or read in the last ``eviction_grace`` seconds (default 0.1) and

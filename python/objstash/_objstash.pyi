@@ -61,6 +61,7 @@ class Stash:
         layout: str | None = None,
         durability: str | None = None,
         codec: str | None = None,
+        values: str | None = None,
         create: bool = True,
         read_only: bool = False,
         reconfigure: bool = False,
@@ -131,6 +132,8 @@ class Stash:
     def recovery(self) -> str | None: ...
     @property
     def layout(self) -> str: ...
+    @property
+    def values(self) -> str: ...
     @property
     def durability(self) -> str: ...
     @property

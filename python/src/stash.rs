@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use objstash::{Codec, Durability, Key, Layout};
+use objstash::{Codec, Durability, Key, Layout, Values};
 use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
@@ -164,10 +164,11 @@ fn pairs<'py>(items: &Bound<'py, PyAny>) -> PyResult<Vec<(Bound<'py, PyAny>, Bou
 impl Stash {
     /// Opens (or creates) the stash at `path`. Settings left as None use what the stash
     /// records (or the defaults for a new one): layout "single" or "bucketed", durability
-    /// "fast" or "safe", codec "gzip" or "zstd-dict".
+    /// "fast" or "safe", codec "gzip" or "zstd-dict", values "rows" or "file".
     #[new]
     #[pyo3(signature = (
-        path, *, layout=None, durability=None, codec=None, create=true, read_only=false,
+        path, *, layout=None, durability=None, codec=None, values=None, create=true,
+        read_only=false,
         reconfigure=false, max_object_size=None, threads=None, max_size=None,
         eviction_grace=None, use_resolution=None, busy_timeout=None, remote=None
     ))]
@@ -178,6 +179,7 @@ impl Stash {
         layout: Option<&str>,
         durability: Option<&str>,
         codec: Option<&str>,
+        values: Option<&str>,
         create: bool,
         read_only: bool,
         reconfigure: bool,
@@ -221,6 +223,10 @@ impl Stash {
         }
         if let Some(codec) = parse::<Codec>(py, "codec", codec)? {
             first = first.codec(codec);
+        }
+        // Where a new stash keeps its values; a reopen finds them where the stash keeps them.
+        if let Some(values) = parse::<Values>(py, "values", values)? {
+            first = first.values(values);
         }
         if let Some(bytes) = max_size {
             first = first.max_size(convert::unsigned("max_size", bytes)?);
@@ -733,6 +739,12 @@ impl Stash {
     #[getter]
     fn layout(&self, py: Python<'_>) -> PyResult<String> {
         self.with(py, |s| Ok(s.layout().to_string()))
+    }
+
+    /// Where the stash keeps its objects' stored bytes: "rows" or "file".
+    #[getter]
+    fn values(&self, py: Python<'_>) -> PyResult<String> {
+        self.with(py, |s| Ok(s.values().to_string()))
     }
 
     #[getter]

@@ -70,8 +70,9 @@ def run_python(code: str, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_a_forked_child_uses_the_parents_handle_and_the_parent_goes_on(path):
-    stash = Stash(path)
+@pytest.mark.parametrize("values", ["rows", "file"])
+def test_a_forked_child_uses_the_parents_handle_and_the_parent_goes_on(path, values):
+    stash = Stash(path, values=values)
     parent = objects(1000, 1)
     keys = stash.save_all(parent)
     stash.flush()
@@ -112,7 +113,7 @@ def test_a_forked_child_uses_the_parents_handle_and_the_parent_goes_on(path):
     assert other.returncode == 0 and int(other.stdout) == 1701, other.stderr
     stash.close()
     with Stash(path) as again:
-        assert len(again) == 1702
+        assert len(again) == 1702 and again.values == values
         assert again.verify().ok
 
 

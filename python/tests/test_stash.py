@@ -28,6 +28,24 @@ def path(tmp_path):
     return str(tmp_path / "stash.db")
 
 
+def test_values_in_a_file_are_chosen_when_a_stash_is_made(path):
+    objs = objects(500)
+    with Stash(path, values="file", max_size=64 << 20) as stash:
+        assert stash.values == "file"
+        keys = stash.save_all(objs)
+        assert stash.get_many(keys) == objs
+    assert os.path.getsize(path + "-values") > 0
+    # A reopen keeps them where the stash was made to keep them, whatever it asks.
+    with Stash(path, values="rows") as stash:
+        assert stash.values == "file"
+        assert stash.get(keys[9]) == objs[9]
+        assert stash.verify().ok
+    with Stash(str(path) + ".rows") as stash:
+        assert stash.values == "rows"
+    with pytest.raises(objstash.SettingsError, match="rows or file"):
+        Stash(str(path) + ".bad", values="disk")
+
+
 @pytest.mark.parametrize("layout", ["single", "bucketed"])
 @pytest.mark.parametrize("durability", ["fast", "safe"])
 def test_round_trip(path, layout, durability):

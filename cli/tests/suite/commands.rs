@@ -508,6 +508,29 @@ fn config_shows_and_changes_the_recorded_settings() -> TestResult {
     Ok(())
 }
 
+#[test]
+fn values_in_a_file_are_chosen_when_a_stash_is_made_and_kept() -> TestResult {
+    let env = Env::new();
+    let out = env.run_with_stdin(&["--values", "file", "put"], b"in a file");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut values = env.db.clone().into_os_string();
+    values.push("-values");
+    assert!(PathBuf::from(values).exists(), "no file of values beside the stash");
+    let config: serde_json::Value = serde_json::from_slice(&env.run(&["config", "--json"]).stdout)?;
+    assert_eq!(config["values"], "file", "{config}");
+    // The stash keeps its values where it was made to, whatever a later put asks.
+    env.run_with_stdin(&["--values", "rows", "put"], b"also in the file");
+    assert_eq!(env.run(&["get", &key_of(b"also in the file")]).stdout, b"also in the file");
+    let config: serde_json::Value = serde_json::from_slice(&env.run(&["config", "--json"]).stdout)?;
+    assert_eq!(config["values"], "file", "{config}");
+    // A command that makes nothing refuses the flag; a bad value is a usage error.
+    assert_eq!(env.run(&["--values", "file", "stats"]).status.code(), Some(2));
+    let out = env.run_with_stdin(&["--values", "disk", "put"], b"x");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("rows or file"), "{}", stderr(&out));
+    Ok(())
+}
+
 /// Other processes read the stash while `import` writes it: `get`, `stats` and `has` all
 /// succeed, and see what was stored before.
 #[test]
