@@ -366,16 +366,18 @@ class Stash(_Stash):
     read_only=False, reconfigure=False, max_object_size=None, threads=None, max_size=None,
     eviction_grace=None, use_resolution=None, busy_timeout=None, remote=None)``: settings
     left as None use what the stash records, or the defaults for a new one (layout
-    "single", durability "fast", codec "gzip", values "rows", no size cap). ``values="file"``
-    makes a new stash keep its objects' bytes in a file beside the database (faster reads;
-    an existing stash keeps where it was made to keep them). ``busy_timeout`` (seconds, default 30) bounds a wait
-    for another process's lock. ``max_size`` (bytes) is recorded in the stash: least recently
-    used objects are evicted to keep its files within it; what a save call under way has
-    saved, objects saved or read in the last ``eviction_grace`` seconds (default 0.1) and
-    pinned ones (``save_pinned``, ``pin``) never are. A read of an object whose last use is less than ``use_resolution`` seconds
-    old (default 5) records no new use: eviction's order is exact to within it. Use it as
-    a context manager, or call ``close()``. ``remote`` (a URL or a ``Remote``) shares the
-    stash's objects through an S3-compatible bucket (see the package's documentation).
+    "single", durability "fast", codec "gzip", values "rows", no size cap).
+    ``values="file"`` makes a new stash keep its objects' bytes in a file beside the
+    database (faster reads; an existing stash keeps where it was made to keep them).
+    ``busy_timeout`` (seconds, default 30) bounds a wait for another process's lock.
+    ``max_size`` (bytes) is recorded in the stash: least recently used objects are evicted
+    to keep its files within it; what a save call under way has saved, objects saved or
+    read in the last ``eviction_grace`` seconds (default 0.1) and pinned ones
+    (``save_pinned``, ``pin``) never are. A read of an object whose last use is less than
+    ``use_resolution`` seconds old (default 5) records no new use: eviction's order is
+    exact to within it. Use it as a context manager, or call ``close()``. ``remote`` (a
+    URL or a ``Remote``) shares the stash's objects through an S3-compatible bucket (see
+    the package's documentation).
     """
 
     if not TYPE_CHECKING:  # the extension's signature is the one to check calls against
