@@ -76,8 +76,10 @@ class ObjstashTransport(AbstractTransport):
     "zstd-dict") apply when the stash is created; a new stash is zstd-dict unless
     ``codec`` says otherwise: Speckle objects are small JSON, which a dictionary trained
     on the cache's own objects compresses to 0.35x the bytes of SQLiteTransport's cache
-    (gzip: 0.48x) and stores faster (python/bench/transports.py). ``max_size`` (bytes)
-    caps the cache: the least recently used objects are evicted to stay within it.
+    (gzip: 0.48x) and stores faster (python/bench/transports.py). ``values="file"`` makes
+    a new cache keep the objects' bytes in a file beside its database (faster reads; see
+    the README). ``max_size`` (bytes) caps the cache: the least recently used objects are
+    evicted to stay within it.
 
     ``remote`` (a URL ``s3://bucket/prefix`` or an ``objstash.Remote``) shares the cache
     with a team: after each ``end_write`` the objects and their ids are pushed in the
@@ -96,6 +98,7 @@ class ObjstashTransport(AbstractTransport):
         stash: Optional[Stash] = None,
         durability: Optional[str] = None,
         codec: Optional[str] = None,
+        values: Optional[str] = None,
         max_size: Optional[int] = None,
         remote: Optional[Any] = None,
     ) -> None:
@@ -116,6 +119,7 @@ class ObjstashTransport(AbstractTransport):
                     path,
                     durability=durability,
                     codec=codec,
+                    values=values,
                     max_size=max_size,
                     remote=remote,
                 )
