@@ -39,10 +39,12 @@ pub(crate) struct UseSql {
     pub forget: String,
     /// Folds every narrow row into its object row (the later use wins).
     pub fold: String,
-    /// Empties the narrow table (after `fold`), row by row: without a `WHERE`, SQLite's
-    /// truncation rewrites the table's root page even when it is empty, which in the
-    /// bucketed layout put 256 pages (1 MiB) in the log of every eviction.
+    /// Empties the narrow table (after `fold`).
     pub clear: String,
+    /// Whether the narrow table has a row: a fold of an empty one is skipped, since
+    /// `clear`'s truncation rewrites the table's root page even when it is empty (in the
+    /// bucketed layout, 256 pages in the log of every eviction of a capped stash).
+    pub any: String,
     /// The earliest last use of an unpinned object, counting both places.
     pub first_use: String,
 }
@@ -54,13 +56,13 @@ pub(crate) fn table_name(table: &str) -> String {
 
 impl UseSql {
     /// How many statements it has.
-    pub(crate) const STATEMENTS: usize = 5;
+    pub(crate) const STATEMENTS: usize = 6;
 
     /// Every statement, for the tests that prepare them all.
     #[cfg(test)]
     pub(crate) fn statements(&self) -> [&str; Self::STATEMENTS] {
-        let UseSql { record, forget, fold, clear, first_use } = self;
-        [record, forget, fold, clear, first_use]
+        let UseSql { record, forget, fold, clear, any, first_use } = self;
+        [record, forget, fold, clear, any, first_use]
     }
 
     /// The statements of the narrow table beside `table`, whose rows `key_index` finds.
@@ -83,7 +85,8 @@ impl UseSql {
                 "UPDATE {table} SET used = u.used FROM {uses} AS u \
                  WHERE {table}.rowid = u.id AND {table}.used < u.used"
             ),
-            clear: format!("DELETE FROM {uses} WHERE true"),
+            clear: format!("DELETE FROM {uses}"),
+            any: format!("SELECT EXISTS (SELECT 1 FROM {uses})"),
             // The rows in order of their own use, up to the first without a narrow row
             // (every row after it was used later than it), and every narrow row's later use.
             first_use: format!(
@@ -116,6 +119,13 @@ pub(crate) fn exists(conn: &Connection, first_table: &str) -> Result<bool> {
 /// caller's transaction.
 pub(crate) fn fold<'a>(conn: &Connection, tables: impl Iterator<Item = &'a UseSql>) -> Result<()> {
     for sql in tables {
+        let any = conn
+            .prepare_cached(&sql.any)
+            .and_then(|mut stmt| stmt.query_row([], |r| r.get::<_, bool>(0)))
+            .context(|| "reading the uses of objects".into())?;
+        if !any {
+            continue;
+        }
         for step in [&sql.fold, &sql.clear] {
             conn.prepare_cached(step)
                 .and_then(|mut stmt| stmt.execute([]))
@@ -123,4 +133,62 @@ pub(crate) fn fold<'a>(conn: &Connection, tables: impl Iterator<Item = &'a UseSq
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::Layout;
+    use crate::schema::Schema;
+    use crate::values::Values;
+
+    /// Pages the write-ahead log of the database at `path` holds.
+    fn logged_pages(path: &std::path::Path) -> u64 {
+        let log = std::fs::metadata(crate::files::sibling(path, "-wal")).map_or(0, |m| m.len());
+        log.saturating_sub(32) / (4096 + 24)
+    }
+
+    #[test]
+    fn folding_empty_narrow_tables_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("uses.db");
+        let conn = Connection::open(&path).unwrap();
+        conn.pragma_update(None, "page_size", 4096).unwrap();
+        conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+        let schema = Schema::new(Layout::Bucketed, KeyIndex::Generations, true, Values::InRows);
+        schema.create(&conn).unwrap();
+        let fold_all = || {
+            conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE); BEGIN IMMEDIATE").unwrap();
+            fold(&conn, schema.tables.iter().map(|t| &t.apart)).unwrap();
+            conn.execute_batch("COMMIT").unwrap();
+            logged_pages(&path)
+        };
+        // 256 empty narrow tables: no page changes (a truncation would log each root).
+        assert_eq!(fold_all(), 0);
+        // One use recorded apart is folded into its row, and its narrow table emptied.
+        let table = &schema.tables[7];
+        conn.execute(
+            &format!(
+                "INSERT INTO {}(key, raw_len, data, used) VALUES (?1, 1, x'00', 5)",
+                table.name
+            ),
+            [&[7u8; 32][..]],
+        )
+        .unwrap();
+        let id = conn.last_insert_rowid();
+        conn.execute(
+            &format!("INSERT INTO {}(id, used) VALUES (?1, 9)", table_name(&table.name)),
+            [id],
+        )
+        .unwrap();
+        let pages = fold_all();
+        assert!((1..16).contains(&pages), "{pages} pages logged");
+        let used: i64 = conn
+            .query_row(&format!("SELECT used FROM {} WHERE rowid = ?1", table.name), [id], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(used, 9);
+        assert_eq!(fold_all(), 0);
+    }
 }
