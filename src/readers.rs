@@ -75,7 +75,7 @@ impl ReadMap {
     /// it whole, up to SQLite's largest map (about 18 million rows), so that a read's
     /// descents touch mapped pages and its only copy is the value's own bytes. The pages a
     /// read touches count in the process's resident memory (the OS page cache's, which the
-    /// kernel drops under pressure): at most the database, a twelfth of a stash's bytes.
+    /// kernel drops under pressure): at most the database, about a seventh of a stash's bytes.
     pub(crate) fn for_values(self, values: crate::values::Values) -> ReadMap {
         match (self, values) {
             (ReadMap::SmallFile, crate::values::Values::InFile) => ReadMap::Bytes(LARGEST_MAP),
