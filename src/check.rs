@@ -15,6 +15,7 @@ use rusqlite::Connection;
 use crate::codec;
 use crate::dict::Dictionaries;
 use crate::error::{DbContext, Result};
+use crate::first_generation::Generation;
 use crate::key::Key;
 use crate::manifest::{self, Manifest};
 use crate::meta;
@@ -128,7 +129,9 @@ impl<C: Deref<Target = Connection>, F: Fn() -> Result<C>> Check<'_, F> {
     /// Whether a read by key finds the row of `key` in `table` and it checks.
     fn readable(&self, table: &TableSql, key: &Key) -> bool {
         let found = (self.connect)().and_then(|conn| {
-            let mut stmt = conn.prepare_cached(&table.select).context(|| table.name.clone())?;
+            let mut stmt = conn
+                .prepare_cached(table.select(Generation::Young, false))
+                .context(|| table.name.clone())?;
             stmt.query_row([&key.as_bytes()[..]], |r| {
                 let place = r.get::<_, Option<i64>>(2)?.and_then(Place::unpack);
                 // Checked inside the snapshot, as above.

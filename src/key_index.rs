@@ -13,6 +13,8 @@
 //! lookup reads the rowids of the key's prefix in the young and the old index, and
 //! compares the full key in the row (two keys may share a prefix). Measured in notes/experiments.md.
 
+use crate::first_generation::Generation;
+
 /// How an object table finds a row by its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum KeyIndex {
@@ -86,17 +88,27 @@ impl KeyIndex {
     /// stored, the cheapest. With generations, the first rowid of the key's prefix in the
     /// young index, then in the old one (a scalar subquery: no temporary table for the
     /// rowids, as `IN` builds; `get` 1.15x), then every rowid of the prefix, which only a
-    /// key whose prefix another key shares, or a key not stored, gets to.
-    pub(crate) fn select(self, table: &str, columns: &str) -> String {
-        let every = format!("SELECT {columns} FROM {table} WHERE {}", self.matches("?1"));
+    /// key whose prefix another key shares, or a key not stored, gets to. `first` is the
+    /// index asked first (`first_generation.rs`). After `columns`, one more names the way
+    /// the row was found: a [`Generation`] as its number, or 2 for neither way first.
+    pub(crate) fn select(self, table: &str, columns: &str, first: Generation) -> String {
+        let every = format!("SELECT {columns}, 2 FROM {table} WHERE {}", self.matches("?1"));
         match self {
             KeyIndex::Full => every,
             KeyIndex::Generations => {
-                let first = GENERATIONS.map(|generation| {
-                    let id = prefix_entries(generation, "id", "?1");
-                    format!("SELECT {columns} FROM {table} WHERE rowid = ({id}) AND key = ?1")
-                });
-                format!("{} UNION ALL {} UNION ALL {every} LIMIT 1", first[0], first[1])
+                let by = |generation: Generation| {
+                    let index = GENERATIONS[generation as usize];
+                    let id = prefix_entries(index, "id", "?1");
+                    format!(
+                        "SELECT {columns}, {} FROM {table} WHERE rowid = ({id}) AND key = ?1",
+                        generation as u8
+                    )
+                };
+                let (a, b) = match first {
+                    Generation::Young => (by(Generation::Young), by(Generation::Old)),
+                    Generation::Old => (by(Generation::Old), by(Generation::Young)),
+                };
+                format!("{a} UNION ALL {b} UNION ALL {every} LIMIT 1")
             }
         }
     }

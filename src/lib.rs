@@ -121,6 +121,7 @@ mod chunks;
 mod codec;
 mod evict;
 mod files;
+mod first_generation;
 mod format;
 mod gzip_code;
 mod header;

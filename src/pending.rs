@@ -5,8 +5,16 @@
 //! is here, in the database, or both. The map is sharded by a key byte so that many
 //! producer threads do not queue on one lock; its size is bounded by the channel capacity
 //! plus one batch.
+//!
+//! A count of the rows held lets a read skip the map while it is empty, as it is in a
+//! stash that is only read: taking a shard's lock and hashing the key was 4% of a `get`
+//! at ten million objects. The count is changed under the shard's lock, after the map,
+//! and a row leaves only after its commit: a read that finds the count at zero either
+//! comes before the `save` (which it need not see) or after the commit (which its
+//! snapshot, taken after the look here, holds).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::key::Key;
@@ -24,11 +32,16 @@ pub(crate) struct Row {
 #[derive(Debug)]
 pub(crate) struct Pending {
     shards: Vec<Mutex<HashMap<Key, Row>>>,
+    /// Rows in all the shards.
+    rows: AtomicUsize,
 }
 
 impl Pending {
     pub(crate) fn new() -> Self {
-        Pending { shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect() }
+        Pending {
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            rows: AtomicUsize::new(0),
+        }
     }
 
     fn shard(&self, key: &Key) -> MutexGuard<'_, HashMap<Key, Row>> {
@@ -39,15 +52,26 @@ impl Pending {
     }
 
     pub(crate) fn insert(&self, row: Row) {
-        self.shard(&row.key).insert(row.key, row);
+        let mut shard = self.shard(&row.key);
+        if shard.insert(row.key, row).is_none() {
+            self.rows.fetch_add(1, Ordering::Release);
+        }
     }
 
     pub(crate) fn get(&self, key: &Key) -> Option<Row> {
+        if self.is_empty() {
+            return None;
+        }
         self.shard(key).get(key).cloned()
     }
 
     pub(crate) fn contains(&self, key: &Key) -> bool {
-        self.shard(key).contains_key(key)
+        !self.is_empty() && self.shard(key).contains_key(key)
+    }
+
+    /// Whether no row is held.
+    fn is_empty(&self) -> bool {
+        self.rows.load(Ordering::Acquire) == 0
     }
 
     /// Forgets `row` once it is committed, unless a newer save replaced it meanwhile.
@@ -55,13 +79,16 @@ impl Pending {
         let mut shard = self.shard(&row.key);
         if shard.get(&row.key).is_some_and(|r| Arc::ptr_eq(&r.data, &row.data)) {
             shard.remove(&row.key);
+            self.rows.fetch_sub(1, Ordering::Release);
         }
     }
 
     /// Forgets every row: used when the writer stops and they will never be committed.
     pub(crate) fn clear(&self) {
         for shard in &self.shards {
-            shard.lock().unwrap_or_else(|p| p.into_inner()).clear();
+            let mut shard = shard.lock().unwrap_or_else(|p| p.into_inner());
+            self.rows.fetch_sub(shard.len(), Ordering::Release);
+            shard.clear();
         }
     }
 }
@@ -85,5 +112,20 @@ mod tests {
         assert!(pending.contains(&first.key), "a stale settle removed the newer row");
         pending.settle(&second);
         assert!(pending.get(&first.key).is_none());
+        assert!(pending.is_empty());
+    }
+
+    #[test]
+    fn the_count_follows_the_rows() {
+        let pending = Pending::new();
+        let (a, b) = (row(b"a"), row(b"b"));
+        pending.insert(a.clone());
+        pending.insert(a.clone());
+        pending.insert(b.clone());
+        assert_eq!(pending.rows.load(Ordering::Acquire), 2, "a key saved twice is one row");
+        pending.settle(&a);
+        assert!(pending.get(&b.key).is_some() && !pending.contains(&a.key));
+        pending.clear();
+        assert!(pending.is_empty() && pending.get(&b.key).is_none());
     }
 }

@@ -18,6 +18,7 @@ use crate::codec;
 use crate::dict::Dictionaries;
 use crate::error::{DbContext, Error, Result};
 use crate::files::{self, JOURNALS, sibling};
+use crate::first_generation::Generation;
 use crate::key::Key;
 use crate::layout::Layout;
 use crate::manifest::{self, ChunkRef, Manifest};
@@ -115,7 +116,7 @@ pub(crate) fn salvage(
             Indexed::Key(key) => offer(key, &mut || {
                 let table = target.table(&key);
                 damaged
-                    .prepare_cached(&table.select)
+                    .prepare_cached(table.select(Generation::Young, false))
                     .and_then(|mut stmt| {
                         stmt.query_row([&key.as_bytes()[..]], |r| {
                             let place = r.get::<_, Option<i64>>(2)?.and_then(Place::unpack);

@@ -30,6 +30,7 @@ use rusqlite::{Connection, params};
 
 use crate::chunks::{self, MANIFEST_MAGIC_SQL, MANIFEST_SQL};
 use crate::error::{DbContext, Error, Result};
+use crate::first_generation::Generation;
 use crate::key_filter::{KeyFilter, Lookup};
 use crate::key_index;
 pub(crate) use crate::key_index::KeyIndex;
@@ -86,9 +87,11 @@ pub(crate) struct TableSql {
     /// An insert that reserves the value's bytes (its length the third parameter), written
     /// afterwards through blob I/O.
     insert_zeroblob: String,
-    pub select: String,
+    /// Reads a row by key, asking first the generation of the key index each names
+    /// (`first_generation.rs`).
+    select: [String; 2],
     /// `select` with the row's last use (tables with a use column only).
-    pub select_used: String,
+    select_used: [String; 2],
     pub exists: String,
     /// Whether the row at rowid `?1` holds the key `?2` (generations: a row of the key's
     /// prefix, found through [`key_index::PREFIX_IDS`]).
@@ -130,7 +133,7 @@ pub(crate) struct TableSql {
 
 impl TableSql {
     /// The statements of one table: [`TableSql::statements`] lists them all.
-    const STATEMENTS: usize = 22;
+    const STATEMENTS: usize = 24;
 
     /// Every statement of the table. Destructured, so that a statement added to the struct
     /// and not here does not compile (the test below prepares them all).
@@ -143,8 +146,8 @@ impl TableSql {
             apart: _,
             insert,
             insert_zeroblob,
-            select,
-            select_used,
+            select: [select_young, select_old],
+            select_used: [select_used_young, select_used_old],
             exists,
             has_key,
             delete,
@@ -167,8 +170,10 @@ impl TableSql {
         [
             insert,
             insert_zeroblob,
-            select,
-            select_used,
+            select_young,
+            select_old,
+            select_used_young,
+            select_used_old,
             exists,
             has_key,
             delete,
@@ -188,6 +193,13 @@ impl TableSql {
             places_in,
             move_place,
         ]
+    }
+
+    /// The statement that reads a row by key, asking `first` first; with the row's last use
+    /// if `used` (tables with a use column only). Its columns: raw length, data, place,
+    /// [the use,] and the way the row was found (`KeyIndex::select`).
+    pub(crate) fn select(&self, first: Generation, used: bool) -> &str {
+        if used { &self.select_used[first as usize] } else { &self.select[first as usize] }
     }
 
     fn new(name: String, key_index: KeyIndex, stored: Values) -> Self {
@@ -216,8 +228,11 @@ impl TableSql {
         TableSql {
             insert,
             insert_zeroblob,
-            select: key_index.select(&name, &format!("raw_len, data, {place}")),
-            select_used: key_index.select(&name, &format!("raw_len, data, {place}, used")),
+            select: [Generation::Young, Generation::Old]
+                .map(|first| key_index.select(&name, &format!("raw_len, data, {place}"), first)),
+            select_used: [Generation::Young, Generation::Old].map(|first| {
+                key_index.select(&name, &format!("raw_len, data, {place}, used"), first)
+            }),
             exists: key_index.exists(&name),
             has_key: format!("SELECT 1 FROM {name} WHERE rowid = ?1 AND key = ?2"),
             delete: format!(
@@ -241,7 +256,7 @@ impl TableSql {
                 "UPDATE {name} SET used = ?2 WHERE {is_key} AND used = {PINNED} \
                  RETURNING {len}"
             ),
-            pinned: key_index.select(&name, &format!("used = {PINNED}")),
+            pinned: key_index.select(&name, &format!("used = {PINNED}"), Generation::Young),
             oldest: format!(
                 "SELECT rowid, key, raw_len, {len}, used, \
                  substr(data, 1, 4) = {MANIFEST_MAGIC_SQL} FROM {name} \
@@ -682,7 +697,10 @@ mod tests {
             key[..4].copy_from_slice(&i.wrapping_mul(2_654_435_761).to_be_bytes());
             let key = crate::key::Key::from_slice(&key).unwrap();
             table.add(&conn, &key, 1, b"x", 0, Insert::VALUE).unwrap();
-            conn.prepare_cached(&table.select).unwrap().exists([&key.as_bytes()[..]]).unwrap();
+            for first in [Generation::Young, Generation::Old] {
+                let mut select = conn.prepare_cached(table.select(first, false)).unwrap();
+                select.exists([&key.as_bytes()[..]]).unwrap();
+            }
             conn.prepare_cached(&table.touch)
                 .unwrap()
                 .execute(params![&key.as_bytes()[..], 5])
@@ -692,9 +710,10 @@ mod tests {
                 .execute(params![&key.as_bytes()[..], 6])
                 .unwrap();
         }
-        let statements =
-            [&table.exists, &table.select, &table.touch, &table.has_key, &table.apart.record];
-        for sql in statements.into_iter().map(String::as_str).chain(key_index::PREFIX_IDS) {
+        let statements = [&table.exists, &table.touch, &table.has_key, &table.apart.record];
+        let selects = [Generation::Young, Generation::Old].map(|first| table.select(first, false));
+        let statements = statements.into_iter().map(String::as_str).chain(selects);
+        for sql in statements.chain(key_index::PREFIX_IDS) {
             let stmt = conn.prepare_cached(sql).unwrap();
             let again = stmt.get_status(rusqlite::StatementStatus::RePrepare);
             assert_eq!(again, 0, "{sql}");
@@ -715,11 +734,6 @@ mod tests {
             let added = table.add(&conn, &key, 1, data.as_bytes(), 0, Insert::VALUE).unwrap();
             assert_eq!(added, usize::from(data != "c"), "{data}");
         }
-        let mut select = conn.prepare(&table.select).unwrap();
-        for (key, data) in [(&first, b"a"), (&second, b"b")] {
-            let got: Vec<u8> = select.query_row([&key[..]], |r| r.get(1)).unwrap();
-            assert_eq!(&got, data);
-        }
         // A key of the same prefix that is not stored is not found, in either index.
         let mut third = first;
         third[31] = 9;
@@ -733,6 +747,20 @@ mod tests {
                     YOUNG = key_index::YOUNG
                 ))
                 .unwrap();
+            }
+            // Either order finds each row, and says in which index; the second key of a
+            // shared prefix is found by neither first lookup (the first id of the prefix).
+            let generation = if moved { Generation::Old } else { Generation::Young };
+            for first_asked in [Generation::Young, Generation::Old] {
+                let mut select = conn.prepare(table.select(first_asked, false)).unwrap();
+                for (key, data, way) in [(&first, b"a", Some(generation)), (&second, b"b", None)] {
+                    let (got, found): (Vec<u8>, i64) = select
+                        .query_row([&key.as_bytes()[..]], |r| Ok((r.get(1)?, r.get(3)?)))
+                        .unwrap();
+                    assert_eq!(&got, data);
+                    assert_eq!(Generation::of_column(found), way, "{first_asked:?} {key}");
+                }
+                assert!(!select.exists([&third.as_bytes()[..]]).unwrap());
             }
             for (key, stored) in [(&first, true), (&second, true), (&third, false)] {
                 assert_eq!(table.stored(&conn, key, Lookup::BOTH).unwrap(), stored, "{key}");

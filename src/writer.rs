@@ -36,6 +36,7 @@ use crossbeam_channel::{Receiver, SendTimeoutError, Sender, bounded};
 use rusqlite::Connection;
 
 use crate::error::{Error, Result};
+use crate::first_generation::FirstGeneration;
 use crate::names::PendingNames;
 use crate::pending::Pending;
 use crate::readers::Commits;
@@ -75,6 +76,8 @@ pub(crate) struct Shared {
     pub schema: Schema,
     /// The file of values, in a stash that keeps them there (`value_log.rs`).
     pub values: Option<ValueLog>,
+    /// The generation of the key index reads ask first (`first_generation.rs`).
+    pub first: FirstGeneration,
     stopped: Mutex<Option<Stop>>,
 }
 
@@ -98,6 +101,7 @@ impl Shared {
             uses,
             schema,
             values,
+            first: FirstGeneration::default(),
             stopped: Mutex::new(None),
         }
     }

@@ -17,6 +17,7 @@ use rusqlite::{Connection, OptionalExtension, Statement};
 
 use crate::codec;
 use crate::error::{DbContext, Result};
+use crate::first_generation::Generation;
 use crate::key::Key;
 use crate::manifest;
 use crate::parts;
@@ -95,12 +96,12 @@ impl Stash {
     fn read_decoded(&self, conn: &Connection, key: &Key) -> Result<Option<Result<Vec<u8>>>> {
         let table = self.table(key);
         let mut stmt = conn
-            .prepare_cached(self.select_sql(table))
+            .prepare_cached(self.select_sql(table, self.shared.first.get()))
             .context(|| format!("reading {}", table.name))?;
         self.read_decoded_by(&mut stmt, table, key)
     }
 
-    /// [`Stash::read_decoded`] with `stmt`, the statement of [`Stash::select_sql`] for
+    /// [`Stash::read_decoded`] with `stmt`, a statement of [`Stash::select_sql`] for
     /// `table`, the key's table, prepared.
     fn read_decoded_by(
         &self,
@@ -108,13 +109,15 @@ impl Stash {
         table: &TableSql,
         key: &Key,
     ) -> Result<Option<Result<Vec<u8>>>> {
+        let used = self.shared.uses.on();
         stmt.query_row([&key.as_bytes()[..]], |r| {
             let raw_len = r.get::<_, i64>(0)?;
-            let used = self.shared.uses.on().then(|| r.get::<_, i64>(3)).transpose()?;
+            let last_use = used.then(|| r.get::<_, i64>(3)).transpose()?;
+            self.shared.first.found(Generation::of_column(r.get(3 + usize::from(used))?));
             Ok(match r.get::<_, Option<i64>>(2)? {
-                None => self.decode(key, raw_len, r.get_ref(1)?.as_blob()?, used),
+                None => self.decode(key, raw_len, r.get_ref(1)?.as_blob()?, last_use),
                 Some(place) => value_log::read_value(self.shared.values.as_ref(), key, place)
-                    .and_then(|data| self.decode(key, raw_len, &data, used)),
+                    .and_then(|data| self.decode(key, raw_len, &data, last_use)),
             })
         })
         .optional()
@@ -175,11 +178,18 @@ impl Stash {
             let mut found = Vec::with_capacity(keys.len());
             for run in keys.chunk_by(|a, b| std::ptr::eq(self.table(a), self.table(b))) {
                 let table = self.table(run[0]);
-                let mut stmt = conn
-                    .prepare_cached(self.select_sql(table))
-                    .context(|| format!("reading {}", table.name))?;
+                let prepare = |first| {
+                    conn.prepare_cached(self.select_sql(table, first))
+                        .context(|| format!("reading {}", table.name))
+                };
+                let mut young = prepare(Generation::Young)?;
+                let mut old = prepare(Generation::Old)?;
                 for key in run {
-                    found.push(self.read_decoded_by(&mut stmt, table, key)?.map(Found::Read));
+                    let stmt = match self.shared.first.get() {
+                        Generation::Young => &mut young,
+                        Generation::Old => &mut old,
+                    };
+                    found.push(self.read_decoded_by(stmt, table, key)?.map(Found::Read));
                 }
             }
             Ok(found)
@@ -202,13 +212,15 @@ impl Stash {
     pub(super) fn select_row(&self, conn: &Connection, key: &Key) -> Result<Option<Stored>> {
         let table = self.table(key);
         let mut stmt = conn
-            .prepare_cached(self.select_sql(table))
+            .prepare_cached(self.select_sql(table, self.shared.first.get()))
             .context(|| format!("reading {}", table.name))?;
         // A value in the file is read while the statement holds the snapshot that found
         // its row: compaction gives a segment back only once no snapshot points into it.
+        let reads_use = self.shared.uses.on();
         let row = stmt
             .query_row([&key.as_bytes()[..]], |r| {
-                let used = self.shared.uses.on().then(|| r.get::<_, i64>(3)).transpose()?;
+                let used = reads_use.then(|| r.get::<_, i64>(3)).transpose()?;
+                self.shared.first.found(Generation::of_column(r.get(3 + usize::from(reads_use))?));
                 let data = match r.get::<_, Option<i64>>(2)? {
                     None => Ok(r.get::<_, Vec<u8>>(1)?),
                     Some(place) => value_log::read_value(self.shared.values.as_ref(), key, place),
@@ -222,10 +234,11 @@ impl Stash {
         Ok(Some(Stored { raw_len, data: Arc::new(data), used }))
     }
 
-    /// The statement that reads a row: with its last use when this handle records uses
-    /// (only a writable handle does, and its open gave every table a use column).
-    fn select_sql<'a>(&self, table: &'a TableSql) -> &'a str {
-        if self.shared.uses.on() { &table.select_used } else { &table.select }
+    /// The statement that reads a row, asking `first` first: with its last use when this
+    /// handle records uses (only a writable handle does, and its open gave every table a use
+    /// column).
+    fn select_sql<'a>(&self, table: &'a TableSql, first: Generation) -> &'a str {
+        table.select(first, self.shared.uses.on())
     }
 
     /// Whether an object is stored under `key` (without reading or checking it).

@@ -5,7 +5,7 @@
 //! under `perf record` to see where a read's time goes.
 //!
 //! `cargo run --release -p objstash-bench --bin get_loop -- [--count 100000] [--passes 5]
-//! [--layout single|bucketed] [--values rows|file] [--reads N] [--model N] [--many KEYS_PER_CALL] [--read-only]
+//! [--layout single|bucketed] [--values rows|file] [--reads N] [--model N [--recent]] [--many KEYS_PER_CALL] [--read-only]
 //! [--transaction-per-read] [--mmap BYTES] [--threads N] [--dir DIR] [--objects FILE]`
 //! (`--reads`: each pass reads the first N keys of the shuffled order; `--objects`: the
 //! objects of a file the peers benchmark wrote, `bench/peers/peers.py --keep-objects`,
@@ -40,6 +40,9 @@ struct Args {
     /// middle of the stash), in a shuffled order.
     #[arg(long)]
     model: Option<usize>,
+    /// Take the model from the end of the stash, the objects saved last, instead of the middle.
+    #[arg(long)]
+    recent: bool,
     /// Read in `get_many` calls of this many keys (default: one `get` at a time).
     #[arg(long, default_value_t = 0)]
     many: usize,
@@ -71,6 +74,7 @@ fn main() -> Result<()> {
         values,
         reads,
         model,
+        recent,
         many,
         read_only,
         transaction_per_read,
@@ -113,7 +117,7 @@ fn main() -> Result<()> {
     };
     let mut order = match model {
         Some(n) => {
-            let from = keys.len() / 2;
+            let from = if recent { keys.len().saturating_sub(n) } else { keys.len() / 2 };
             anyhow::ensure!(from + n <= keys.len(), "a model of {n} is more than half the stash");
             shuffled(n).into_iter().map(|i| from + i).collect()
         }
