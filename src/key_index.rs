@@ -86,7 +86,7 @@ impl KeyIndex {
 
     /// A query of `columns` of the row of `table` whose key is `?1`: for a key that is
     /// stored, the cheapest. With generations, the first rowid of the key's prefix in the
-    /// young index, then in the old one (a scalar subquery: no temporary table for the
+    /// index `first`, then in the other (a scalar subquery: no temporary table for the
     /// rowids, as `IN` builds; `get` 1.15x), then every rowid of the prefix, which only a
     /// key whose prefix another key shares, or a key not stored, gets to. `first` is the
     /// index asked first (`first_generation.rs`). After `columns`, one more names the way
