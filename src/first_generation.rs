@@ -36,6 +36,14 @@ impl Generation {
             _ => None,
         }
     }
+
+    /// The other generation.
+    pub(crate) fn other(self) -> Generation {
+        match self {
+            Generation::Young => Generation::Old,
+            Generation::Old => Generation::Young,
+        }
+    }
 }
 
 /// The generation a handle's next read asks first.
@@ -76,5 +84,6 @@ mod tests {
         first.found(Some(Generation::Young));
         assert_eq!(first.get(), Generation::Young);
         assert_eq!(Generation::of_column(2), None);
+        assert_eq!(Generation::Young.other(), Generation::Old);
     }
 }

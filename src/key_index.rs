@@ -104,11 +104,7 @@ impl KeyIndex {
                         generation as u8
                     )
                 };
-                let (a, b) = match first {
-                    Generation::Young => (by(Generation::Young), by(Generation::Old)),
-                    Generation::Old => (by(Generation::Old), by(Generation::Young)),
-                };
-                format!("{a} UNION ALL {b} UNION ALL {every} LIMIT 1")
+                format!("{} UNION ALL {} UNION ALL {every} LIMIT 1", by(first), by(first.other()))
             }
         }
     }

@@ -113,7 +113,7 @@ impl Stash {
         stmt.query_row([&key.as_bytes()[..]], |r| {
             let raw_len = r.get::<_, i64>(0)?;
             let last_use = used.then(|| r.get::<_, i64>(3)).transpose()?;
-            self.shared.first.found(Generation::of_column(r.get(3 + usize::from(used))?));
+            self.note_found(r, used)?;
             Ok(match r.get::<_, Option<i64>>(2)? {
                 None => self.decode(key, raw_len, r.get_ref(1)?.as_blob()?, last_use),
                 Some(place) => value_log::read_value(self.shared.values.as_ref(), key, place)
@@ -220,7 +220,7 @@ impl Stash {
         let row = stmt
             .query_row([&key.as_bytes()[..]], |r| {
                 let used = reads_use.then(|| r.get::<_, i64>(3)).transpose()?;
-                self.shared.first.found(Generation::of_column(r.get(3 + usize::from(reads_use))?));
+                self.note_found(r, reads_use)?;
                 let data = match r.get::<_, Option<i64>>(2)? {
                     None => Ok(r.get::<_, Vec<u8>>(1)?),
                     Some(place) => value_log::read_value(self.shared.values.as_ref(), key, place),
@@ -232,6 +232,14 @@ impl Stash {
         let Some((raw_len, data, used)) = row else { return Ok(None) };
         let data = data?;
         Ok(Some(Stored { raw_len, data: Arc::new(data), used }))
+    }
+
+    /// Tells the handle's guess which generation of the key index found `r`, a row of
+    /// [`Stash::select_sql`]'s statement (`used`: the statement with the last use), whose
+    /// last column says so.
+    fn note_found(&self, r: &rusqlite::Row, used: bool) -> rusqlite::Result<()> {
+        self.shared.first.found(Generation::of_column(r.get(3 + usize::from(used))?));
+        Ok(())
     }
 
     /// The statement that reads a row, asking `first` first: with its last use when this
