@@ -58,6 +58,20 @@ pub enum Error {
         path: PathBuf,
     },
 
+    /// The file's header (its first 100 bytes) is damaged, but its pages hold a stash:
+    /// nothing was changed, and [`repair`](crate::repair) rebuilds the stash from them.
+    #[error(
+        "{} is a stash, but {reason}; its objects are still in its pages and nothing was \
+         changed: repair it (objstash::repair) to rebuild it from them",
+        path.display()
+    )]
+    DamagedHeader {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with the header.
+        reason: String,
+    },
+
     /// The file is a SQLite database that belongs to another application.
     #[error(
         "{} is a SQLite database of another application, not a stash; objstash leaves it \

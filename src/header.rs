@@ -8,6 +8,7 @@ use std::path::Path;
 use rusqlite::Connection;
 
 use crate::error::{Error, Result};
+use crate::header_mend;
 use crate::meta::META;
 use crate::schema::APPLICATION_ID;
 
@@ -89,6 +90,11 @@ fn read_header(path: &Path) -> Result<Option<Header>> {
         return Ok(None);
     }
     if header.len() < 100 || !header.starts_with(b"SQLite format 3\0") {
+        // A stash whose header alone is damaged is told from its pages, so that the user
+        // is sent to repair it rather than to delete it.
+        if let Ok(Some(reason)) = header_mend::damage(path) {
+            return Err(Error::DamagedHeader { path: path.to_path_buf(), reason });
+        }
         return Err(Error::NotADatabase { path: path.to_path_buf() });
     }
     let be32 = |at: usize| i32::from_be_bytes(header[at..at + 4].try_into().expect("4 bytes"));

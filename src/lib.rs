@@ -125,6 +125,7 @@ mod first_generation;
 mod format;
 mod gzip_code;
 mod header;
+mod header_mend;
 mod inflate;
 mod inflight;
 mod key_filter;

@@ -20,6 +20,7 @@ use crate::durability::Durability;
 use crate::error::{DbContext, Error, Result, sqlite_code};
 use crate::header;
 use crate::header::Header;
+use crate::header_mend;
 use crate::layout::Layout;
 use crate::lock::Hold;
 use crate::meta;
@@ -289,7 +290,17 @@ impl Options {
     /// rebuild the file: with another handle open, the shutdown it would see is that
     /// handle's running session, and the file must not be replaced under it.
     fn prepare(&self, path: &Path, alone: bool) -> Result<Prepared> {
-        let header = header::recognise(path)?;
+        let mut header = header::recognise(path)?;
+        // A header whose page size its pages deny would have SQLite read every page at the
+        // wrong place: the stash is rebuilt from its pages before SQLite reads it.
+        let mut mended = None;
+        if header.is_some() && alone {
+            let reading = |e| Error::io(format!("reading the header of {}", path.display()), e);
+            if let Some(problem) = header_mend::damage(path).map_err(reading)? {
+                mended = Some(salvage::salvage(path, self.layout, Trigger::DamageFound, problem)?);
+                header = header::recognise(path)?;
+            }
+        }
         let conn = self.connect(path)?;
         let Some(header) = header else { return self.create(conn, path, alone) };
         check_format(path, &header)?;
@@ -309,6 +320,7 @@ impl Options {
             return Err(Error::Owned { path: path.to_path_buf() });
         }
         let (conn, recovery) = self.recover(conn, path, found)?;
+        let recovery = recovery.or(mended);
         let schema = Schema::read(&conn, meta::read_layout(&conn)?.unwrap_or_default())?;
         migrate(&conn, path, &schema)?;
         if alone {
@@ -356,7 +368,9 @@ impl Options {
                 let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
                 drop(conn);
                 let layout = found.layout.or(self.layout);
-                let report = salvage::salvage(path, layout, Trigger::UncleanShutdown, problem)?;
+                let trigger =
+                    if found.unclean { Trigger::UncleanShutdown } else { Trigger::DamageFound };
+                let report = salvage::salvage(path, layout, trigger, problem)?;
                 Ok((self.connect(path)?, Some(report)))
             }
             None if found.unclean => {

@@ -18,6 +18,9 @@ pub enum Trigger {
     UncleanShutdown,
     /// [`repair`](crate::repair) was called.
     Repair,
+    /// An open found the file damaged (its header, schema or meta table) without an
+    /// unclean shutdown to explain it.
+    DamageFound,
 }
 
 /// What a check of a stash found, and what rebuilding it kept and lost: after an open
@@ -102,7 +105,7 @@ impl std::fmt::Display for RecoveryReport {
                     "the stash was not closed cleanly; it checked sound and holds {} objects",
                     self.recovered
                 ),
-                Trigger::Repair => write!(
+                Trigger::Repair | Trigger::DamageFound => write!(
                     f,
                     "the stash checked sound ({} objects, all intact): nothing to repair",
                     self.recovered

@@ -32,17 +32,26 @@ use crate::values::Values;
 ///
 /// # Errors
 /// [`Error::Locked`] if any handle has the stash open; [`Error::NotFound`] if there is no stash at
-/// `path`; [`Error::ForeignDatabase`] or [`Error::NotADatabase`] for other files;
+/// `path`; [`Error::ForeignDatabase`] or [`Error::NotADatabase`] for other files (a stash
+/// whose header is damaged is repaired: its pages say it is one);
 /// [`Error::Io`] or [`Error::Database`] if the new file cannot be written.
 pub fn repair(path: impl AsRef<Path>) -> Result<RecoveryReport> {
     let path = path.as_ref();
-    if header::recognise(path)?.is_none() {
-        return Err(Error::NotFound { path: path.to_path_buf() });
-    }
+    // A stash whose header is gone is rebuilt from its pages (salvage reads them through a
+    // copy with a mended header); SQLite cannot open it to check it.
+    let headless = match header::recognise(path) {
+        Ok(Some(_)) => None,
+        Ok(None) => return Err(Error::NotFound { path: path.to_path_buf() }),
+        Err(Error::DamagedHeader { reason, .. }) => Some(reason),
+        Err(e) => return Err(e),
+    };
     // Rebuilding replaces the file: nobody else may have it open.
     let hold = Hold::acquire(path, Duration::from_secs(10))?;
     if !hold.alone() {
         return Err(Error::Locked { path: path.to_path_buf() });
+    }
+    if let Some(problem) = headless {
+        return salvage::salvage(path, None, Trigger::Repair, problem);
     }
     let problem = {
         // Opened for writing though it only reads: a WAL database's last connection folds

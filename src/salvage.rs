@@ -19,6 +19,7 @@ use crate::dict::Dictionaries;
 use crate::error::{DbContext, Error, Result};
 use crate::files::{self, JOURNALS, sibling};
 use crate::first_generation::Generation;
+use crate::header_mend;
 use crate::key::Key;
 use crate::layout::Layout;
 use crate::manifest::{self, ChunkRef, Manifest};
@@ -51,7 +52,17 @@ pub(crate) fn salvage(
     files::remove_if_present(&fresh_path)?;
     files::remove_if_present(&sibling(&fresh_path, "-journal"))?;
 
-    let damaged = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+    // A damaged header is rebuilt from the pages in a copy, which everything below reads:
+    // trusting it would read every page at the wrong place.
+    let mended = header_mend::mend(path)?;
+    let problem = match &mended {
+        Some(mended) if !problem.contains(&mended.problem) => {
+            format!("{problem}; {}", mended.problem)
+        }
+        _ => problem,
+    };
+    let source = mended.as_ref().map_or(path, |m| m.path.as_path());
+    let damaged = Connection::open_with_flags(source, OpenFlags::SQLITE_OPEN_READ_ONLY)
         .map_err(|e| Error::db(format!("opening damaged {} to salvage it", path.display()), e))?;
     let layout = meta::read_layout(&damaged).ok().flatten().or(layout_hint).unwrap_or_default();
     let claimed = meta::read_totals(&damaged).ok().map(|t| t.objects);
@@ -104,7 +115,7 @@ pub(crate) fn salvage(
     salvager.write()?;
     // Rows below a torn interior page are out of SQLite's reach; read the pages directly.
     salvager.offer_all("scanning the pages", path, |offer| {
-        pagescan::scan(path, |(key, raw_len, data)| {
+        pagescan::scan(source, |(key, raw_len, data)| {
             let mut data = Some(data);
             offer(key, &mut || data.take().map(|data| (raw_len, data, None)));
         })
@@ -112,7 +123,7 @@ pub(crate) fn salvage(
     // A lookup through the index (what `get` does) can reach a row that every scan missed;
     // the index pages name the keys to look up (or, for prefix indexes, the rowids).
     salvager.offer_all("reading the index pages", path, |offer| {
-        pagescan::scan_index(path, |entry| match entry {
+        pagescan::scan_index(source, |entry| match entry {
             Indexed::Key(key) => offer(key, &mut || {
                 let table = target.table(&key);
                 damaged
@@ -153,7 +164,8 @@ pub(crate) fn salvage(
         salvager.live.restore(&fresh)?;
     }
     salvage_pins(&damaged, &fresh, &target);
-    let names_recovered = salvage_names(&damaged, path, &fresh, &target)?;
+    salvage_settings(&damaged, &fresh);
+    let names_recovered = salvage_names(&damaged, source, &fresh, &target)?;
     let names_claimed = if names::table_exists(&damaged).unwrap_or(true) {
         meta::read_totals(&damaged).ok().map(|t| t.names)
     } else {
@@ -164,6 +176,7 @@ pub(crate) fn salvage(
     }
     schema::recount_totals(&fresh, &target)?;
     drop(damaged);
+    drop(mended);
     fresh.close().map_err(|(_, e)| Error::db(format!("closing {}", fresh_path.display()), e))?;
     fs::File::open(&fresh_path)
         .and_then(|f| f.sync_all())
@@ -192,6 +205,23 @@ pub(crate) fn salvage(
     files::sync_dir(path);
     log::warn!("objstash: {report}");
     Ok(report)
+}
+
+/// Records in the fresh file the durability, codec and size cap the damaged file records,
+/// where its meta table can still be read: a rebuilt stash keeps its settings.
+fn salvage_settings(damaged: &Connection, fresh: &Connection) {
+    for name in ["durability", "codec"] {
+        if let Ok(Some(value)) = meta::read_setting::<String>(damaged, name)
+            && let Err(e) = meta::write_setting(fresh, name, &value)
+        {
+            log::warn!("objstash salvage: the {name} setting could not be carried over: {e}");
+        }
+    }
+    if let Ok(Some(cap)) = meta::read_max_size(damaged)
+        && let Err(e) = meta::write_max_size(fresh, Some(cap))
+    {
+        log::warn!("objstash salvage: the size cap could not be carried over: {e}");
+    }
 }
 
 /// Pins again in the fresh file every recovered object whose pin the damaged file's use

@@ -69,6 +69,7 @@ fn hint(e: &objstash::Error) -> Option<String> {
         }
         E::TooLarge { .. } => Some("raise the limit with --max-object-size BYTES".to_string()),
         E::LayoutMismatch { .. } => Some("leave --layout out to use the recorded one".to_string()),
+        E::DamagedHeader { .. } => Some("objstash repair rebuilds it".to_string()),
         _ => None,
     }
 }
@@ -180,6 +181,7 @@ impl From<&objstash::RecoveryReport> for RecoveryJson {
         RecoveryJson {
             trigger: match r.trigger {
                 objstash::Trigger::Repair => "repair",
+                objstash::Trigger::DamageFound => "damage-found",
                 _ => "unclean-shutdown",
             },
             problem: r.problem.clone(),

@@ -85,20 +85,21 @@ pub fn put(
     for file in files {
         let key = save_file(stash, file, name);
         match key {
-            Ok(key) => {
-                if !out.json {
-                    out.line(&key.to_string())?;
-                }
-                stored.push(Stored { path: lossy(file), key: key.to_string() });
-            }
+            Ok(key) => stored.push(Stored { path: lossy(file), key: key.to_string() }),
             Err(error) => {
                 out.warn(&error);
                 failed.push(Failed { path: lossy(file), error });
             }
         }
     }
-    // The keys printed are committed before the command says it succeeded.
+    // A key is printed only once its object is committed: `K=$(objstash put f)` must never
+    // get the key of an object a full disk kept out of the stash.
     stash.flush()?;
+    if !out.json {
+        for s in &stored {
+            out.line(&s.key)?;
+        }
+    }
     if pin {
         let keys: Vec<Key> = stored
             .iter()

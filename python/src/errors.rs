@@ -12,7 +12,7 @@ use crate::handle::CallError;
 fn class_of(e: &objstash::Error) -> &'static str {
     use objstash::Error as E;
     match e {
-        E::Corrupt { .. } | E::Damaged { .. } => "CorruptError",
+        E::Corrupt { .. } | E::Damaged { .. } | E::DamagedHeader { .. } => "CorruptError",
         E::NotFound { .. } => "NotFoundError",
         E::Locked { .. } | E::Owned { .. } => "LockedError",
         E::Busy { .. } => "BusyError",

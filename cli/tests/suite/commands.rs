@@ -3,72 +3,11 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use speckle_gen::noise;
 
-type TestResult = Result<(), Box<dyn std::error::Error>>;
-
-struct Env {
-    _dir: tempfile::TempDir,
-    root: PathBuf,
-    db: PathBuf,
-}
-
-impl Env {
-    fn new() -> Env {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let root = dir.path().to_path_buf();
-        Env { db: root.join("cli.db"), root, _dir: dir }
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_objstash"));
-        cmd.arg("--db").arg(&self.db).args(args).env_remove("OBJSTASH_DB");
-        cmd
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.cmd(args).stdin(Stdio::null()).output().expect("run objstash")
-    }
-
-    fn run_with_stdin(&self, args: &[&str], input: &[u8]) -> Output {
-        let mut child = self
-            .cmd(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn objstash");
-        child.stdin.take().expect("stdin").write_all(input).expect("write stdin");
-        child.wait_with_output().expect("wait")
-    }
-
-    fn file(&self, name: &str, contents: &[u8]) -> PathBuf {
-        let path = self.root.join(name);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).expect("mkdir");
-        }
-        std::fs::write(&path, contents).expect("write file");
-        path
-    }
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn key_of(bytes: &[u8]) -> String {
-    objstash::Key::of(bytes).to_string()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
-}
+use crate::common::*;
 
 #[test]
 fn put_get_has_rm() -> TestResult {
@@ -723,5 +662,42 @@ fn large_objects_stream_through_put_and_get() -> TestResult {
     assert!(stdout(&out).contains("chunks"), "{}", stdout(&out));
     let out = env.run(&["verify"]);
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    Ok(())
+}
+
+/// With the first 100 bytes of a stash zeroed, `verify`, `put` and `repair` all said "not a
+/// SQLite database, so it is not a stash; pass the path of a stash or of a file that does
+/// not exist yet", every row intact and the hint inviting the user to delete the file.
+/// They name the damage and send the user to `repair`, which keeps every object.
+#[test]
+fn a_stash_whose_header_is_gone_is_named_and_repaired() -> TestResult {
+    let env = Env::new();
+    let dir = env.root.join("objects");
+    for i in 0..300 {
+        env.file(
+            &format!("objects/{i}.json"),
+            format!("{{\"n\":{i},\"pad\":\"{}\"}}", "x".repeat(i)).as_bytes(),
+        );
+    }
+    let out = env.run(&["import", s(&dir)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut bytes = std::fs::read(&env.db)?;
+    bytes[..100].fill(0);
+    std::fs::write(&env.db, &bytes)?;
+    for args in [&["verify"][..], &["put", s(&dir.join("1.json"))], &["ls"]] {
+        let out = env.run(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = stderr(&out);
+        assert!(err.contains("header") && err.contains("objstash repair"), "{args:?}: {err}");
+        assert!(!err.contains("not a SQLite database"), "{err}");
+    }
+    assert_eq!(std::fs::read(&env.db)?, bytes, "nothing was changed");
+    let out = env.run(&["repair"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("kept 300 objects, all it recorded"), "{}", stdout(&out));
+    let out = env.run(&["verify"]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let out = env.run(&["get", &key_of(br#"{"n":0,"pad":""}"#)]);
+    assert_eq!(stdout(&out), r#"{"n":0,"pad":""}"#);
     Ok(())
 }

@@ -2,8 +2,13 @@
 //! would; `remote` runs the remote commands against a real S3 server.
 
 mod commands;
+mod common;
+mod edges;
 #[cfg(feature = "remote")]
 mod remote;
+#[allow(dead_code)]
+#[path = "../../../tests/suite/common/tmpfs.rs"]
+mod tmpfs;
 
 // The S3 server harness shared with the library's tests.
 #[cfg(feature = "remote")]

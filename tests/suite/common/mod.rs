@@ -9,6 +9,8 @@ use objstash::{Durability, Layout, Stash};
 
 #[cfg(feature = "remote")]
 pub mod faulty;
+mod tmpfs;
+pub use tmpfs::Tmpfs;
 #[cfg(feature = "remote")]
 pub mod s3;
 
@@ -113,41 +115,6 @@ pub fn wait_until_open(db: &Path, child: &mut Child) -> TestResult {
 /// Deterministic pseudo-random bytes (incompressible).
 pub fn noise(seed: u64, len: usize) -> Vec<u8> {
     speckle_gen::noise(seed, len)
-}
-
-/// A tmpfs mounted for the life of the value; `None` where this process may not mount.
-pub struct Tmpfs {
-    pub dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    pub fn mount(size: &str) -> Option<Tmpfs> {
-        let dir = tempfile::tempdir().ok()?;
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .output()
-            .is_ok_and(|o| o.status.success());
-        ok.then_some(Tmpfs { dir })
-    }
-
-    pub fn path(&self) -> PathBuf {
-        self.dir.path().to_path_buf()
-    }
-
-    pub fn remount_read_only(&self) -> bool {
-        Command::new("mount")
-            .args(["-o", "remount,ro"])
-            .arg(self.dir.path())
-            .output()
-            .is_ok_and(|o| o.status.success())
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(self.dir.path()).output();
-    }
 }
 
 /// Makes at `path` an empty stash of format 1 as versions before format 5 made it: object
