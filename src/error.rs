@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::key::Key;
-use crate::layout::Layout;
+use crate::settings::layout::Layout;
 
 /// The result type of objstash.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -59,7 +59,7 @@ pub enum Error {
     },
 
     /// The file's header (its first 100 bytes) is damaged, but its pages hold a stash:
-    /// nothing was changed, and [`repair`](crate::repair) rebuilds the stash from them.
+    /// nothing was changed, and [`repair`](crate::open::repair) rebuilds the stash from them.
     #[error(
         "{} is a stash, but {reason}; its objects are still in its pages and nothing was \
          changed: repair it (objstash::repair) to rebuild it from them",
@@ -145,7 +145,7 @@ pub enum Error {
         /// The journal mode SQLite kept.
         found: String,
         /// The durability asked for.
-        durability: crate::durability::Durability,
+        durability: crate::settings::durability::Durability,
     },
 
     /// An object is larger than the stash accepts; nothing of it was stored.

@@ -89,83 +89,54 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-// The public handle and its capabilities.
-mod builder;
-mod open;
-mod stash;
+// The tree, from the top floor down: each folder a subsystem, each file one concept in it;
+// a module imports only modules below it.
+//
+// What a user holds and opens.
+mod open; // builder, the open sequence, the header, repair
+#[cfg(feature = "remote")]
+mod remote;
+mod stash; // the handle: saving, reading, names, bounds, large objects, remote calls // the shared remote tier: packs on an S3-compatible store (feature `remote`)
 
-// Values users name: keys, settings, reports, errors.
-mod dict;
-mod durability;
-mod entries;
+// The machinery below the handle.
+mod cache; // uses, pins and eviction within a size cap
+mod check; // verify, salvage, the page scanner, mending a damaged header
+mod codec; // gzip and zstd with dictionaries, the stash's gzip code, inflate
+mod db; // the database: format versions, tables, rows, indexes, names, readers
+mod files; // the files of a stash and their locks
+mod large; // large objects: chunks and manifests
+mod report;
+mod values; // the file of values beside the database
+mod writer; // the one writer thread, its batches, transactions and upkeep // what reports say: the size report, verify's and recovery's
+
+// The words at the bottom.
 mod error;
 mod key;
-mod layout;
-mod parse;
-mod recovery;
-mod repair;
-mod stats;
-mod values;
+mod parts;
+mod settings; // layout, durability, values, codec: parsed and printed alike
 
 // Feeding the writer directly, for its benchmark only (feature `writer-benchmark`).
 #[cfg(feature = "writer-benchmark")]
 pub mod writer_benchmark;
 
-// The shared remote tier (feature `remote`).
-#[cfg(feature = "remote")]
-mod remote;
-
-// Storage internals.
-mod check;
-mod chunks;
-mod codec;
-mod evict;
-mod files;
-mod first_generation;
-mod format;
-mod gzip_code;
-mod header;
-mod header_mend;
-mod inflate;
-mod inflight;
-mod key_filter;
-mod key_index;
-mod lock;
-mod manifest;
-mod meta;
-mod names;
-mod pagescan;
-mod parts;
-mod pending;
-mod readers;
-mod salvage;
-mod scan;
-mod schema;
-mod scratch;
-mod use_table;
-mod uses;
-mod value_log;
-mod value_space;
-mod writer;
-
-pub use crate::builder::StashBuilder;
-pub use crate::dict::Codec;
-pub use crate::durability::Durability;
-pub use crate::entries::{Entries, Entry};
+pub use crate::codec::zstd_dict::Codec;
+pub use crate::db::names::MAX_NAME_LEN;
 pub use crate::error::{Error, Result};
 pub use crate::key::{Key, ParseKeyError};
-pub use crate::layout::Layout;
-pub use crate::names::MAX_NAME_LEN;
-pub use crate::parse::ParseSettingError;
-pub use crate::recovery::{RecoveryReport, Trigger};
+pub use crate::open::builder::StashBuilder;
+pub use crate::open::repair::repair;
 #[cfg(feature = "remote")]
 pub use crate::remote::{
     CollectOptions, CollectReport, CompactReport, DEFAULT_PACK_SIZE, DamagedPack, LastCollection,
     PullReport, PushReport, RemoteConfig, RemoteStatus, TrimOptions, TrimReport,
 };
-pub use crate::repair::repair;
+pub use crate::report::recovery::{RecoveryReport, Trigger};
+pub use crate::report::stats::{Evicted, Stats, VerifyReport};
+pub use crate::settings::durability::Durability;
+pub use crate::settings::layout::Layout;
+pub use crate::settings::parse::ParseSettingError;
+pub use crate::settings::values::Values;
 #[cfg(feature = "remote")]
 pub use crate::stash::RemoteTier;
+pub use crate::stash::entries::{Entries, Entry};
 pub use crate::stash::{ObjectReader, Stash};
-pub use crate::stats::{Evicted, Stats, VerifyReport};
-pub use crate::values::Values;

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::key::Key;
-use crate::pending::Row;
 use crate::stash::Stash;
+use crate::writer::pending::Row;
 
 /// Queues rows (key, raw length, stored bytes) for `stash`'s writer as they are.
 ///

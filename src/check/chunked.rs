@@ -12,12 +12,12 @@ use std::ops::Deref;
 use rusqlite::Connection;
 
 use super::Check;
-use crate::chunks::{self, MANIFEST_MAGIC_SQL, TABLE};
+use crate::db::readers::in_read_transaction;
 use crate::error::{DbContext, Result};
 use crate::key::Key;
-use crate::manifest::{ChunkRef, Manifest};
-use crate::readers::in_read_transaction;
-use crate::stats::VerifyReport;
+use crate::large::chunks::{self, MANIFEST_MAGIC_SQL, TABLE};
+use crate::large::manifest::{ChunkRef, Manifest};
+use crate::report::stats::VerifyReport;
 
 /// What the chunk pass found.
 #[derive(Default)]

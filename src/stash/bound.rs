@@ -5,12 +5,12 @@ use std::time::{Duration, SystemTime};
 
 use rusqlite::{Connection, OptionalExtension};
 
+use crate::cache::uses;
+use crate::db::meta;
+use crate::db::schema;
 use crate::error::{DbContext, Error, Result};
 use crate::key::Key;
-use crate::meta;
-use crate::schema;
-use crate::stats::Evicted;
-use crate::uses;
+use crate::report::stats::Evicted;
 use crate::writer::{Pin, SetMaxSize, Trim};
 
 use super::Stash;

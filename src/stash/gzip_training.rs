@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use rusqlite::Connection;
 
 use crate::codec::DEFAULT_LEVEL;
-use crate::dict::Codec;
-use crate::gzip_code::{self, GzipCode, MAX_OBJECT, SAMPLE_BYTES, SAMPLE_OBJECTS};
+use crate::codec::gzip_code::{self, GzipCode, MAX_OBJECT, SAMPLE_BYTES, SAMPLE_OBJECTS};
+use crate::codec::zstd_dict::Codec;
 use crate::writer::{self as ops, Message};
 
 use super::{Saving, Stash};

@@ -18,11 +18,11 @@ use std::sync::Arc;
 use fastcdc::v2020::StreamCDC;
 use rayon::prelude::*;
 
-use crate::chunks::{self, AVG_CHUNK, CHUNKED_ABOVE, MAX_CHUNK, MIN_CHUNK};
 use crate::error::{Error, Result};
-use crate::inflight::Budget;
 use crate::key::Key;
-use crate::manifest::{ChunkRef, Manifest};
+use crate::large::chunks::{self, AVG_CHUNK, CHUNKED_ABOVE, MAX_CHUNK, MIN_CHUNK};
+use crate::large::inflight::Budget;
+use crate::large::manifest::{ChunkRef, Manifest};
 use crate::writer::{CommitChunked, Message, Outgoing, PutChunks, Unhold};
 
 use super::Stash;

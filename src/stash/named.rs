@@ -15,11 +15,11 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use crate::cache::uses;
+use crate::db::names;
 use crate::error::Result;
 use crate::key::Key;
-use crate::names;
 use crate::parts;
-use crate::uses;
 use crate::writer::{Message, Name, Unname};
 
 use super::Stash;

@@ -10,11 +10,11 @@
 use std::io::{self, Read, Seek, SeekFrom};
 use std::sync::Arc;
 
-use crate::chunks::{self, ChunkError};
+use crate::db::readers::Readers;
 use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::manifest::Manifest;
-use crate::readers::Readers;
+use crate::large::chunks::{self, ChunkError};
+use crate::large::manifest::Manifest;
 
 use super::Stash;
 
@@ -179,7 +179,9 @@ impl Stash {
     /// fails.
     pub fn open_reader(&self, key: &Key) -> Result<Option<ObjectReader>> {
         let row = match self.shared.pending.get(key) {
-            Some(row) => Some((row.raw_len as i64, row.data.to_vec(), Some(crate::uses::now()))),
+            Some(row) => {
+                Some((row.raw_len as i64, row.data.to_vec(), Some(crate::cache::uses::now())))
+            }
             None => {
                 let reader = self.readers.checkout()?;
                 self.select_row(&reader, key)?.map(|row| (row.raw_len, row.data.to_vec(), row.used))
@@ -199,7 +201,7 @@ impl Stash {
             }
             return Ok(None);
         };
-        let source = if crate::manifest::is_manifest(&data) {
+        let source = if crate::large::manifest::is_manifest(&data) {
             let manifest = Manifest::decode(&data, raw_len).map_err(|r| Error::corrupt(*key, r))?;
             self.shared.uses.record_read(key, used);
             Source::Chunked {

@@ -5,14 +5,14 @@ use std::collections::{HashSet, VecDeque};
 
 use rayon::prelude::*;
 
-use crate::chunks;
 use crate::codec;
-use crate::dict;
+use crate::codec::zstd_dict;
 use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::manifest::{self, ChunkRef, Manifest};
-use crate::pending::Row;
+use crate::large::chunks;
+use crate::large::manifest::{self, ChunkRef, Manifest};
 use crate::remote::{Builder, Kind, Remote, Sealed};
+use crate::writer::pending::Row;
 
 use super::Stash;
 
@@ -87,7 +87,7 @@ impl<'a, I: Iterator<Item = &'a [Key]>> Packer<'a, I> {
                     let raw = codec::decode_checked(key, raw_len, &data, &stash.dicts)
                         .map_err(corrupt)
                         .ok()?;
-                    let member = if data.starts_with(&dict::MAGIC) {
+                    let member = if data.starts_with(&zstd_dict::MAGIC) {
                         codec::compress(&raw, stash.saving.level)
                     } else {
                         data.to_vec()

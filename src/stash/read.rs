@@ -15,16 +15,16 @@ use std::sync::Arc;
 use rayon::prelude::*;
 use rusqlite::{Connection, OptionalExtension, Statement};
 
+use crate::cache::uses;
 use crate::codec;
+use crate::db::first_generation::Generation;
+use crate::db::schema::TableSql;
 use crate::error::{DbContext, Result};
-use crate::first_generation::Generation;
 use crate::key::Key;
-use crate::manifest;
+use crate::large::manifest;
 use crate::parts;
-use crate::pending::Row;
-use crate::schema::TableSql;
-use crate::uses;
-use crate::value_log;
+use crate::values::value_log;
+use crate::writer::pending::Row;
 
 use super::Stash;
 

@@ -8,12 +8,12 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use crate::dict::Codec;
+use crate::codec::zstd_dict::Codec;
 use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::pending::Row;
 use crate::remote::{self, Kind, Location, Remote};
 use crate::writer::Message;
+use crate::writer::pending::Row;
 
 use super::Stash;
 use super::remote_large::Fetched;
@@ -103,7 +103,7 @@ impl Stash {
     /// stores gzip and it fits one row (no second compression), else saved as any new
     /// object (a large one in chunks).
     fn store_checked(&self, location: &Location, raw: &[u8], member: &[u8]) -> Result<()> {
-        let one_row = raw.len() <= crate::chunks::CHUNKED_ABOVE;
+        let one_row = raw.len() <= crate::large::chunks::CHUNKED_ABOVE;
         if self.saving.codec == Codec::Gzip && one_row && raw.len() as u64 <= self.saving.max_object
         {
             let row = Row {

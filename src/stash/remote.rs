@@ -293,7 +293,7 @@ impl Stash {
         };
         let reader = self.readers.checkout()?;
         let mut failed = None;
-        crate::names::each(&reader, |name, key| {
+        crate::db::names::each(&reader, |name, key| {
             chunk.push((name.to_vec(), key));
             if chunk.len() == PUSH_CHUNK
                 && failed.is_none()

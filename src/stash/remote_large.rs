@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::manifest::Manifest;
+use crate::large::manifest::Manifest;
 use crate::remote::{self, Location, Remote};
 
 use super::Stash;

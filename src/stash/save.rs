@@ -10,13 +10,13 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use crate::chunks::CHUNKED_ABOVE;
 use crate::codec;
-use crate::dict::Codec;
+use crate::codec::zstd_dict::Codec;
 use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::pending::Row;
+use crate::large::chunks::CHUNKED_ABOVE;
 use crate::writer::Message;
+use crate::writer::pending::Row;
 
 use super::Stash;
 

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use crate::dict::{self, Codec, Dictionaries, Dictionary};
+use crate::codec::zstd_dict::{self, Codec, Dictionaries, Dictionary};
 use crate::error::{Error, Result};
 use crate::writer::{self as ops, Message};
 
@@ -54,7 +54,7 @@ impl Stash {
         // A uniform sample of the stored objects (reservoir sampling), sized to the sample
         // bytes by the mean object size: retraining sees what the stash holds now.
         let mean = (totals.raw_bytes / totals.objects.max(1)).max(1) as usize;
-        let wanted = (self.saving.sample_bytes / mean).max(dict::MIN_SAMPLES);
+        let wanted = (self.saving.sample_bytes / mean).max(zstd_dict::MIN_SAMPLES);
         let mut rng = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0x9E37_79B9, |d| d.as_nanos() as u64)

@@ -9,10 +9,10 @@ use crate::check::{self, Check};
 use crate::codec;
 use rusqlite::OptionalExtension;
 
+use crate::check::pagescan::{self, Indexed};
 use crate::error::{DbContext, Result};
 use crate::key::Key;
-use crate::pagescan::{self, Indexed};
-use crate::stats::VerifyReport;
+use crate::report::stats::VerifyReport;
 
 use super::Stash;
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::op::{Message, Op};
 use super::tx::Written;
-use crate::pending::Row;
+use crate::writer::pending::Row;
 
 /// Saves written into the open transaction at a time, each run sorted by key, so SQLite works
 /// while producers still compress. One sorted run per batch visits each key-index page once

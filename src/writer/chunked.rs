@@ -6,12 +6,12 @@ use std::sync::Arc;
 use super::op::{After, Answer, Op};
 use super::stop::{Stop, StopContext};
 use super::tx::Tx;
-use crate::chunks::{self, Encoded};
+use crate::cache::uses;
 use crate::error::{Error, Result};
-use crate::inflight::Permit;
 use crate::key::Key;
-use crate::manifest::Manifest;
-use crate::uses;
+use crate::large::chunks::{self, Encoded};
+use crate::large::inflight::Permit;
+use crate::large::manifest::Manifest;
 
 /// A chunk of a save under way, as the writer receives it.
 pub(crate) enum Outgoing {
@@ -107,7 +107,7 @@ impl Op for CommitChunked {
                 self.manifest.len as i64,
                 &stored,
                 uses::now(),
-                crate::schema::Insert {
+                crate::db::schema::Insert {
                     reserve: false,
                     filter: tx.filter.as_deref_mut(),
                     place: None,

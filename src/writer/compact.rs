@@ -8,9 +8,9 @@ use rusqlite::params;
 
 use super::run::Writer;
 use super::stop::{Failure, StopContext};
-use crate::evict::Marks;
-use crate::value_log::Place;
-use crate::value_space::{self, Appender, SEGMENT, Usage};
+use crate::cache::evict::Marks;
+use crate::values::value_log::Place;
+use crate::values::value_space::{self, Appender, SEGMENT, Usage};
 
 /// Without a cap, a segment is compacted once half of it is dead: the file is at most about
 /// twice what it holds, and a byte is copied at most once per byte freed.

@@ -15,8 +15,10 @@ use rusqlite::params;
 
 use super::run::Writer;
 use super::stop::{Failure, StopContext};
-use crate::key_index::{KeyIndex, OLD, YOUNG};
-use crate::{format, key_filter, meta};
+use crate::db::format;
+use crate::db::key_filter;
+use crate::db::key_index::{KeyIndex, OLD, YOUNG};
+use crate::db::meta;
 
 /// Old index bytes one slice may rewrite at most (a slice is one transaction, logged whole).
 const SLICE_BYTES: u64 = 32 << 20;

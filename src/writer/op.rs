@@ -15,11 +15,11 @@ use super::Shared;
 use super::tx::Tx;
 use super::upkeep::Job;
 use crate::error::{Error, Result};
-use crate::pending::Row;
+use crate::writer::pending::Row;
 
 /// What producers send to the writer.
 pub(crate) enum Message {
-    /// Store a row (already in [`Pending`](crate::pending::Pending)).
+    /// Store a row (already in [`Pending`](crate::writer::pending::Pending)).
     Save(Row),
     /// Any other write.
     Op(Box<dyn Op>),

@@ -7,13 +7,13 @@ use super::op::{After, Answer, Op};
 use super::stop::Stop;
 use super::tx::Tx;
 use super::upkeep::Job;
-use crate::dict;
+use crate::codec::gzip_code;
+use crate::codec::zstd_dict;
+use crate::db::meta;
+use crate::db::names::NameRow;
 use crate::error::{Error, Result};
-use crate::gzip_code;
 use crate::key::Key;
-use crate::meta;
-use crate::names::NameRow;
-use crate::stats::Evicted;
+use crate::report::stats::Evicted;
 
 /// Commit everything sent before; answers once it is committed.
 pub(crate) struct Flush(pub Answer<()>);
@@ -105,7 +105,7 @@ impl Op for Unname {
     fn apply(&mut self, tx: &mut Tx<'_>) -> Result<(), Stop> {
         tx.write_run()?;
         self.found = if tx.names_table()? {
-            let form = crate::names::NameForm::read(tx.conn)?;
+            let form = crate::db::names::NameForm::read(tx.conn)?;
             self.names.iter().map(|name| tx.unname(name, form)).collect::<Result<_, _>>()?
         } else {
             vec![false; self.names.len()]
@@ -126,7 +126,7 @@ impl Op for Unname {
 /// Store a newly trained dictionary (trained on this many samples) before any row
 /// compressed with it, which can only arrive after this operation. Nobody waits.
 pub(crate) struct Dictionary {
-    pub dict: Arc<dict::Dictionary>,
+    pub dict: Arc<zstd_dict::Dictionary>,
     pub samples: usize,
 }
 
@@ -137,7 +137,7 @@ impl Op for Dictionary {
 
     fn apply(&mut self, tx: &mut Tx<'_>) -> Result<(), Stop> {
         tx.write_run()?;
-        Ok(dict::store(tx.conn, &self.dict, self.samples)?)
+        Ok(zstd_dict::store(tx.conn, &self.dict, self.samples)?)
     }
 
     fn committed(self: Box<Self>, _: &mut After<'_>) {}

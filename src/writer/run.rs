@@ -21,14 +21,14 @@ use super::stop::{Failure, Stop, StopContext};
 use super::tx::{self, Tx};
 use super::upkeep::Job;
 use super::{Shared, WriterConfig};
+use crate::cache::evict::{self, MAX_BATCH_BYTES};
+use crate::cache::uses;
+use crate::db::key_filter::{self, KeyFilter};
+use crate::db::key_index::KeyIndex;
+use crate::db::meta;
+use crate::db::names;
+use crate::db::schema;
 use crate::error::{Error, Result, sqlite_code};
-use crate::evict::{self, MAX_BATCH_BYTES};
-use crate::key_filter::{self, KeyFilter};
-use crate::key_index::KeyIndex;
-use crate::meta;
-use crate::names;
-use crate::schema;
-use crate::uses;
 
 /// Tries of a kept batch after its senders are gone before the writer gives up on it.
 const TRIES_AT_CLOSE: u32 = 3;

@@ -16,17 +16,17 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::Shared;
 use super::stop::{Stop, StopContext};
-use crate::chunks;
+use crate::cache::uses::{self, PINNED};
+use crate::db::key_filter::KeyFilter;
+use crate::db::meta::Delta;
+use crate::db::names::{self, NameForm, NameRow, NameSql};
+use crate::db::schema::{Insert, TableSql};
 use crate::key::Key;
-use crate::key_filter::KeyFilter;
-use crate::manifest;
-use crate::meta::Delta;
-use crate::names::{self, NameForm, NameRow, NameSql};
-use crate::pending::Row;
-use crate::schema::{Insert, TableSql};
-use crate::uses::{self, PINNED};
-use crate::value_log::Place;
-use crate::value_space::{self, Appender};
+use crate::large::chunks;
+use crate::large::manifest;
+use crate::values::value_log::Place;
+use crate::values::value_space::{self, Appender};
+use crate::writer::pending::Row;
 
 /// Rows of at least this many stored bytes are written through blob I/O (see
 /// [`Tx::insert_large`]); in a stash whose values are in a file they keep their value in

@@ -9,15 +9,15 @@ use super::Trim;
 use super::run::Writer;
 use super::stop::{Failure, Stop, StopContext};
 use super::tx;
+use crate::cache::evict::{self, EVICT_ROWS, Marks, Space, VACUUM_PAGES};
+use crate::cache::uses;
+use crate::db::meta;
+use crate::db::meta::Delta;
+use crate::db::names;
+use crate::db::use_table;
 use crate::error::sqlite_code;
-use crate::evict::{self, EVICT_ROWS, Marks, Space, VACUUM_PAGES};
 use crate::key::Key;
-use crate::meta;
-use crate::meta::Delta;
-use crate::names;
-use crate::stats::Evicted;
-use crate::use_table;
-use crate::uses;
+use crate::report::stats::Evicted;
 
 /// The longest the writer waits for readers to leave the write-ahead log when it is over
 /// its share of the cap (see `Writer::bound_log`).

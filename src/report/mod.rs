@@ -1,0 +1,5 @@
+//! What the reports say: the size report, verify's report, what an eviction took out, and
+//! what a recovery kept and lost.
+
+pub(crate) mod recovery;
+pub(crate) mod stats;
