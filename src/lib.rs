@@ -64,15 +64,20 @@
 //!   everything as one stream, and faster. Either setting reads rows of both.
 //!
 //! # Durability
-//! Both modes keep a write-ahead log (`journal_mode=WAL`), so a killed process never damages
-//! the file and loses only what it had not committed; they differ in what reaches the disk.
-//! - [`Durability::Fast`] (default): `synchronous=OFF`. Nothing is synced: a power loss or
-//!   OS crash can lose anything the OS had not written back and can damage the file. The
-//!   next open after such a stop runs SQLite's integrity check and, if the file is damaged,
-//!   rebuilds it from every object that still verifies; [`Stash::recovery`] says what was
-//!   kept and lost. Wrong bytes are never served in any case: every read checks the hash.
-//! - [`Durability::Safe`]: `synchronous=FULL`. Every object saved before a
-//!   [`Stash::flush`] that returned `Ok` survives a process kill or a power loss.
+//! Three modes, recorded in the stash ([`Durability`]); none ever serves wrong bytes, since
+//! every read checks the hash.
+//! - [`Durability::Fast`] (default): a write-ahead log (`journal_mode=WAL`) without syncs
+//!   (`synchronous=OFF`). A killed process never damages the file and loses only what it
+//!   had not committed; a power loss or OS crash can lose anything the OS had not written
+//!   back and can damage the file. The next open after such a stop runs SQLite's
+//!   integrity check and, if the file is damaged, rebuilds it from every object that still
+//!   verifies; [`Stash::recovery`] says what was kept and lost.
+//! - [`Durability::Safe`]: the log, synced (`synchronous=FULL`). Every object saved before
+//!   a [`Stash::flush`] that returned `Ok` survives a process kill or a power loss.
+//! - [`Durability::Owned`]: an in-memory rollback journal (`journal_mode=MEMORY`,
+//!   `synchronous=OFF`), for one handle that owns the stash (every other open is
+//!   [`Error::Owned`] until it closes). No log: a kill can tear the commit under way, and
+//!   the next open checks the file, rebuilds it and reports every loss.
 //!
 //! # Many handles, many processes
 //! Any number of handles, in this process or others, may have a stash open at once; each
@@ -119,7 +124,7 @@ mod settings; // layout, durability, values, codec: parsed and printed alike
 #[cfg(feature = "writer-benchmark")]
 pub mod writer_benchmark;
 
-pub use crate::codec::zstd_dict::Codec;
+pub use crate::codec::Codec;
 pub use crate::db::names::MAX_NAME_LEN;
 pub use crate::error::{Error, Result};
 pub use crate::key::{Key, ParseKeyError};

@@ -49,7 +49,7 @@ READ_BYTES = 1 << 20
 
 def default_cache_path() -> str:
     """Where the bundle cache lives by default: beside specklepy's own caches."""
-    from objstash.speckle import default_base_path
+    from objstash.speckle_paths import default_base_path
 
     return os.path.join(default_base_path("Speckle"), "Bundles.objstash")
 

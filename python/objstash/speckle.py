@@ -39,6 +39,7 @@ from specklepy.logging.exceptions import SpeckleException
 from specklepy.transports.abstract_transport import AbstractTransport
 
 from objstash import Stash
+from objstash.speckle_paths import default_base_path
 
 #: Objects buffered before they are handed to objstash in one batch.
 BATCH_OBJECTS = 10_000
@@ -57,13 +58,6 @@ def receive_bundle(*args: Any, **kwargs: Any) -> Any:
     from objstash.bundle_cache import receive_bundle as receive
 
     return receive(*args, **kwargs)
-
-
-def default_base_path(app_name: str) -> str:
-    """Where specklepy keeps its SQLite cache for `app_name`: the same directory."""
-    from specklepy.core.helpers import speckle_path_provider
-
-    return str(speckle_path_provider.user_application_data_path().joinpath(app_name))
 
 
 class ObjstashTransport(AbstractTransport):

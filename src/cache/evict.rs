@@ -38,9 +38,9 @@ use crate::large::chunks;
 
 use crate::db::meta::Delta;
 use crate::db::names::NameSql;
+use crate::db::row::Columns;
 use crate::db::schema::Schema;
 use crate::key::Key;
-use crate::values::value_log::Place;
 use crate::values::value_space;
 
 /// Rows evicted in one transaction at most: what bounds how long eviction keeps saves
@@ -189,16 +189,18 @@ pub(crate) fn oldest(
         .iter_mut()
         .map(|stmt| stmt.query(params![before, rows as i64]))
         .collect::<rusqlite::Result<Vec<_>>>()?;
+    // Every table's statement reads the same columns.
+    let read = &schema.tables[0].oldest.columns;
     let mut heads = BinaryHeap::with_capacity(cursors.len());
     for (table, cursor) in cursors.iter_mut().enumerate() {
-        if let Some(victim) = next(cursor, table)? {
+        if let Some(victim) = next(cursor, read, table)? {
             heads.push(Reverse(victim));
         }
     }
     let mut chosen = Vec::new();
     let mut bytes = 0;
     while let Some(Reverse(victim)) = heads.pop() {
-        if let Some(following) = next(&mut cursors[victim.table], victim.table)? {
+        if let Some(following) = next(&mut cursors[victim.table], read, victim.table)? {
             heads.push(Reverse(following));
         }
         if skip(&victim.key) {
@@ -213,18 +215,18 @@ pub(crate) fn oldest(
     Ok(chosen)
 }
 
-fn next(cursor: &mut Rows<'_>, table: usize) -> rusqlite::Result<Option<Victim>> {
+fn next(cursor: &mut Rows<'_>, read: &Columns, table: usize) -> rusqlite::Result<Option<Victim>> {
     let Some(row) = cursor.next()? else { return Ok(None) };
-    let key: Vec<u8> = row.get(1)?;
+    let row = read.read(row);
     // A key of the wrong length is damage; eviction deletes it like any other row.
-    let key = Key::from_slice(&key).unwrap_or(Key::from_bytes([0; 32]));
+    let key = row.key()?.unwrap_or(Key::from_bytes([0; 32]));
     Ok(Some(Victim {
-        rowid: row.get(0)?,
+        rowid: row.rowid()?,
         key,
-        raw: row.get(2)?,
-        stored: row.get(3)?,
-        used: row.get(4)?,
-        chunked: row.get::<_, Option<bool>>(5)?.unwrap_or(false),
+        raw: row.raw_len()?,
+        stored: row.stored_len()?,
+        used: row.used()?,
+        chunked: row.is_manifest()?,
         table,
     }))
 }
@@ -240,12 +242,15 @@ pub(crate) fn delete(
 ) -> rusqlite::Result<()> {
     for victim in victims {
         let table = &schema.tables[victim.table];
-        let gone: Option<(Option<Vec<u8>>, Option<i64>)> = conn
+        let gone = conn
             .prepare_cached(&table.evict)?
-            .query_row([victim.rowid], |r| Ok((r.get(0)?, r.get(1)?)))
+            .query_row([victim.rowid], |r| {
+                let row = table.evict.columns.read(r);
+                Ok((row.manifest()?, row.place()?))
+            })
             .optional()?;
         let Some((manifest, place)) = gone else { continue };
-        if let Some(place) = place.and_then(Place::unpack) {
+        if let Some(place) = place {
             value_space::free(conn, place)?;
         }
         table.unindex(conn, &victim.key, victim.rowid)?;

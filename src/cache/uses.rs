@@ -33,10 +33,8 @@ use std::collections::hash_map::Entry;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::db::row::PINNED;
 use crate::key::Key;
-
-/// The `used` value of a pinned object: never evicted, never overwritten by a use.
-pub(crate) const PINNED: i64 = i64::MAX;
 /// How often an idle writer writes the uses recorded in memory.
 pub(crate) const RECORD_EVERY: Duration = Duration::from_millis(500);
 /// How old an object's recorded use must be for a read to record a new one, by default.

@@ -15,7 +15,7 @@ use super::Check;
 use crate::db::readers::in_read_transaction;
 use crate::error::{DbContext, Result};
 use crate::key::Key;
-use crate::large::chunks::{self, MANIFEST_MAGIC_SQL, TABLE};
+use crate::large::chunks::{self, TABLE};
 use crate::large::manifest::{ChunkRef, Manifest};
 use crate::report::stats::VerifyReport;
 
@@ -61,17 +61,15 @@ impl<C: Deref<Target = Connection>, F: Fn() -> Result<C>> Check<'_, F> {
         let mut objects: Vec<(Key, Vec<ChunkRef>)> = Vec::new();
         for table in &self.schema.tables {
             let mut stmt = conn
-                .prepare(&format!(
-                    "SELECT key, raw_len, data FROM {} WHERE substr(data, 1, 4) = {}",
-                    table.name, MANIFEST_MAGIC_SQL
-                ))
+                .prepare(&table.manifests)
                 .context(|| format!("reading the manifests of {}", table.name))?;
             let mut rows = stmt.query([]).context(|| table.name.clone())?;
             while let Some(row) = rows.next().context(|| table.name.clone())? {
-                let key: Vec<u8> = row.get(0).context(|| table.name.clone())?;
-                let raw_len: i64 = row.get(1).context(|| table.name.clone())?;
-                let data = row.get_ref(2).and_then(|v| Ok(v.as_blob()?.to_vec()));
-                let (Some(key), Ok(data)) = (Key::from_slice(&key), data) else { continue };
+                let row = table.manifests.columns.read(row);
+                let key = row.key().context(|| table.name.clone())?;
+                let raw_len = row.raw_len().context(|| table.name.clone())?;
+                let data = row.data().map(<[u8]>::to_vec);
+                let (Some(key), Ok(data)) = (key, data) else { continue };
                 // A damaged manifest is reported by the table pass.
                 let Ok(manifest) = Manifest::decode(&data, raw_len) else { continue };
                 for chunk in &manifest.chunks {

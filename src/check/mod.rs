@@ -9,6 +9,7 @@ mod chunked;
 pub(crate) mod header_mend;
 pub(crate) mod pagescan;
 pub(crate) mod salvage;
+pub(crate) mod totals;
 
 use std::ops::Deref;
 
@@ -21,14 +22,16 @@ use crate::db::first_generation::Generation;
 use crate::db::meta;
 use crate::db::names;
 use crate::db::readers::in_read_transaction;
-use crate::db::scan::{self, ScannedRow};
-use crate::db::schema::{self, Schema, TableSql};
+use crate::db::row::Lenient;
+use crate::db::row::Place;
+use crate::db::scan;
+use crate::db::schema::{Schema, TableSql};
 use crate::error::{DbContext, Result};
 use crate::key::Key;
 use crate::large::manifest::{self, Manifest};
 use crate::report::recovery;
 use crate::report::stats::VerifyReport;
-use crate::values::value_log::{Place, ValueLog};
+use crate::values::value_log::ValueLog;
 
 /// Rows read per query: each query holds a read lock only briefly.
 const CHUNK: usize = 1_024;
@@ -74,7 +77,7 @@ impl<C: Deref<Target = Connection>, F: Fn() -> Result<C>> Check<'_, F> {
         loop {
             // Each chunk is read and its keys looked up in one read transaction, so that a
             // concurrent eviction or remove cannot pass for a lost index entry.
-            let read = |conn: &Connection| -> Result<(Vec<ScannedRow>, Vec<bool>)> {
+            let read = |conn: &Connection| -> Result<(Vec<Lenient>, Vec<bool>)> {
                 let mut chunk = scan::chunk(conn, &table.scan, after, CHUNK)
                     .map_err(|e| e.into_error(String::new()))?;
                 // Values in the file are read inside the snapshot that names their places
@@ -117,9 +120,9 @@ impl<C: Deref<Target = Connection>, F: Fn() -> Result<C>> Check<'_, F> {
 
     /// Each row's key and whether it decodes to bytes that hash to it. A key blob of the
     /// wrong length cannot address anything; it is reported under the hash of what it holds.
-    fn decode_all(&self, chunk: &[ScannedRow]) -> Vec<(Key, bool)> {
+    fn decode_all(&self, chunk: &[Lenient]) -> Vec<(Key, bool)> {
         let (log, dicts) = (self.log, self.dicts);
-        let decode = |row: &ScannedRow| match row.key() {
+        let decode = |row: &Lenient| match row.key() {
             Some(key) => (key, intact_row(log, dicts, &key, row.raw_len, &row.data, row.place)),
             None => (Key::of(&row.key), false),
         };
@@ -132,20 +135,12 @@ impl<C: Deref<Target = Connection>, F: Fn() -> Result<C>> Check<'_, F> {
     /// Whether a read by key finds the row of `key` in `table` and it checks.
     fn readable(&self, table: &TableSql, key: &Key) -> bool {
         let found = (self.connect)().and_then(|conn| {
-            let mut stmt = conn
-                .prepare_cached(table.select(Generation::Young, false))
-                .context(|| table.name.clone())?;
+            let select = table.select(Generation::Young, false);
+            let mut stmt = conn.prepare_cached(select).context(|| table.name.clone())?;
             stmt.query_row([&key.as_bytes()[..]], |r| {
-                let place = r.get::<_, Option<i64>>(2)?.and_then(Place::unpack);
+                let row = select.columns.read(r);
                 // Checked inside the snapshot, as above.
-                Ok(intact_row(
-                    self.log,
-                    self.dicts,
-                    key,
-                    r.get(0)?,
-                    r.get_ref(1)?.as_blob()?,
-                    place,
-                ))
+                Ok(intact_row(self.log, self.dicts, key, row.raw_len()?, row.data()?, row.place()?))
             })
             .context(|| format!("reading {key}"))
         });
@@ -158,7 +153,10 @@ impl<C: Deref<Target = Connection>, F: Fn() -> Result<C>> Check<'_, F> {
     fn totals(&self, report: &mut VerifyReport) {
         let counted = (self.connect)().and_then(|conn| {
             in_read_transaction(&conn, |conn| {
-                Ok((meta::read_totals(conn)?, schema::count_totals(conn, self.schema)?))
+                Ok((
+                    meta::read_totals(conn)?,
+                    crate::check::totals::count_totals(conn, self.schema)?,
+                ))
             })
         });
         match counted {

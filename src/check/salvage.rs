@@ -13,16 +13,19 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, params};
 
-use crate::cache::uses::{self, PINNED};
+use crate::cache::uses;
 use crate::check::header_mend;
 use crate::check::pagescan::{self, Indexed};
 use crate::codec;
 use crate::codec::zstd_dict::Dictionaries;
+use crate::db::dicts;
 use crate::db::first_generation::Generation;
 use crate::db::meta;
 use crate::db::names::{self, NameForm};
 use crate::db::readers::open_connection;
-use crate::db::scan::{self, Columns, ScannedRow};
+use crate::db::row::PINNED;
+use crate::db::row::{Column, Columns, Place};
+use crate::db::scan;
 use crate::db::schema::{self, Insert, KeyIndex, Schema};
 use crate::error::{DbContext, Error, Result};
 use crate::files::{self, JOURNALS, sibling};
@@ -32,8 +35,8 @@ use crate::large::manifest::{self, ChunkRef, Manifest};
 use crate::report::recovery::{RecoveryReport, Trigger};
 use crate::settings::layout::Layout;
 use crate::settings::values::Values;
-use crate::values::value_log::{Place, ValueLog};
-use crate::values::value_space::LiveValues;
+use crate::values::value_log::ValueLog;
+use crate::values::value_space::{self, LiveValues};
 
 /// Rows read per query while salvaging; each query restarts past damage.
 const CHUNK: usize = 512;
@@ -87,13 +90,13 @@ pub(crate) fn salvage(
             schema::PAGE_SIZE
         ))
         .context(|| format!("preparing {}", fresh_path.display()))?;
-    target.create(&fresh)?;
+    target.create(&fresh, &value_space::tables(stored))?;
     // Zstd rows need their dictionaries to be checked; every readable one is carried over.
-    let dicts = Dictionaries::load(&damaged).unwrap_or_else(|e| {
+    let dicts = dicts::load(&damaged).unwrap_or_else(|e| {
         log::warn!("objstash salvage: the dictionaries cannot be read ({e}); zstd rows are lost");
         Dictionaries::default()
     });
-    dicts.store_all(&fresh)?;
+    dicts::store_all(&dicts, &fresh)?;
 
     // Chunks first: a chunked object's row is kept only if all its chunks are.
     let chunks = salvage_chunks(&damaged, &fresh)?;
@@ -125,34 +128,36 @@ pub(crate) fn salvage(
     salvager.offer_all("reading the index pages", path, |offer| {
         pagescan::scan_index(source, |entry| match entry {
             Indexed::Key(key) => offer(key, &mut || {
-                let table = target.table(&key);
+                let select = target.table(&key).select(Generation::Young, false);
                 damaged
-                    .prepare_cached(table.select(Generation::Young, false))
+                    .prepare_cached(select)
                     .and_then(|mut stmt| {
                         stmt.query_row([&key.as_bytes()[..]], |r| {
-                            let place = r.get::<_, Option<i64>>(2)?.and_then(Place::unpack);
-                            Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?, place))
+                            let row = select.columns.read(r);
+                            Ok((row.raw_len()?, row.data()?.to_vec(), row.place()?))
                         })
                     })
                     .ok()
             }),
             Indexed::Prefix(prefix, rowid) => {
                 let table = target.table(&Indexed::table_key(prefix));
+                let read = Columns::new(
+                    stored,
+                    &[Column::Key, Column::RawLen, Column::Data, Column::Place],
+                );
                 let row = damaged
                     .prepare_cached(&format!(
-                        "SELECT key, raw_len, data, {} FROM {} WHERE rowid = ?1",
-                        stored.place_sql(),
+                        "SELECT {} FROM {} WHERE rowid = ?1",
+                        read.sql(),
                         table.name
                     ))
                     .and_then(|mut stmt| {
                         stmt.query_row([rowid], |r| {
-                            let place = r.get::<_, Option<i64>>(3)?.and_then(Place::unpack);
-                            Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, i64>(1)?, r.get(2)?, place))
+                            let row = read.read(r);
+                            Ok((row.key()?, row.raw_len()?, row.data()?.to_vec(), row.place()?))
                         })
                     });
-                if let Ok((key, raw_len, data, place)) = row
-                    && let Some(key) = Key::from_slice(&key)
-                {
+                if let Ok((Some(key), raw_len, data, place)) = row {
                     let mut data = Some(data);
                     offer(key, &mut || data.take().map(|data| (raw_len, data, place)));
                 }
@@ -174,7 +179,7 @@ pub(crate) fn salvage(
     if !chunks.is_empty() {
         chunks::recount_refs(&fresh, &target)?;
     }
-    schema::recount_totals(&fresh, &target)?;
+    crate::check::totals::recount_totals(&fresh, &target)?;
     drop(damaged);
     drop(mended);
     fresh.close().map_err(|(_, e)| Error::db(format!("closing {}", fresh_path.display()), e))?;
@@ -266,7 +271,7 @@ fn salvage_names(
     // newer was made packed.
     let was = NameForm::read(damaged).unwrap_or_else(|_| {
         let version = damaged.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0));
-        if version.is_ok_and(|v| v >= names::FORMAT_VERSION) {
+        if version.is_ok_and(|v| v >= crate::db::format::PACKED_NAMES) {
             NameForm::Packed
         } else {
             NameForm::Raw
@@ -429,12 +434,13 @@ impl Salvager<'_> {
         let end = max.into_iter().chain(listed.last().copied()).max().unwrap_or(0);
 
         let mut done = HashSet::new();
-        let stored = self.target.stored();
-        let forward = scan::chunk_sql(table, Columns::Values, stored);
-        let (len, place) = (stored.stored_len_sql(), stored.place_sql());
+        // Every table of the stash reads the same columns: its scan's.
+        let read = &self.target.tables[0].scan.columns;
+        let list = read.sql();
+        let forward = scan::chunk_sql(table, list);
         let (mut after, mut skip) = (0i64, 1i64);
         while after < end {
-            match self.rows(damaged, &forward, after, &mut done) {
+            match self.rows(damaged, &forward, read, after, &mut done) {
                 Ok(Some((_, last))) if last > after => (after, skip) = (last, 1),
                 Ok(None) => break,
                 // A damaged page can give rows out of order: skip on, as past an error,
@@ -446,25 +452,20 @@ impl Salvager<'_> {
             }
             self.write_if_full()?;
         }
-        let backward = format!(
-            "SELECT rowid, key, raw_len, {len}, data, {place} FROM {table} WHERE rowid < ?1 \
-             ORDER BY rowid DESC LIMIT ?2"
-        );
+        let backward =
+            format!("SELECT {list} FROM {table} WHERE rowid < ?1 ORDER BY rowid DESC LIMIT ?2");
         let mut before = end.saturating_add(1);
-        while let Ok(Some((_, last))) = self.rows(damaged, &backward, before, &mut done) {
+        while let Ok(Some((_, last))) = self.rows(damaged, &backward, read, before, &mut done) {
             if last >= before {
                 break;
             }
             before = last;
             self.write_if_full()?;
         }
-        let one = format!(
-            "SELECT rowid, key, raw_len, {len}, data, {place} FROM {table} WHERE rowid = ?1 \
-             LIMIT ?2"
-        );
+        let one = format!("SELECT {list} FROM {table} WHERE rowid = ?1 LIMIT ?2");
         for rowid in listed {
             if !done.contains(&rowid) {
-                let _ = self.rows(damaged, &one, rowid, &mut done);
+                let _ = self.rows(damaged, &one, read, rowid, &mut done);
                 self.write_if_full()?;
             }
         }
@@ -477,6 +478,7 @@ impl Salvager<'_> {
         &mut self,
         damaged: &Connection,
         sql: &str,
+        read: &Columns,
         bound: i64,
         done: &mut HashSet<i64>,
     ) -> rusqlite::Result<Option<(i64, i64)>> {
@@ -484,7 +486,7 @@ impl Salvager<'_> {
         let mut rows = stmt.query(params![bound, CHUNK as i64])?;
         let mut span = None;
         while let Some(row) = rows.next()? {
-            let row = ScannedRow::read(row)?;
+            let row = read.read(row).lenient()?;
             span = Some((span.map_or(row.rowid, |(first, _)| first), row.rowid));
             if !done.insert(row.rowid) {
                 continue;

@@ -6,7 +6,7 @@
 //! sample of them serves them all: each member still carries the code in its block header,
 //! as every dynamic block does, so it is a standard gzip member any tool reads, and since
 //! the header is the same bits in every member, a reader keeps the tables built for it
-//! (`inflate.rs`). The code is the stash's (the meta table's `gzip_code`, written once), so
+//! (`inflate.rs`). The code is the stash's (the meta table's `gzip_code`, written once: `db/meta.rs`), so
 //! every handle and process that saves into it sends the same header.
 //!
 //! The encoder is a greedy LZ77 parse with hash chains (about libdeflate level 1's
@@ -16,12 +16,8 @@
 
 use std::cell::RefCell;
 
-use rusqlite::{Connection, OptionalExtension};
-
 use crate::codec::inflate::canonical_codes;
 use crate::codec::inflate::{CODE_LENGTH_ORDER, DIST_BASE, DIST_EXTRA, LENGTH_BASE, LENGTH_EXTRA};
-use crate::db::meta::META;
-use crate::error::{DbContext, Result};
 
 /// Objects larger than this are gzipped with codes of their own: their tables are a small
 /// part of their inflate, and a code of their own compresses them better.
@@ -80,6 +76,12 @@ impl GzipCode {
         let mut lengths = huffman_lengths(&freqs[..LITLEN_SYMBOLS], MAX_BITS);
         lengths.extend(huffman_lengths(&freqs[LITLEN_SYMBOLS..], MAX_BITS));
         Some(Self::from_lengths(lengths).expect("a Huffman code is a valid code"))
+    }
+
+    /// The code's lengths, literal/length symbols then distance symbols: what the stash
+    /// stores (`db/meta.rs`) and [`GzipCode::from_lengths`] takes back.
+    pub(crate) fn lengths(&self) -> &[u8] {
+        &self.lengths
     }
 
     /// The code of `lengths` (286 literal/length lengths, then 30 distance lengths, as
@@ -409,46 +411,6 @@ fn header(litlen: &[u8], dist: &[u8]) -> Vec<(u32, u32)> {
     out
 }
 
-/// The meta table's name for the stash's code.
-const META_NAME: &str = "gzip_code";
-
-/// The code stored in `conn`'s stash, if one is. A stored value this version cannot read
-/// is no code (rows stay readable: every member carries its own code).
-pub(crate) fn read_stored(conn: &Connection) -> Result<Option<GzipCode>> {
-    let value: Option<String> = conn
-        .query_row(&format!("SELECT value FROM {META} WHERE name = ?1"), [META_NAME], |r| r.get(0))
-        .optional()
-        .context(|| "reading the stash's gzip code".to_string())?;
-    let Some(value) = value else { return Ok(None) };
-    let lengths: Option<Vec<u8>> = value.chars().map(|c| c.to_digit(16).map(|d| d as u8)).collect();
-    match lengths.map(GzipCode::from_lengths) {
-        Some(Ok(code)) => Ok(Some(code)),
-        Some(Err(why)) => {
-            log::warn!("objstash: the stash's gzip code is unusable ({why}); not used");
-            Ok(None)
-        }
-        None => {
-            log::warn!("objstash: the stash's gzip code is not hexadecimal; not used");
-            Ok(None)
-        }
-    }
-}
-
-/// Stores `code` as the stash's, unless it has one already: the first stored stays.
-pub(crate) fn store(conn: &Connection, code: &GzipCode) -> Result<()> {
-    let hex: String = code
-        .lengths
-        .iter()
-        .map(|l| char::from_digit((*l).into(), 16).expect("at most 15"))
-        .collect();
-    conn.execute(
-        &format!("INSERT OR IGNORE INTO {META}(name, value) VALUES (?1, ?2)"),
-        [META_NAME, hex.as_str()],
-    )
-    .context(|| "storing the stash's gzip code".to_string())?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use std::io::Read;
@@ -491,22 +453,6 @@ mod tests {
         let mut long = b"{\"a\":1}".repeat(1_000);
         long.truncate(MAX_OBJECT);
         assert_eq!(gunzip(&code.encode(&long).expect("matches only")), long);
-    }
-
-    #[test]
-    fn stored_codes_are_checked_and_the_first_stays() {
-        let conn = Connection::open_in_memory().unwrap();
-        conn.execute_batch(&format!("CREATE TABLE {META}(name TEXT PRIMARY KEY, value)")).unwrap();
-        assert_eq!(read_stored(&conn).unwrap(), None);
-        let first = GzipCode::train(&objects(0, 100)).unwrap();
-        let second = GzipCode::train(&[b"{}".repeat(50)]).unwrap();
-        store(&conn, &first).unwrap();
-        store(&conn, &second).unwrap();
-        assert_eq!(read_stored(&conn).unwrap().as_ref(), Some(&first));
-        for bad in ["xyz", "", &"f".repeat(316), &"1".repeat(316)] {
-            conn.execute(&format!("UPDATE {META} SET value = ?1"), [bad]).unwrap();
-            assert_eq!(read_stored(&conn).unwrap(), None, "{bad:.10}");
-        }
     }
 
     #[test]

@@ -7,10 +7,10 @@
 //! Rows say how they were written: a gzip member starts with `1f 8b`, a zstd frame with
 //! `28 b5 2f fd` and names its dictionary's id in its header. So gzip rows and rows of any
 //! number of dictionaries coexist, and a row stays readable after retraining: dictionaries
-//! are stored in the `objstash_dicts` table and never deleted. A dictionary is committed in
+//! are stored in the `objstash_dicts` table (`db/dicts.rs`) and never deleted. A dictionary is committed in
 //! the same transaction as, or before, the first row compressed with it, because the
 //! writer receives it through the same channel before any such row; and no two
-//! dictionaries with one id are ever stored (`store` refuses the second).
+//! dictionaries with one id are ever stored (`db::dicts::store` refuses the second).
 //!
 //! Other handles, in this process or others, train dictionaries too, so a handle's set is
 //! never final: a row naming an id this handle does not know sends it to the database
@@ -23,16 +23,12 @@
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
 
-use rusqlite::{Connection, params};
 use zstd::zstd_safe::{self, CCtx, CDict, DCtx, DDict};
 
 use crate::codec::scratch;
-use crate::error::{DbContext, Error, Result};
-use crate::settings::parse::ParseSettingError;
+use crate::error::{Error, Result};
 
 /// The zstd level rows are written at. Measured on 200,000 Speckle objects with a 64 KiB
 /// dictionary (notes/design.md): level 1 was both the fastest and the smallest
@@ -49,56 +45,6 @@ pub(crate) const MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 /// zstd can expand at most about 43,000 to 1 (RLE blocks); a recorded length beyond this
 /// bound is a damaged row, not a reason to allocate.
 const MAX_RATIO: usize = 1 << 16;
-
-/// The table holding every dictionary a stash has used.
-pub(crate) const TABLE: &str = "objstash_dicts";
-
-/// How the objects of a stash are compressed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Codec {
-    /// Each object a standard gzip member (any gzip tool reads it). The default. At the
-    /// default level, small objects after the first 2,000 share one deflate code trained
-    /// on those, so that reads build its decoding tables once.
-    #[default]
-    Gzip,
-    /// Zstandard with a dictionary trained on a sample of the stash's own objects: much
-    /// smaller rows for small objects, and faster. The first objects saved (until the
-    /// sample is full, see [`StashBuilder::dictionary_sample`](crate::StashBuilder)) are
-    /// gzipped while the sample is gathered; the dictionary is then trained once and kept
-    /// in the database, and later opens use it without retraining.
-    ZstdDict,
-}
-
-impl Codec {
-    /// The name used on the command line: `gzip` or `zstd-dict`.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Codec::Gzip => "gzip",
-            Codec::ZstdDict => "zstd-dict",
-        }
-    }
-}
-
-impl std::fmt::Display for Codec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for Codec {
-    type Err = ParseSettingError;
-
-    /// Parses `gzip` or `zstd-dict` (also `zstd`).
-    fn from_str(s: &str) -> std::result::Result<Self, ParseSettingError> {
-        match s {
-            "gzip" => Ok(Codec::Gzip),
-            "zstd-dict" | "zstd" => Ok(Codec::ZstdDict),
-            other => Err(ParseSettingError::new("codec", other, "gzip or zstd-dict")),
-        }
-    }
-}
 
 /// One trained dictionary, digested for both directions.
 pub(crate) struct Dictionary {
@@ -181,11 +127,11 @@ impl From<&str> for DecodeError {
     }
 }
 
-/// Where dictionaries stored after a handle loaded its own are found: the stash's file.
-#[derive(Debug)]
-struct Source {
-    path: PathBuf,
-    busy: Duration,
+/// Where a handle finds the dictionaries other handles store after it loaded its own:
+/// the stash's database (`db/dicts.rs`).
+pub(crate) trait Source: std::fmt::Debug + Send + Sync {
+    /// The stored dictionaries, oldest first (only the one of `id`, if given).
+    fn read(&self, id: Option<u32>) -> Result<Vec<Arc<Dictionary>>>;
 }
 
 /// Every dictionary of a stash by id, and the one new objects are compressed with.
@@ -194,41 +140,33 @@ pub(crate) struct Dictionaries {
     known: RwLock<HashMap<u32, Arc<Dictionary>>>,
     current: RwLock<Option<Arc<Dictionary>>>,
     /// `None` for a file nobody else writes (salvage, repair): what was loaded is all.
-    source: Option<Source>,
+    source: Option<Box<dyn Source>>,
     /// Held while the database is asked for an id; the ids it does not hold.
     absent: Mutex<HashSet<u32>>,
 }
 
 impl Dictionaries {
-    /// Reads the dictionaries stored in `conn`'s database; the newest becomes current.
-    /// Nothing else writes that database, so these are all it will ever hold.
-    pub(crate) fn load(conn: &Connection) -> Result<Self> {
-        let dicts = Dictionaries::default();
-        for dict in read_stored(conn, None)? {
+    /// The dictionaries given, oldest first (the newest becomes current); with a
+    /// `source`, dictionaries other handles store later are read from it when a row names
+    /// one.
+    pub(crate) fn new(stored: Vec<Arc<Dictionary>>, source: Option<Box<dyn Source>>) -> Self {
+        let dicts = Dictionaries { source, ..Dictionaries::default() };
+        for dict in stored {
             dicts.add(dict);
         }
-        Ok(dicts)
+        dicts
     }
 
-    /// The dictionaries of the live stash at `path`, read on `conn`; dictionaries other
-    /// handles store later are read from `path` when a row names one.
-    pub(crate) fn open(conn: &Connection, path: PathBuf, busy: Duration) -> Result<Self> {
-        let mut dicts = Dictionaries::load(conn)?;
-        dicts.source = Some(Source { path, busy });
-        Ok(dicts)
-    }
-
-    /// Stores every known dictionary in `conn`'s database, oldest first (salvage).
-    pub(crate) fn store_all(&self, conn: &Connection) -> Result<()> {
+    /// Every known dictionary, oldest id first and the current one last (to store again:
+    /// salvage).
+    pub(crate) fn all(&self) -> Vec<Arc<Dictionary>> {
         let known = self.known.read().unwrap_or_else(|p| p.into_inner());
         let current = self.current().map(|d| d.id);
-        let mut dicts: Vec<&Arc<Dictionary>> =
-            known.values().filter(|d| Some(d.id) != current).collect();
-        dicts.extend(current.and_then(|id| known.get(&id)));
-        for dict in dicts {
-            store(conn, dict, 0)?;
-        }
-        Ok(())
+        let mut dicts: Vec<Arc<Dictionary>> =
+            known.values().filter(|d| Some(d.id) != current).cloned().collect();
+        dicts.sort_by_key(|d| d.id);
+        dicts.extend(current.and_then(|id| known.get(&id).cloned()));
+        dicts
     }
 
     /// Makes `dict` known and current.
@@ -266,8 +204,7 @@ impl Dictionaries {
         if absent.contains(&id) {
             return Ok(None);
         }
-        let conn = source.connect()?;
-        let found = read_stored(&conn, Some(id))?.pop();
+        let found = source.read(Some(id))?.pop();
         match &found {
             Some(dict) => self.learn(Arc::clone(dict)),
             None => {
@@ -281,7 +218,7 @@ impl Dictionaries {
     /// handle may have trained one since this one opened); every stored one becomes known.
     pub(crate) fn newest_stored(&self) -> Result<Option<Arc<Dictionary>>> {
         let Some(source) = &self.source else { return Ok(self.current()) };
-        let stored = read_stored(&source.connect()?, None)?;
+        let stored = source.read(None)?;
         for dict in &stored {
             self.learn(Arc::clone(dict));
         }
@@ -329,95 +266,6 @@ impl Dictionaries {
         }
         Ok(out)
     }
-}
-
-impl Source {
-    /// A read connection of its own: a lookup happens once per dictionary a handle meets.
-    fn connect(&self) -> Result<Connection> {
-        crate::db::readers::open_connection(&self.path, true, 4, self.busy)
-    }
-}
-
-/// Whether `conn`'s database has the dictionary table (every stash using zstd does).
-fn table_exists(conn: &Connection) -> Result<bool> {
-    crate::db::format::has_table(conn, TABLE)
-}
-
-/// The dictionaries stored in `conn`'s database, oldest first (only the one of `id` if
-/// given). One that zstd rejects is logged and left out: its rows read as damaged.
-fn read_stored(conn: &Connection, id: Option<u32>) -> Result<Vec<Arc<Dictionary>>> {
-    if !table_exists(conn)? {
-        return Ok(Vec::new());
-    }
-    let mut stmt = conn
-        .prepare(&format!("SELECT bytes FROM {TABLE} WHERE ?1 IS NULL OR id = ?1 ORDER BY seq"))
-        .context(|| "reading the dictionaries".to_string())?;
-    let rows = stmt
-        .query_map([id.map(i64::from)], |r| r.get::<_, Vec<u8>>(0))
-        .context(|| "reading the dictionaries".to_string())?;
-    let mut dicts = Vec::new();
-    for bytes in rows {
-        let bytes = bytes.context(|| "reading a dictionary".to_string())?;
-        match Dictionary::new(bytes) {
-            Ok(dict) => dicts.push(Arc::new(dict)),
-            Err(reason) => log::warn!("objstash: a stored dictionary is unusable: {reason}"),
-        }
-    }
-    Ok(dicts)
-}
-
-/// How many dictionaries `conn`'s database holds.
-pub(crate) fn count(conn: &Connection) -> Result<usize> {
-    if !table_exists(conn)? {
-        return Ok(0);
-    }
-    let n: i64 = conn
-        .query_row(&format!("SELECT count(*) FROM {TABLE}"), [], |r| r.get(0))
-        .context(|| "counting the dictionaries".to_string())?;
-    Ok(n.max(0) as usize)
-}
-
-/// Creates the dictionary table if needed and stores `dict` in it, marking the file with
-/// the format version that knows zstd rows. Runs inside the writer's transaction, before
-/// any row compressed with `dict`.
-///
-/// # Errors
-/// [`Error::Training`] if the stash holds another dictionary with the same id (trained by
-/// another process on another sample): rows compressed with `dict` could never be read,
-/// so the transaction that would commit them must fail.
-pub(crate) fn store(conn: &Connection, dict: &Dictionary, samples: usize) -> Result<()> {
-    conn.execute_batch(&format!(
-        "CREATE TABLE IF NOT EXISTS {TABLE}(seq INTEGER PRIMARY KEY, id INTEGER NOT NULL UNIQUE, \
-         bytes BLOB NOT NULL, samples INTEGER NOT NULL, created INTEGER NOT NULL);"
-    ))
-    .context(|| "creating the dictionary table".to_string())?;
-    crate::db::format::raise(conn, crate::db::schema::DICT_FORMAT_VERSION)?;
-    let created = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
-    let added = conn
-        .execute(
-            &format!(
-                "INSERT OR IGNORE INTO {TABLE}(id, bytes, samples, created) \
-                 VALUES (?1, ?2, ?3, ?4)"
-            ),
-            params![i64::from(dict.id), dict.bytes, samples as i64, created],
-        )
-        .context(|| format!("storing dictionary {}", dict.id))?;
-    if added == 0 {
-        let stored: Vec<u8> = conn
-            .query_row(&format!("SELECT bytes FROM {TABLE} WHERE id = ?1"), [dict.id], |r| r.get(0))
-            .context(|| format!("reading dictionary {}", dict.id))?;
-        if stored != dict.bytes {
-            return Err(Error::training(format!(
-                "the stash already holds another dictionary with id {}; the objects \
-                 compressed with the new one since it was trained were not stored: save \
-                 them again",
-                dict.id
-            )));
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -476,23 +324,6 @@ mod tests {
         if let Ok(bytes) = dicts.decompress(&flipped, len) {
             assert_ne!(&bytes, &objs[0]);
         }
-    }
-
-    #[test]
-    fn a_second_dictionary_with_a_taken_id_is_refused() {
-        let conn = Connection::open_in_memory().unwrap();
-        let first = Dictionary::train(&samples()).unwrap();
-        let other: Vec<Vec<u8>> =
-            samples().into_iter().map(|s| s.into_iter().rev().collect()).collect();
-        let mut bytes = Dictionary::train(&other).unwrap().bytes;
-        bytes[4..8].copy_from_slice(&first.id.to_le_bytes());
-        let twin = Dictionary::new(bytes).unwrap();
-        assert_eq!(twin.id, first.id);
-        store(&conn, &first, 1).unwrap();
-        store(&conn, &first, 1).unwrap();
-        let refused = store(&conn, &twin, 1).unwrap_err();
-        assert!(refused.to_string().contains("another dictionary"), "{refused}");
-        assert_eq!(count(&conn).unwrap(), 1);
     }
 
     #[test]

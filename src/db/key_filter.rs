@@ -29,8 +29,6 @@ use rusqlite::Connection;
 use crate::db::key_index::GENERATIONS;
 use crate::key::Key;
 
-/// The format of a stash whose moves into the old index are counted.
-pub(crate) const FORMAT_VERSION: i64 = 7;
 /// The meta table's count of moves into the old index.
 pub(crate) const MOVES: &str = "old_moves";
 /// New rows a writer writes with no other connection committing before a filter is worth

@@ -7,6 +7,7 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::codec::gzip_code::GzipCode;
 use crate::error::{DbContext, Result};
 use crate::settings::layout::Layout;
 
@@ -198,4 +199,65 @@ fn read_meta<T: rusqlite::types::FromSql>(conn: &Connection, name: &str) -> Resu
     conn.prepare_cached(&format!("SELECT value FROM {META} WHERE name = ?1"))
         .and_then(|mut stmt| stmt.query_row([name], |r| r.get(0)).optional())
         .context(|| format!("reading {name} from the stash's meta table"))
+}
+/// The meta table's name for the stash's gzip code (`codec/gzip_code.rs`), stored as its
+/// code lengths, a hexadecimal digit each.
+const GZIP_CODE: &str = "gzip_code";
+
+/// The code stored in `conn`'s stash, if one is. A stored value this version cannot read
+/// is no code (rows stay readable: every member carries its own code).
+pub(crate) fn read_gzip_code(conn: &Connection) -> Result<Option<GzipCode>> {
+    let value: Option<String> = conn
+        .query_row(&format!("SELECT value FROM {META} WHERE name = ?1"), [GZIP_CODE], |r| r.get(0))
+        .optional()
+        .context(|| "reading the stash's gzip code".to_string())?;
+    let Some(value) = value else { return Ok(None) };
+    let lengths: Option<Vec<u8>> = value.chars().map(|c| c.to_digit(16).map(|d| d as u8)).collect();
+    match lengths.map(GzipCode::from_lengths) {
+        Some(Ok(code)) => Ok(Some(code)),
+        Some(Err(why)) => {
+            log::warn!("objstash: the stash's gzip code is unusable ({why}); not used");
+            Ok(None)
+        }
+        None => {
+            log::warn!("objstash: the stash's gzip code is not hexadecimal; not used");
+            Ok(None)
+        }
+    }
+}
+
+/// Stores `code` as the stash's, unless it has one already: the first stored stays.
+pub(crate) fn write_gzip_code(conn: &Connection, code: &GzipCode) -> Result<()> {
+    let hex: String = code
+        .lengths()
+        .iter()
+        .map(|l| char::from_digit((*l).into(), 16).expect("at most 15"))
+        .collect();
+    conn.execute(
+        &format!("INSERT OR IGNORE INTO {META}(name, value) VALUES (?1, ?2)"),
+        [GZIP_CODE, hex.as_str()],
+    )
+    .context(|| "storing the stash's gzip code".to_string())?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_codes_are_checked_and_the_first_stays() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(&format!("CREATE TABLE {META}(name TEXT PRIMARY KEY, value)")).unwrap();
+        assert_eq!(read_gzip_code(&conn).unwrap(), None);
+        let first = GzipCode::train(&speckle_gen::objects(7, 0, 100)).unwrap();
+        let second = GzipCode::train(&[b"{}".repeat(50)]).unwrap();
+        write_gzip_code(&conn, &first).unwrap();
+        write_gzip_code(&conn, &second).unwrap();
+        assert_eq!(read_gzip_code(&conn).unwrap().as_ref(), Some(&first));
+        for bad in ["xyz", "", &"f".repeat(316), &"1".repeat(316)] {
+            conn.execute(&format!("UPDATE {META} SET value = ?1"), [bad]).unwrap();
+            assert_eq!(read_gzip_code(&conn).unwrap(), None, "{bad:.10}");
+        }
+    }
 }

@@ -9,7 +9,7 @@
 //! so it is built with the other indexes removals read, at the stash's first cap, eviction
 //! or removal (`Schema::index_removals`).
 //!
-//! Tables made since then ([`FORMAT_VERSION`] 6) also store a name of lowercase hex digits
+//! Tables made since then (format 6, `format.rs`) also store a name of lowercase hex digits
 //! (an even number of them: Speckle's ids, digests) as the bytes they spell, behind a tag
 //! byte ([`NameForm::Packed`]): 17 bytes for a 32-character id instead of 32, 61 bytes a
 //! name in all instead of 78. The stash's meta table records the form (`names_form`).
@@ -25,10 +25,6 @@
 //! as the pending map does for rows.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use rusqlite::{Connection, OptionalExtension};
 
@@ -36,7 +32,6 @@ use crate::db::format;
 use crate::db::key_index::KeyIndex;
 use crate::error::{DbContext, Error, Result};
 use crate::key::Key;
-use crate::writer::pending::Row;
 
 /// The longest name, in bytes. Names are keys of a B-tree: beyond a few hundred bytes they
 /// spill onto overflow pages and every lookup reads more.
@@ -44,10 +39,6 @@ pub const MAX_NAME_LEN: usize = 1024;
 
 /// The names table.
 pub(crate) const TABLE: &str = "objstash_names";
-
-/// Format version of a stash with a names table made since names were packed and indexed
-/// by key only once needed (tables made before are format 3).
-pub(crate) const FORMAT_VERSION: i64 = 6;
 
 /// How a names table stores names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,7 +133,7 @@ pub(crate) fn create(conn: &Connection, by_key: bool) -> Result<()> {
         sql += &index_by_key();
     }
     conn.execute_batch(&sql).context(|| "making the names table".to_string())?;
-    format::raise(conn, FORMAT_VERSION)
+    format::raise(conn, format::PACKED_NAMES)
 }
 
 /// The statement that indexes the names by key, unless they are.
@@ -249,126 +240,9 @@ pub(crate) fn each_key(conn: &Connection, mut f: impl FnMut(Option<Key>)) -> Res
     Ok(())
 }
 
-/// A name on its way to the database.
-#[derive(Clone, Debug)]
-pub(crate) struct NameRow {
-    pub name: Arc<[u8]>,
-    pub key: Key,
-    /// Which save put it in the pending map, so that committing an older save of the same
-    /// name does not forget a newer one.
-    pub seq: u64,
-    /// The object's row while it is pending: the writer stores it (if it is not stored
-    /// yet) before the name, whichever of the two messages reached it first.
-    pub row: Option<Row>,
-}
-
-const SHARDS: usize = 16;
-
-/// One shard of the pending names: name -> (key, seq).
-type Shard = HashMap<Arc<[u8]>, (Key, u64)>;
-
-/// Names handed to the writer but not yet committed.
-#[derive(Debug)]
-pub(crate) struct PendingNames {
-    shards: Vec<Mutex<Shard>>,
-    hasher: RandomState,
-    seq: AtomicU64,
-    /// Whether the names table is known to exist (it is never dropped).
-    table: AtomicBool,
-    /// How the names table stores names, once read (it never changes).
-    form: OnceLock<NameForm>,
-}
-
-impl PendingNames {
-    pub(crate) fn new(table: bool) -> Self {
-        PendingNames {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-            hasher: RandomState::new(),
-            seq: AtomicU64::new(0),
-            table: AtomicBool::new(table),
-            form: OnceLock::new(),
-        }
-    }
-
-    fn shard(&self, name: &[u8]) -> MutexGuard<'_, Shard> {
-        let shard = self.hasher.hash_one(name) as usize % SHARDS;
-        self.shards[shard].lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Records `name -> key` as pending; the name row to send to the writer, carrying the
-    /// object's pending `row` if it has one.
-    pub(crate) fn insert(&self, name: &[u8], key: Key, row: Option<Row>) -> NameRow {
-        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-        let name: Arc<[u8]> = Arc::from(name);
-        self.shard(&name).insert(Arc::clone(&name), (key, seq));
-        NameRow { name, key, seq, row }
-    }
-
-    pub(crate) fn get(&self, name: &[u8]) -> Option<Key> {
-        self.shard(name).get(name).map(|(key, _)| *key)
-    }
-
-    /// Forgets `row` once committed, unless a newer save of its name replaced it.
-    pub(crate) fn settle(&self, row: &NameRow) {
-        let mut shard = self.shard(&row.name);
-        if shard.get(&row.name).is_some_and(|(_, seq)| *seq == row.seq) {
-            shard.remove(&row.name);
-        }
-    }
-
-    /// Forgets every pending name: the writer stopped and they will never be committed.
-    pub(crate) fn clear(&self) {
-        for shard in &self.shards {
-            shard.lock().unwrap_or_else(|p| p.into_inner()).clear();
-        }
-    }
-
-    /// Whether the names table is known to exist, checking `conn` if not known yet.
-    pub(crate) fn table_exists(&self, conn: &Connection) -> Result<bool> {
-        if self.table.load(Ordering::Relaxed) {
-            return Ok(true);
-        }
-        let exists = table_exists(conn)?;
-        if exists {
-            self.table.store(true, Ordering::Relaxed);
-        }
-        Ok(exists)
-    }
-
-    /// How the names table on `conn`, which must exist, stores names.
-    pub(crate) fn form(&self, conn: &Connection) -> Result<NameForm> {
-        if let Some(form) = self.form.get() {
-            return Ok(*form);
-        }
-        let form = NameForm::read(conn)?;
-        Ok(*self.form.get_or_init(|| form))
-    }
-
-    /// Notes that the names table exists (the writer made it).
-    pub(crate) fn table_made(&self) {
-        self.table.store(true, Ordering::Relaxed);
-    }
-
-    /// Whether the names table is known to exist, without asking the database.
-    pub(crate) fn table_known(&self) -> bool {
-        self.table.load(Ordering::Relaxed)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn settle_keeps_a_newer_name() {
-        let pending = PendingNames::new(false);
-        let first = pending.insert(b"wall", Key::of(b"1"), None);
-        let second = pending.insert(b"wall", Key::of(b"2"), None);
-        pending.settle(&first);
-        assert_eq!(pending.get(b"wall"), Some(Key::of(b"2")));
-        pending.settle(&second);
-        assert_eq!(pending.get(b"wall"), None);
-    }
 
     #[test]
     fn every_name_is_stored_apart_and_read_back() {

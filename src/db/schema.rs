@@ -1,57 +1,33 @@
-//! The on-disk format: the format version, the object tables' SQL and names.
-//!
-//! A stash is a SQLite file whose `application_id` is [`APPLICATION_ID`] and whose
-//! `user_version` is its format version, with the meta table (`meta.rs`) and the object
-//! tables of its layout. A stash that uses the zstd codec also has an `objstash_dicts` table
-//! (see `dict.rs`) and format version 2 or more; one with names has an `objstash_names`
-//! table (`names.rs`) and format version 3 or more; one with chunked objects an
-//! `objstash_chunks` table (`chunks.rs`) and format version 4; one whose object tables keep
-//! generations of key indexes is format 5 from its creation; one whose names table was
-//! made since names were packed and indexed by key only once needed is format 6
-//! (`names.rs`); one whose moves of young keys are counted format 7 (`key_filter.rs`); one
-//! made with narrow tables of uses beside its object tables is format 8 from its creation
-//! (`use_table.rs`). Each feature raises the version only when
-//! first used, so a stash that does not use it stays readable by versions that do not know
-//! it.
+//! The object tables of a stash and the SQL of every statement on them, built from the
+//! row's description (`row.rs`) and the table's key index (`key_index.rs`); the schema of
+//! a layout, made new or read from a stash (format versions: `format.rs`).
 //!
 //! Each object table is a rowid table with a key index beside it: rows are appended in
 //! rowid order and only the index is a randomly ordered B-tree. Measured against WITHOUT
 //! ROWID in notes/design.md. Stashes of format 5 keep generations of key-prefix indexes
 //! ([`KeyIndex::Generations`]); older ones a unique index on the whole key
-//! ([`KeyIndex::Full`]), and are read and written as they are. Each row also holds its last
-//! use (`uses.rs`): versions that do not know the column read and write such a table as
-//! before, so it is no format change; a stash made before it gets it at its next writable
-//! open. The index on uses that eviction reads, and the names' index by key that removing
-//! reads, are built when the stash first evicts, removes or gets a cap
-//! ([`Schema::index_removals`]), so a stash that never does pays for neither (17 bytes an
-//! object and a third B-tree per insert; half of each name).
+//! ([`KeyIndex::Full`]), and are read and written as they are. The index on uses that
+//! eviction reads, and the names' index by key that removing reads, are built when the
+//! stash first evicts, removes or gets a cap ([`Schema::index_removals`]), so a stash that
+//! never does pays for neither (17 bytes an object and a third B-tree per insert; half of
+//! each name).
 
 use rusqlite::{Connection, params};
 
-use crate::cache::uses::PINNED;
 use crate::db::first_generation::Generation;
+use crate::db::format::{self, APPLICATION_ID};
 use crate::db::key_filter::{KeyFilter, Lookup};
 use crate::db::key_index;
 pub(crate) use crate::db::key_index::KeyIndex;
-use crate::db::meta::{self, META, Totals};
+use crate::db::meta::META;
 use crate::db::names;
-use crate::db::scan::{self, Columns};
+use crate::db::row::{self, Column, Columns, PINNED, Place, Sql};
+use crate::db::scan;
 use crate::db::use_table::{self, UseSql};
 use crate::error::{DbContext, Error, Result};
-use crate::large::chunks::{self, MANIFEST_MAGIC_SQL, MANIFEST_SQL};
 use crate::settings::layout::Layout;
-pub(crate) use crate::settings::values::Values;
-use crate::values::value_log::Place;
+use crate::settings::values::Values;
 
-/// `PRAGMA application_id` of every stash: "obst" in ASCII.
-pub(crate) const APPLICATION_ID: i32 = 0x6f62_7374;
-/// The newest format this version reads: a stash whose values are in a file beside its
-/// database (`value_log.rs`).
-pub(crate) const FORMAT_VERSION: i64 = crate::values::value_log::FORMAT_VERSION;
-/// The format of a stash that stores a zstd dictionary (rows older versions cannot decode).
-pub(crate) const DICT_FORMAT_VERSION: i64 = 2;
-/// The format of a stash without dictionaries, which every version reads.
-pub(crate) const BASE_FORMAT_VERSION: i64 = 1;
 /// Page size of new stashes; see notes/design.md.
 pub(crate) const PAGE_SIZE: u32 = 8192;
 
@@ -74,7 +50,7 @@ impl Insert<'_> {
     pub(crate) const VALUE: Insert<'static> = Insert { reserve: false, filter: None, place: None };
 }
 
-/// The SQL statements of one object table.
+/// The SQL statements of one object table, built from the row's description (`row.rs`).
 #[derive(Debug)]
 pub(crate) struct TableSql {
     pub name: String,
@@ -88,20 +64,23 @@ pub(crate) struct TableSql {
     /// afterwards through blob I/O.
     insert_zeroblob: String,
     /// Reads a row by key, asking first the generation of the key index each names
-    /// (`first_generation.rs`).
-    select: [String; 2],
+    /// (`first_generation.rs`): its raw length, data, place and the way it was found.
+    select: [Sql; 2],
     /// `select` with the row's last use (tables with a use column only).
-    select_used: [String; 2],
+    select_used: [Sql; 2],
     pub exists: String,
     /// Whether the row at rowid `?1` holds the key `?2` (generations: a row of the key's
     /// prefix, found through [`key_index::PREFIX_IDS`]).
     has_key: String,
-    pub delete: String,
+    /// Deletes the row of a key, returning what releasing it needs.
+    pub delete: Sql,
     /// A chunk of rows with their values, for checking (see `scan.rs`).
-    pub scan: String,
+    pub scan: Sql,
     pub totals: String,
     /// A chunk of keys and sizes, for listing.
-    pub list: String,
+    pub list: Sql,
+    /// Every manifest: key, raw length, data (`large/`).
+    pub manifests: Sql,
     /// Adds a name for an object of this table, if the object is stored (`names.rs`).
     pub name_insert: String,
     /// Points an existing name at an object of this table, if the object is stored.
@@ -109,22 +88,22 @@ pub(crate) struct TableSql {
     /// Records a later use of an object (never un-pins: a pin's use is the largest).
     pub touch: String,
     /// Pins an object that is not pinned; returns its stored length.
-    pub pin: String,
+    pub pin: Sql,
     /// Un-pins a pinned object, giving it a use time; returns its stored length.
-    pub unpin: String,
+    pub unpin: Sql,
     /// Whether an object is pinned.
     pub pinned: String,
     /// Unpinned rows used before a time, least recently used first (`evict.rs`).
-    pub oldest: String,
+    pub oldest: Sql,
     /// Deletes one row by rowid (eviction).
-    pub evict: String,
+    pub evict: Sql,
     /// The earliest use of an unpinned object.
     pub first_use: String,
     /// Pinned objects and their stored bytes.
     pub pinned_totals: String,
     /// The rowids and places of the values that start in a range of places
     /// (`value_space.rs`; tables with values in a file only).
-    pub places_in: String,
+    pub places_in: Sql,
     /// Points the row at rowid `?1` at the place `?2`.
     pub move_place: String,
     /// The narrow table of uses beside it, in stashes that have one (`use_table.rs`).
@@ -133,7 +112,7 @@ pub(crate) struct TableSql {
 
 impl TableSql {
     /// The statements of one table: [`TableSql::statements`] lists them all.
-    const STATEMENTS: usize = 24;
+    const STATEMENTS: usize = 25;
 
     /// Every statement of the table. Destructured, so that a statement added to the struct
     /// and not here does not compile (the test below prepares them all).
@@ -154,6 +133,7 @@ impl TableSql {
             scan,
             totals,
             list,
+            manifests,
             name_insert,
             name_repoint,
             touch,
@@ -180,6 +160,7 @@ impl TableSql {
             scan,
             totals,
             list,
+            manifests,
             name_insert,
             name_repoint,
             touch,
@@ -198,49 +179,65 @@ impl TableSql {
     /// The statement that reads a row by key, asking `first` first; with the row's last use
     /// if `used` (tables with a use column only). Its columns: raw length, data, place,
     /// [the use,] and the way the row was found (`KeyIndex::select`).
-    pub(crate) fn select(&self, first: Generation, used: bool) -> &str {
+    pub(crate) fn select(&self, first: Generation, used: bool) -> &Sql {
         if used { &self.select_used[first as usize] } else { &self.select[first as usize] }
     }
 
     fn new(name: String, key_index: KeyIndex, stored: Values) -> Self {
+        use Column as C;
+        let columns = |list: &[Column]| Columns::new(stored, list);
         let is_key = key_index.matches("?1");
-        let len = stored.stored_len_sql();
-        let place = stored.place_sql();
-        let (columns, params) = match stored {
-            Values::InRows => ("(key, raw_len, data, used)", "?4"),
-            Values::InFile => ("(key, raw_len, data, used, place)", "?4, ?5"),
-        };
+        let len = C::StoredLen.sql(stored);
+        let place = C::Place.sql(stored);
+        let (insert_columns, params) = row::insert_columns(stored);
+        let zeroblob_params = params.replacen("?3", "zeroblob(?3)", 1);
         let (insert, insert_zeroblob) = match key_index {
             KeyIndex::Full => (
-                format!("INSERT OR IGNORE INTO {name}{columns} VALUES (?1, ?2, ?3, {params})"),
-                format!(
-                    "INSERT OR IGNORE INTO {name}{columns} VALUES (?1, ?2, zeroblob(?3), {params})"
-                ),
+                format!("INSERT OR IGNORE INTO {name}{insert_columns} VALUES ({params})"),
+                format!("INSERT OR IGNORE INTO {name}{insert_columns} VALUES ({zeroblob_params})"),
             ),
             // Run after a lookup (`TableSql::add`): one statement, `INSERT .. SELECT .. WHERE
             // NOT EXISTS`, reads the table it writes, and SQLite then stages each row in a
             // temporary table (4x slower, `experiments` `key_index`).
             KeyIndex::Generations => (
-                format!("INSERT INTO {name}{columns} VALUES (?1, ?2, ?3, {params})"),
-                format!("INSERT INTO {name}{columns} VALUES (?1, ?2, zeroblob(?3), {params})"),
+                format!("INSERT INTO {name}{insert_columns} VALUES ({params})"),
+                format!("INSERT INTO {name}{insert_columns} VALUES ({zeroblob_params})"),
             ),
+        };
+        let select = |list: &[Column]| {
+            let read = columns(list);
+            [Generation::Young, Generation::Old]
+                .map(|first| Sql::new(key_index.select(&name, read.sql(), first), read.clone()))
+        };
+        let scan = |list: &[Column]| {
+            let read = columns(list);
+            Sql::new(scan::chunk_sql(&name, read.sql()), read)
+        };
+        let query = |list: &[Column], rest: &str| {
+            let read = columns(list);
+            Sql::new(format!("SELECT {} FROM {name} {rest}", read.sql()), read)
+        };
+        let returning = |sql: String, list: &[Column]| {
+            let read = columns(list);
+            Sql::new(format!("{sql} RETURNING {}", read.sql()), read)
         };
         TableSql {
             insert,
             insert_zeroblob,
-            select: [Generation::Young, Generation::Old]
-                .map(|first| key_index.select(&name, &format!("raw_len, data, {place}"), first)),
-            select_used: [Generation::Young, Generation::Old].map(|first| {
-                key_index.select(&name, &format!("raw_len, data, {place}, used"), first)
-            }),
+            select: select(&[C::RawLen, C::Data, C::Place, C::Found]),
+            select_used: select(&[C::RawLen, C::Data, C::Place, C::Used, C::Found]),
             exists: key_index.exists(&name),
             has_key: format!("SELECT 1 FROM {name} WHERE rowid = ?1 AND key = ?2"),
-            delete: format!(
-                "DELETE FROM {name} WHERE {is_key} \
-                 RETURNING raw_len, {len}, used, {MANIFEST_SQL}, rowid, {place}"
+            delete: returning(
+                format!("DELETE FROM {name} WHERE {is_key}"),
+                &[C::RawLen, C::StoredLen, C::Used, C::Manifest, C::Rowid, C::Place],
             ),
-            scan: scan::chunk_sql(&name, Columns::Values, stored),
-            list: scan::chunk_sql(&name, Columns::Sizes, stored),
+            scan: scan(&[C::Rowid, C::Key, C::RawLen, C::StoredLen, C::Data, C::Place]),
+            list: scan(&[C::Rowid, C::Key, C::RawLen, C::StoredLen]),
+            manifests: query(
+                &[C::Key, C::RawLen, C::Data],
+                &format!("WHERE {}", C::IsManifest.sql(stored)),
+            ),
             totals: format!(
                 "SELECT count(*), coalesce(sum(raw_len), 0), coalesce(sum({len}), 0) FROM {name}"
             ),
@@ -248,29 +245,32 @@ impl TableSql {
             name_insert: names::NameSql::insert(&name, key_index),
             name_repoint: names::NameSql::repoint(&name, key_index),
             touch: format!("UPDATE {name} SET used = ?2 WHERE {is_key} AND used < ?2"),
-            pin: format!(
-                "UPDATE {name} SET used = {PINNED} WHERE {is_key} AND used <> {PINNED} \
-                 RETURNING {len}"
+            pin: returning(
+                format!("UPDATE {name} SET used = {PINNED} WHERE {is_key} AND used <> {PINNED}"),
+                &[C::StoredLen],
             ),
-            unpin: format!(
-                "UPDATE {name} SET used = ?2 WHERE {is_key} AND used = {PINNED} \
-                 RETURNING {len}"
+            unpin: returning(
+                format!("UPDATE {name} SET used = ?2 WHERE {is_key} AND used = {PINNED}"),
+                &[C::StoredLen],
             ),
             pinned: key_index.select(&name, &format!("used = {PINNED}"), Generation::Young),
-            oldest: format!(
-                "SELECT rowid, key, raw_len, {len}, used, \
-                 substr(data, 1, 4) = {MANIFEST_MAGIC_SQL} FROM {name} \
-                 WHERE used < ?1 ORDER BY used LIMIT ?2"
+            oldest: query(
+                &[C::Rowid, C::Key, C::RawLen, C::StoredLen, C::Used, C::IsManifest],
+                "WHERE used < ?1 ORDER BY used LIMIT ?2",
             ),
-            evict: format!("DELETE FROM {name} WHERE rowid = ?1 RETURNING {MANIFEST_SQL}, {place}"),
+            evict: returning(
+                format!("DELETE FROM {name} WHERE rowid = ?1"),
+                &[C::Manifest, C::Place],
+            ),
             first_use: format!(
                 "SELECT used FROM {name} WHERE used < {PINNED} ORDER BY used LIMIT 1"
             ),
             pinned_totals: format!(
                 "SELECT count(*), coalesce(sum({len}), 0) FROM {name} WHERE used = {PINNED}"
             ),
-            places_in: format!(
-                "SELECT rowid, {place} FROM {name} WHERE {place} >= ?1 AND {place} < ?2 LIMIT ?3"
+            places_in: query(
+                &[C::Rowid, C::Place],
+                &format!("WHERE {place} >= ?1 AND {place} < ?2 LIMIT ?3"),
             ),
             // Rows that hold their values have no place to move (compaction never runs).
             move_place: match stored {
@@ -284,17 +284,7 @@ impl TableSql {
     }
 
     fn create(&self) -> String {
-        let place = match self.stored {
-            Values::InRows => "",
-            Values::InFile => ", place INTEGER",
-        };
-        format!(
-            "CREATE TABLE {name}(rowid INTEGER PRIMARY KEY, key BLOB NOT NULL, \
-             raw_len INTEGER NOT NULL, data BLOB NOT NULL, used INTEGER NOT NULL DEFAULT 0\
-             {place});\n{index}",
-            name = self.name,
-            index = self.key_index.create(&self.name),
-        )
+        row::create_table(&self.name, self.stored) + &self.key_index.create(&self.name)
     }
 
     /// The index eviction reads uses through, oldest first.
@@ -404,15 +394,6 @@ impl TableSql {
         }
         Ok(())
     }
-
-    /// Adds the use column to a table made before uses were recorded; the rows it holds
-    /// count as used at `now`.
-    fn add_uses(&self, now: i64) -> String {
-        format!(
-            "ALTER TABLE {name} ADD COLUMN used INTEGER NOT NULL DEFAULT {now};\n",
-            name = self.name
-        )
-    }
 }
 
 /// The statements of every table of a layout, indexed like [`Layout::table_of`].
@@ -497,8 +478,10 @@ impl Schema {
 
     /// Creates the tables and meta rows of a new stash in an empty database. Pages freed
     /// by deletes are given back to the file system by incremental vacuum (`evict.rs`),
-    /// which SQLite can only switch on before the first table.
-    pub(crate) fn create(&self, conn: &Connection) -> Result<()> {
+    /// which SQLite can only switch on before the first table. `more` is the SQL of the
+    /// tables a feature the stash is made with needs from the start (the accounting of a
+    /// file of values, `values/value_space.rs`), run in the same transaction.
+    pub(crate) fn create(&self, conn: &Connection, more: &str) -> Result<()> {
         let mut sql = String::from("PRAGMA auto_vacuum = INCREMENTAL;\nBEGIN;\n");
         sql += &format!("CREATE TABLE {META}(name TEXT PRIMARY KEY, value ANY) WITHOUT ROWID;\n");
         for table in &self.tables {
@@ -507,23 +490,18 @@ impl Schema {
                 sql += &UseSql::create(&table.name);
             }
         }
-        if self.stored() == Values::InFile {
-            sql += &crate::values::value_space::create_sql();
-        }
+        sql += more;
         sql += &format!(
             "INSERT INTO {META}(name, value) VALUES ('layout', '{}'), ('state', 'clean'), \
              ('objects', 0), ('raw_bytes', 0), ('stored_bytes', 0);\n",
             self.layout.as_str()
         );
         sql += &format!("PRAGMA application_id = {APPLICATION_ID};\n");
-        let version = match (self.key_index(), self.uses_apart) {
-            _ if self.stored() == Values::InFile => crate::values::value_log::FORMAT_VERSION,
-            (_, true) => use_table::FORMAT_VERSION,
-            (KeyIndex::Full, false) => BASE_FORMAT_VERSION,
-            // Made with its moves counted, so that its writer can keep a filter of its keys
-            // from the first row (`key_filter.rs`).
-            (KeyIndex::Generations, false) => crate::db::key_filter::FORMAT_VERSION,
-        };
+        let version = format::of_new(
+            self.stored() == Values::InFile,
+            self.uses_apart,
+            self.key_index() == KeyIndex::Generations,
+        );
         sql += &format!("PRAGMA user_version = {version};\n");
         sql += "COMMIT;";
         conn.execute_batch(&sql).context(|| "creating the stash's tables".to_string())
@@ -552,11 +530,10 @@ impl Schema {
     /// in one transaction; their objects count as used now. Versions that do
     /// not know the column read and write such tables as before (their rows get use 0,
     /// the first to be evicted), so this is no format change.
-    pub(crate) fn add_uses(&self, conn: &Connection) -> Result<()> {
+    pub(crate) fn add_uses(&self, conn: &Connection, now: i64) -> Result<()> {
         let mut sql = String::from("BEGIN IMMEDIATE;\n");
-        let now = crate::cache::uses::now();
         for table in &self.tables {
-            sql += &table.add_uses(now);
+            sql += &format::add_uses(&table.name, now);
         }
         sql += "COMMIT;";
         conn.execute_batch(&sql).map_err(|e| {
@@ -571,7 +548,7 @@ impl Schema {
     /// tables' index of uses, and the names' index by key (made with them before format 5,
     /// or by [`Schema::index_removals`]).
     pub(crate) fn removals_indexed(&self, conn: &Connection) -> Result<bool> {
-        crate::db::format::has_index(conn, &format!("{}_used", self.tables[0].name))
+        format::has_index(conn, &format!("{}_used", self.tables[0].name))
     }
 
     /// Indexes the uses of every object table, and the names by key if the stash has
@@ -586,48 +563,6 @@ impl Schema {
         }
         conn.execute_batch(&sql).context(|| "indexing the uses and names of objects".into())
     }
-}
-
-/// Recounts the totals from the rows themselves and stores them.
-pub(crate) fn recount_totals(conn: &Connection, schema: &Schema) -> Result<Totals> {
-    let totals = count_totals(conn, schema)?;
-    let sql = format!("INSERT OR REPLACE INTO {META}(name, value) VALUES (?1, ?2)");
-    for (name, value) in totals.entries() {
-        conn.execute(&sql, params![name, value as i64])
-            .context(|| format!("storing the recounted {name} total"))?;
-    }
-    Ok(totals)
-}
-
-/// Counts the totals from the rows themselves (the evicted counts, which are history, as
-/// recorded).
-pub(crate) fn count_totals(conn: &Connection, schema: &Schema) -> Result<Totals> {
-    let mut totals = Totals::default();
-    for table in &schema.tables {
-        let (n, raw, stored): (i64, i64, i64) = conn
-            .query_row(&table.totals, [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .context(|| format!("counting the rows of table {}", table.name))?;
-        totals.objects += n as u64;
-        totals.raw_bytes += raw as u64;
-        totals.stored_bytes += stored as u64;
-    }
-    totals.names = names::count(conn)?;
-    if has_uses(conn, schema)? {
-        for table in &schema.tables {
-            let (n, bytes): (i64, i64) = conn
-                .query_row(&table.pinned_totals, [], |r| Ok((r.get(0)?, r.get(1)?)))
-                .context(|| format!("counting the pinned rows of table {}", table.name))?;
-            totals.pinned += n as u64;
-            totals.pinned_bytes += bytes as u64;
-        }
-    }
-    let chunks = chunks::counts(conn)?;
-    totals.chunks = chunks.chunks;
-    totals.chunk_bytes = chunks.stored_bytes;
-    let recorded = meta::read_totals(conn)?;
-    totals.evicted = recorded.evicted;
-    totals.evicted_bytes = recorded.evicted_bytes;
-    Ok(totals)
 }
 
 /// How many objects of any kind (tables, indexes, views) the database defines.
@@ -650,7 +585,7 @@ mod tests {
         for (key_index, uses_apart, stored) in kinds {
             let conn = Connection::open_in_memory().unwrap();
             let schema = Schema::new(Layout::Single, key_index, uses_apart, stored);
-            schema.create(&conn).unwrap();
+            schema.create(&conn, "").unwrap();
             assert!(!schema.removals_indexed(&conn).unwrap());
             // Eviction's statements run once uses are indexed.
             schema.index_removals(&conn).unwrap();
@@ -689,7 +624,7 @@ mod tests {
     fn statements_are_not_compiled_again_after_writes() {
         let conn = Connection::open_in_memory().unwrap();
         let schema = Schema::fresh(Layout::Single, Values::InRows);
-        schema.create(&conn).unwrap();
+        schema.create(&conn, "").unwrap();
         crate::db::names::create(&conn, false).unwrap();
         let table = &schema.tables[0];
         for i in 0..300u32 {
@@ -711,7 +646,8 @@ mod tests {
                 .unwrap();
         }
         let statements = [&table.exists, &table.touch, &table.has_key, &table.apart.record];
-        let selects = [Generation::Young, Generation::Old].map(|first| table.select(first, false));
+        let selects =
+            [Generation::Young, Generation::Old].map(|first| &table.select(first, false).text[..]);
         let statements = statements.into_iter().map(String::as_str).chain(selects);
         for sql in statements.chain(key_index::PREFIX_IDS) {
             let stmt = conn.prepare_cached(sql).unwrap();
@@ -724,7 +660,7 @@ mod tests {
     fn keys_that_share_a_prefix_are_two_rows_found_apart_and_an_insert_of_a_stored_key_adds_none() {
         let conn = Connection::open_in_memory().unwrap();
         let schema = Schema::fresh(Layout::Single, Values::InRows);
-        schema.create(&conn).unwrap();
+        schema.create(&conn, "").unwrap();
         let table = &schema.tables[0];
         let first = [7u8; 32];
         let mut second = first;
@@ -770,6 +706,6 @@ mod tests {
             }
         }
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-        assert_eq!(version, use_table::FORMAT_VERSION);
+        assert_eq!(version, format::USES_APART);
     }
 }

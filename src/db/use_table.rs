@@ -20,12 +20,9 @@
 
 use rusqlite::Connection;
 
-use crate::cache::uses::PINNED;
 use crate::db::key_index::{GENERATIONS, KeyIndex, prefix_entries};
+use crate::db::row::PINNED;
 use crate::error::{DbContext, Result};
-
-/// The format of a stash whose object tables have narrow tables of uses beside them.
-pub(crate) const FORMAT_VERSION: i64 = 8;
 
 /// The narrow table's statements for one object table.
 #[derive(Debug)]
@@ -156,7 +153,7 @@ mod tests {
         conn.pragma_update(None, "page_size", 4096).unwrap();
         conn.pragma_update(None, "journal_mode", "WAL").unwrap();
         let schema = Schema::new(Layout::Bucketed, KeyIndex::Generations, true, Values::InRows);
-        schema.create(&conn).unwrap();
+        schema.create(&conn, "").unwrap();
         let fold_all = || {
             conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE); BEGIN IMMEDIATE").unwrap();
             fold(&conn, schema.tables.iter().map(|t| &t.apart)).unwrap();

@@ -7,7 +7,7 @@
 //! from their differences. Each chunk is stored once, under the blake3 hash of its bytes,
 //! in `objstash_chunks`, gzipped when that pays and as it is when it does not
 //! (already-compressed data); the object is a manifest row in its object table
-//! (`manifest.rs`). The table is created, and the format raised to [`FORMAT_VERSION`], by
+//! (`manifest.rs`). The table is created, and the format raised to 4 (`format.rs`), by
 //! the first chunked save, so a stash without large objects stays readable by versions
 //! that do not know chunks.
 //!
@@ -38,8 +38,6 @@ use crate::large::manifest::{ChunkRef, Manifest};
 
 /// The chunk table.
 pub(crate) const TABLE: &str = "objstash_chunks";
-/// The format of a stash that holds chunked objects.
-pub(crate) const FORMAT_VERSION: i64 = 4;
 /// Objects larger than this are chunked; smaller ones are one row.
 pub(crate) const CHUNKED_ABOVE: usize = 8 << 20;
 /// The smallest chunk FastCDC cuts (but the last).
@@ -48,11 +46,6 @@ pub(crate) const MIN_CHUNK: usize = 64 << 10;
 pub(crate) const AVG_CHUNK: usize = 256 << 10;
 /// The largest chunk.
 pub(crate) const MAX_CHUNK: usize = 1 << 20;
-/// The magic of a manifest (`manifest.rs`) as an SQL blob literal.
-pub(crate) const MANIFEST_MAGIC_SQL: &str = "x'4f53434d'";
-/// An SQL expression of an object row: its value if it is a manifest, else NULL (what a
-/// delete returns, so that the chunks of a chunked object can be released).
-pub(crate) const MANIFEST_SQL: &str = "CASE WHEN substr(data, 1, 4) = x'4f53434d' THEN data END";
 /// Bytes of a chunk compressed to see whether compressing it pays.
 const PROBE: usize = 32 << 10;
 
@@ -98,7 +91,7 @@ pub(crate) fn create(conn: &Connection) -> Result<()> {
          CREATE UNIQUE INDEX IF NOT EXISTS {TABLE}_key ON {TABLE}(key);"
     ))
     .context(|| "creating the chunk table".to_string())?;
-    format::raise(conn, FORMAT_VERSION)
+    format::raise(conn, format::CHUNKS)
 }
 
 /// Whether the stash has a chunk table.
@@ -346,18 +339,14 @@ pub(crate) fn recount_refs(conn: &Connection, schema: &crate::db::schema::Schema
         .context(|| "recounting the chunks' references".to_string())?;
     for table in &schema.tables {
         let mut stmt = conn
-            .prepare(&format!(
-                "SELECT raw_len, data FROM {} WHERE substr(data, 1, 4) = {MANIFEST_MAGIC_SQL}",
-                table.name
-            ))
+            .prepare(&table.manifests)
             .context(|| format!("reading the manifests of {}", table.name))?;
         let mut rows = stmt.query([]).context(|| table.name.clone())?;
         while let Some(row) = rows.next().context(|| table.name.clone())? {
-            let (raw_len, data): (i64, Vec<u8>) = (
-                row.get(0).context(|| table.name.clone())?,
-                row.get(1).context(|| table.name.clone())?,
-            );
-            let Ok(manifest) = Manifest::decode(&data, raw_len) else { continue };
+            let row = table.manifests.columns.read(row);
+            let raw_len = row.raw_len().context(|| table.name.clone())?;
+            let data = row.data().context(|| table.name.clone())?;
+            let Ok(manifest) = Manifest::decode(data, raw_len) else { continue };
             for chunk in &manifest.chunks {
                 bump.execute([&chunk.key.as_bytes()[..]])
                     .context(|| "recounting the chunks' references".to_string())?;
@@ -407,8 +396,10 @@ mod tests {
     fn the_sql_magic_is_the_manifests() {
         let hex: String =
             crate::large::manifest::MAGIC.iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(MANIFEST_MAGIC_SQL, format!("x'{hex}'"));
-        assert!(MANIFEST_SQL.contains(MANIFEST_MAGIC_SQL));
+        let values = crate::settings::values::Values::InRows;
+        for column in [crate::db::row::Column::Manifest, crate::db::row::Column::IsManifest] {
+            assert!(column.sql(values).contains(&format!("x'{hex}'")), "{column:?}");
+        }
     }
 
     #[test]

@@ -8,8 +8,8 @@ use std::path::Path;
 use rusqlite::Connection;
 
 use crate::check::header_mend;
+use crate::db::format::APPLICATION_ID;
 use crate::db::meta::META;
-use crate::db::schema::APPLICATION_ID;
 use crate::error::{Error, Result};
 
 /// What the first 100 bytes of a database file say, read without SQLite so that a file

@@ -13,7 +13,7 @@ use rusqlite::{Connection, OpenFlags};
 
 use crate::check::salvage;
 use crate::check::{self, Check};
-use crate::codec::zstd_dict::Dictionaries;
+use crate::db::dicts;
 use crate::db::meta;
 use crate::db::schema::Schema;
 use crate::error::{Error, Result};
@@ -77,7 +77,7 @@ fn find_problem(conn: &Connection) -> Result<u64, String> {
     let layout = meta::read_layout(conn)
         .map_err(|e| format!("its layout cannot be read: {e}"))?
         .unwrap_or(Layout::Single);
-    let dicts = Dictionaries::load(conn).map_err(|e| format!("its dictionaries: {e}"))?;
+    let dicts = dicts::load(conn).map_err(|e| format!("its dictionaries: {e}"))?;
     let schema =
         Schema::read(conn, layout).map_err(|e| format!("its tables cannot be read: {e}"))?;
     let log = match schema.stored() {

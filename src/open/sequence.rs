@@ -16,22 +16,23 @@ use rusqlite::Connection;
 use crate::check::header_mend;
 use crate::check::salvage;
 use crate::codec;
-use crate::codec::zstd_dict::Codec;
+use crate::codec::Codec;
+use crate::db::format;
 use crate::db::meta;
 use crate::db::meta::State;
 use crate::db::readers::{ReadMap, Readers};
 use crate::db::readers::{open_connection, open_error};
-use crate::db::schema::{self, FORMAT_VERSION, Schema};
+use crate::db::schema::{self, Schema};
 use crate::error::{DbContext, Error, Result, sqlite_code};
 use crate::files::lock::Hold;
 use crate::large::chunks;
 use crate::open::header;
-use crate::open::header::Header;
 use crate::report::recovery::{self, RecoveryReport, Trigger};
 use crate::settings::durability::Durability;
 use crate::settings::layout::Layout;
 use crate::settings::values::Values;
 use crate::stash::{Parts, Saving, Stash};
+use crate::values::value_space;
 use crate::writer::WriterConfig;
 
 /// Every setting of an open, as the builder gathered them.
@@ -144,7 +145,7 @@ fn open_read_only(options: &Options, path: PathBuf) -> Result<Stash> {
     }
     let hold = Hold::acquire_read_only(&path, options.busy_timeout)?;
     let Some(header) = header::recognise(&path)? else { return Err(Error::NotFound { path }) };
-    check_format(&path, &header)?;
+    format::check_readable(&path, header.user_version)?;
     let statements = Schema::most_statements();
     let conn = open_connection(&path, true, statements, options.busy_timeout)?;
     let layout = meta::read_layout(&conn)?.unwrap_or_default();
@@ -157,18 +158,6 @@ fn open_read_only(options: &Options, path: PathBuf) -> Result<Stash> {
     let schema = Schema::read(&conn, layout)?;
     let prepared = Prepared { conn, schema, settings, recovery: None };
     options.start(path, prepared, hold, true)
-}
-
-/// Refuses a stash of a format newer than this version reads.
-fn check_format(path: &Path, header: &Header) -> Result<()> {
-    if header.user_version > FORMAT_VERSION {
-        return Err(Error::UnsupportedFormat {
-            path: path.to_path_buf(),
-            found: header.user_version,
-            supported: FORMAT_VERSION,
-        });
-    }
-    Ok(())
 }
 
 /// Refuses a requested layout other than the recorded one.
@@ -303,7 +292,7 @@ impl Options {
         }
         let conn = self.connect(path)?;
         let Some(header) = header else { return self.create(conn, path, alone) };
-        check_format(path, &header)?;
+        format::check_readable(path, header.user_version)?;
         let found = assess(&conn, path, alone)?;
         if let Some(stored) = found.layout {
             check_layout(path, self.layout, stored)?;
@@ -346,7 +335,7 @@ impl Options {
         let schema = Schema::fresh(self.layout.unwrap_or_default(), self.values);
         conn.pragma_update(None, "page_size", schema::PAGE_SIZE)
             .context(|| format!("setting the page size of {}", path.display()))?;
-        schema.create(&conn)?;
+        schema.create(&conn, &value_space::tables(self.values))?;
         let settings = self.settle(path, None, None)?;
         let conn = configure(conn, path, settings, alone, self.max_size)?;
         index_removals_if_capped(&conn, path, &schema)?;
@@ -375,7 +364,8 @@ impl Options {
             }
             None if found.unclean => {
                 let layout = found.layout.unwrap_or_default();
-                let totals = schema::recount_totals(&conn, &Schema::read(&conn, layout)?)?;
+                let totals =
+                    crate::check::totals::recount_totals(&conn, &Schema::read(&conn, layout)?)?;
                 log::warn!(
                     "objstash: {} was not closed cleanly; the file checked sound and holds {} \
                      objects",
@@ -490,7 +480,7 @@ fn assess(conn: &Connection, path: &Path, alone: bool) -> Result<Assessment> {
 fn migrate(conn: &Connection, path: &Path, schema: &Schema) -> Result<()> {
     if !schema::has_uses(conn, schema)? {
         log::info!("objstash: {} now records when objects are used", path.display());
-        schema.add_uses(conn)?;
+        schema.add_uses(conn, crate::cache::uses::now())?;
     }
     Ok(())
 }

@@ -6,7 +6,7 @@
 use std::fmt;
 use std::time::SystemTime;
 
-use crate::codec::zstd_dict::Codec;
+use crate::codec::Codec;
 use crate::key::Key;
 use crate::settings::durability::Durability;
 use crate::settings::layout::Layout;

@@ -6,10 +6,7 @@
 //! other's kills; they differ in whether commits wait for the disk. Owned is the tuning of
 //! a stash one process owns: an in-memory rollback journal, no sharing.
 
-use std::fmt;
-use std::str::FromStr;
-
-use crate::settings::parse::ParseSettingError;
+use crate::settings::parse::words;
 
 /// What a stash promises about acknowledged writes when the process or machine stops.
 ///
@@ -53,37 +50,13 @@ impl Durability {
     pub(crate) fn owned(self) -> bool {
         self == Durability::Owned
     }
-
-    /// The word accepted by [`Durability::from_str`].
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Durability::Fast => "fast",
-            Durability::Safe => "safe",
-            Durability::Owned => "owned",
-        }
-    }
 }
 
-impl fmt::Display for Durability {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Durability {
-    type Err = ParseSettingError;
-
-    /// Parses `fast`, `safe` or `owned`.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "fast" => Ok(Durability::Fast),
-            "safe" => Ok(Durability::Safe),
-            "owned" => Ok(Durability::Owned),
-            other => Err(ParseSettingError::new("durability", other, "fast, safe or owned")),
-        }
-    }
-}
+words!(Durability, "durability", "fast, safe or owned", {
+    Fast => "fast",
+    Safe => "safe",
+    Owned => "owned",
+});
 
 #[cfg(test)]
 mod tests {

@@ -4,11 +4,8 @@
 //! layout has the same schema, so the rest of the crate only asks which table a key
 //! belongs to. Table names are fixed here and nowhere else.
 
-use std::fmt;
-use std::str::FromStr;
-
 use crate::key::Key;
-use crate::settings::parse::ParseSettingError;
+use crate::settings::parse::words;
 
 /// How objects are spread over tables.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -52,35 +49,12 @@ impl Layout {
         let hex = name.strip_prefix("objects_")?;
         u8::from_str_radix(hex, 16).ok().filter(|_| hex.len() == 2)
     }
-
-    /// The word recorded in the database and accepted by [`Layout::from_str`].
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Layout::Single => "single",
-            Layout::Bucketed => "bucketed",
-        }
-    }
 }
 
-impl fmt::Display for Layout {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Layout {
-    type Err = ParseSettingError;
-
-    /// Parses `single` or `bucketed`.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "single" => Ok(Layout::Single),
-            "bucketed" => Ok(Layout::Bucketed),
-            other => Err(ParseSettingError::new("layout", other, "single or bucketed")),
-        }
-    }
-}
+words!(Layout, "layout", "single or bucketed", {
+    Single => "single",
+    Bucketed => "bucketed",
+});
 
 #[cfg(test)]
 mod tests {

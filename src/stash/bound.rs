@@ -11,7 +11,7 @@ use crate::db::schema;
 use crate::error::{DbContext, Error, Result};
 use crate::key::Key;
 use crate::report::stats::Evicted;
-use crate::writer::{Pin, SetMaxSize, Trim};
+use crate::writer::{Pin, SetMaxSize, Trim, asked};
 
 use super::Stash;
 
@@ -47,7 +47,7 @@ impl Stash {
                     .to_string(),
             ));
         }
-        self.ask(|answer| Box::new(SetMaxSize { cap: bytes, answer }))
+        self.ask(|answer| asked(SetMaxSize { cap: bytes }, answer))
     }
 
     /// Evicts least recently used unpinned objects until the database's pages in use fit
@@ -99,7 +99,7 @@ impl Stash {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        self.ask(|answer| Box::new(Pin { keys: keys.to_vec(), pin, answer, found: Vec::new() }))
+        self.ask(|answer| asked(Pin { keys: keys.to_vec(), pin, found: Vec::new() }, answer))
     }
 
     /// Saves objects and pins them (see [`Stash::save_all`], [`Stash::pin`]): local work

@@ -14,10 +14,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use rusqlite::Connection;
 
-use crate::codec::DEFAULT_LEVEL;
-use crate::codec::gzip_code::{self, GzipCode, MAX_OBJECT, SAMPLE_BYTES, SAMPLE_OBJECTS};
-use crate::codec::zstd_dict::Codec;
-use crate::writer::{self as ops, Message};
+use crate::codec::gzip_code::{GzipCode, MAX_OBJECT, SAMPLE_BYTES, SAMPLE_OBJECTS};
+use crate::writer::{self as ops, Message, unasked};
 
 use super::{Saving, Stash};
 
@@ -32,9 +30,9 @@ impl GzipTraining {
     /// The stash's stored code, or a sample to gather when this handle's saves want one.
     pub(super) fn open(conn: &Connection, saving: &Saving) -> Self {
         let code = OnceLock::new();
-        let wanted = saving.codec == Codec::Gzip && saving.level == DEFAULT_LEVEL;
+        let wanted = saving.codec.trains_gzip_code(saving.level);
         if wanted {
-            match gzip_code::read_stored(conn) {
+            match crate::db::meta::read_gzip_code(conn) {
                 Ok(Some(stored)) => {
                     let _ = code.set(Arc::new(stored));
                 }
@@ -108,7 +106,8 @@ impl Stash {
         drop(slot);
         // Another handle, perhaps in another process, may have stored one since this one
         // opened: every handle then sends the same header.
-        let stored = self.readers.checkout().and_then(|r| r.in_transaction(gzip_code::read_stored));
+        let stored =
+            self.readers.checkout().and_then(|r| r.in_transaction(crate::db::meta::read_gzip_code));
         let code = match stored {
             Ok(Some(stored)) => Arc::new(stored),
             other => {
@@ -118,7 +117,7 @@ impl Stash {
                 let Some(trained) = GzipCode::train(&samples) else { return };
                 let trained = Arc::new(trained);
                 let op = ops::GzipCode(Arc::clone(&trained));
-                if let Err(e) = self.send(Message::Op(Box::new(op))) {
+                if let Err(e) = self.send(Message::Op(unasked(op))) {
                     log::warn!("objstash: storing the trained gzip code failed ({e})");
                 }
                 trained

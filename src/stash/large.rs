@@ -23,7 +23,7 @@ use crate::key::Key;
 use crate::large::chunks::{self, AVG_CHUNK, CHUNKED_ABOVE, MAX_CHUNK, MIN_CHUNK};
 use crate::large::inflight::Budget;
 use crate::large::manifest::{ChunkRef, Manifest};
-use crate::writer::{CommitChunked, Message, Outgoing, PutChunks, Unhold};
+use crate::writer::{CommitChunked, Message, Outgoing, PutChunks, Unhold, asked, unasked};
 
 use super::Stash;
 
@@ -79,7 +79,7 @@ impl Stash {
         }
         if saved.is_err() && !sent.is_empty() {
             // The writer may be gone; then the next open alone reclaims them.
-            let _ = self.send(Message::Op(Box::new(Unhold(sent))));
+            let _ = self.send(Message::Op(unasked(Unhold(sent))));
         }
         saved
     }
@@ -121,7 +121,7 @@ impl Stash {
         }
         let key = Key::from_bytes(*whole.finalize().as_bytes());
         let manifest = Arc::new(manifest);
-        self.ask(|answer| Box::new(CommitChunked { key, manifest, answer, added: false }))?;
+        self.ask(|answer| asked(CommitChunked { key, manifest, added: false }, answer))?;
         sent.clear();
         Ok(key)
     }
@@ -150,7 +150,7 @@ impl Stash {
         });
         let bytes = outgoing.iter().map(Outgoing::bytes).sum();
         let permit = budget.take(bytes);
-        self.send(Message::Op(Box::new(PutChunks { chunks: outgoing, permit })))?;
+        self.send(Message::Op(unasked(PutChunks { chunks: outgoing, permit })))?;
         Ok(refs)
     }
 

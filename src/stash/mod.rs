@@ -40,7 +40,9 @@ use std::sync::{Arc, Mutex};
 use rusqlite::Connection;
 
 use crate::cache::uses::Uses;
-use crate::codec::zstd_dict::{self, Codec, Dictionaries};
+use crate::codec::Codec;
+use crate::codec::zstd_dict::Dictionaries;
+use crate::db::dicts;
 use crate::db::meta;
 use crate::db::names;
 use crate::db::readers::Readers;
@@ -56,7 +58,7 @@ use crate::settings::layout::Layout;
 use crate::settings::values::Values;
 use crate::stash::entries::Entries;
 use crate::values::value_log::ValueLog;
-use crate::writer::{Answer, Flush, Message, Op, Shared, WriterConfig, WriterHandle};
+use crate::writer::{Answer, Flush, Message, Op, Shared, WriterConfig, WriterHandle, asked};
 
 use gzip_training::GzipTraining;
 pub use object_reader::ObjectReader;
@@ -122,7 +124,7 @@ impl Stash {
     pub(crate) fn start(parts: Parts) -> Result<Stash> {
         let Parts { shared, conn, durability, saving, writer, readers, pool, recovery, hold } =
             parts;
-        let dicts = Arc::new(Dictionaries::open(&conn, shared.path.clone(), shared.busy)?);
+        let dicts = Arc::new(dicts::open(&conn, shared.path.clone(), shared.busy)?);
         let trainer = Trainer::new(saving.codec, &dicts);
         let gzip_training = GzipTraining::open(&conn, &saving);
         let shared = Arc::new(shared);
@@ -198,7 +200,7 @@ impl Stash {
         if self.writer.is_none() {
             return Ok(());
         }
-        self.ask(|answer| Box::new(Flush(answer)))
+        self.ask(|answer| asked(Flush, answer))
     }
 
     /// How many objects are stored. Waits for pending writes to commit.
@@ -230,7 +232,7 @@ impl Stash {
         })?;
         let (max_size, oldest_use, dictionaries) = {
             let reader = self.readers.checkout()?;
-            (meta::read_max_size(&reader)?, self.oldest_use(&reader)?, zstd_dict::count(&reader)?)
+            (meta::read_max_size(&reader)?, self.oldest_use(&reader)?, dicts::count(&reader)?)
         };
         Ok(Stats {
             max_size,

@@ -20,7 +20,7 @@ use crate::db::names;
 use crate::error::Result;
 use crate::key::Key;
 use crate::parts;
-use crate::writer::{Message, Name, Unname};
+use crate::writer::{Message, Name, Unname, asked, unasked};
 
 use super::Stash;
 use super::read::{GET_MANY_MIN_PART, Stored};
@@ -73,7 +73,7 @@ impl Stash {
                 if rows.is_empty() {
                     return Ok(());
                 }
-                let sent = self.send(Message::Op(Box::new(Name(rows.clone()))));
+                let sent = self.send(Message::Op(unasked(Name(rows.clone()))));
                 if sent.is_err() {
                     rows.iter().for_each(|row| self.shared.names.settle(row));
                 }
@@ -119,7 +119,7 @@ impl Stash {
             })
             .collect();
         if !rows.is_empty() {
-            let sent = self.send(Message::Op(Box::new(Name(rows.clone()))));
+            let sent = self.send(Message::Op(unasked(Name(rows.clone()))));
             if sent.is_err() {
                 rows.iter().for_each(|row| self.shared.names.settle(row));
             }
@@ -363,6 +363,6 @@ impl Stash {
             return Ok(Vec::new());
         }
         let names: Vec<Arc<[u8]>> = names.iter().map(|n| Arc::from(n.as_ref())).collect();
-        self.ask(|answer| Box::new(Unname { names, answer, found: Vec::new() }))
+        self.ask(|answer| asked(Unname { names, found: Vec::new() }, answer))
     }
 }

@@ -18,6 +18,7 @@ use rusqlite::{Connection, OptionalExtension, Statement};
 use crate::cache::uses;
 use crate::codec;
 use crate::db::first_generation::Generation;
+use crate::db::row::{RowOf, Sql};
 use crate::db::schema::TableSql;
 use crate::error::{DbContext, Result};
 use crate::key::Key;
@@ -110,12 +111,13 @@ impl Stash {
         key: &Key,
     ) -> Result<Option<Result<Vec<u8>>>> {
         let used = self.shared.uses.on();
+        let columns = &table.select(Generation::Young, used).columns;
         stmt.query_row([&key.as_bytes()[..]], |r| {
-            let raw_len = r.get::<_, i64>(0)?;
-            let last_use = used.then(|| r.get::<_, i64>(3)).transpose()?;
-            self.note_found(r, used)?;
-            Ok(match r.get::<_, Option<i64>>(2)? {
-                None => self.decode(key, raw_len, r.get_ref(1)?.as_blob()?, last_use),
+            let row = columns.read(r);
+            let (raw_len, last_use) = (row.raw_len()?, used.then(|| row.used()).transpose()?);
+            self.note_found(&row)?;
+            Ok(match row.packed_place()? {
+                None => self.decode(key, raw_len, row.data()?, last_use),
                 Some(place) => value_log::read_value(self.shared.values.as_ref(), key, place)
                     .and_then(|data| self.decode(key, raw_len, &data, last_use)),
             })
@@ -211,21 +213,21 @@ impl Stash {
     /// The committed row of `key`, read on `conn`.
     pub(super) fn select_row(&self, conn: &Connection, key: &Key) -> Result<Option<Stored>> {
         let table = self.table(key);
-        let mut stmt = conn
-            .prepare_cached(self.select_sql(table, self.shared.first.get()))
-            .context(|| format!("reading {}", table.name))?;
+        let select = self.select_sql(table, self.shared.first.get());
+        let mut stmt = conn.prepare_cached(select).context(|| format!("reading {}", table.name))?;
         // A value in the file is read while the statement holds the snapshot that found
         // its row: compaction gives a segment back only once no snapshot points into it.
         let reads_use = self.shared.uses.on();
         let row = stmt
             .query_row([&key.as_bytes()[..]], |r| {
-                let used = reads_use.then(|| r.get::<_, i64>(3)).transpose()?;
-                self.note_found(r, reads_use)?;
-                let data = match r.get::<_, Option<i64>>(2)? {
-                    None => Ok(r.get::<_, Vec<u8>>(1)?),
+                let row = select.columns.read(r);
+                let used = reads_use.then(|| row.used()).transpose()?;
+                self.note_found(&row)?;
+                let data = match row.packed_place()? {
+                    None => Ok(row.data()?.to_vec()),
                     Some(place) => value_log::read_value(self.shared.values.as_ref(), key, place),
                 };
-                Ok((r.get::<_, i64>(0)?, data, used))
+                Ok((row.raw_len()?, data, used))
             })
             .optional()
             .context(|| format!("reading {key} from {}", table.name))?;
@@ -234,18 +236,17 @@ impl Stash {
         Ok(Some(Stored { raw_len, data: Arc::new(data), used }))
     }
 
-    /// Tells the handle's guess which generation of the key index found `r`, a row of
-    /// [`Stash::select_sql`]'s statement (`used`: the statement with the last use), whose
-    /// last column says so.
-    fn note_found(&self, r: &rusqlite::Row, used: bool) -> rusqlite::Result<()> {
-        self.shared.first.found(Generation::of_column(r.get(3 + usize::from(used))?));
+    /// Tells the handle's guess which generation of the key index found `row`, a row of
+    /// [`Stash::select_sql`]'s statement, whose last column says so.
+    fn note_found(&self, row: &RowOf) -> rusqlite::Result<()> {
+        self.shared.first.found(Generation::of_column(row.found()?));
         Ok(())
     }
 
     /// The statement that reads a row, asking `first` first: with its last use when this
     /// handle records uses (only a writable handle does, and its open gave every table a use
     /// column).
-    fn select_sql<'a>(&self, table: &'a TableSql, first: Generation) -> &'a str {
+    fn select_sql<'a>(&self, table: &'a TableSql, first: Generation) -> &'a Sql {
         table.select(first, self.shared.uses.on())
     }
 

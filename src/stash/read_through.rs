@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use crate::codec::zstd_dict::Codec;
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::remote::{self, Kind, Location, Remote};
@@ -104,7 +103,9 @@ impl Stash {
     /// object (a large one in chunks).
     fn store_checked(&self, location: &Location, raw: &[u8], member: &[u8]) -> Result<()> {
         let one_row = raw.len() <= crate::large::chunks::CHUNKED_ABOVE;
-        if self.saving.codec == Codec::Gzip && one_row && raw.len() as u64 <= self.saving.max_object
+        if self.saving.codec.stores_gzip_members()
+            && one_row
+            && raw.len() as u64 <= self.saving.max_object
         {
             let row = Row {
                 key: location.entry.key,

@@ -111,7 +111,10 @@ impl RemoteTier<'_> {
     /// # Errors
     /// [`Error::Remote`] if the remote fails or another machine holds the lease (what was
     /// done before stays done; the next collection finishes the job).
-    pub fn collect(&self, options: &crate::CollectOptions) -> Result<crate::CollectReport> {
+    pub fn collect(
+        &self,
+        options: &crate::remote::CollectOptions,
+    ) -> Result<crate::remote::CollectReport> {
         self.remote.collect(options)
     }
 
@@ -124,7 +127,7 @@ impl RemoteTier<'_> {
     ///
     /// # Errors
     /// [`Error::Remote`] if the remote fails or another machine holds the lease.
-    pub fn trim(&self, options: &crate::TrimOptions) -> Result<crate::TrimReport> {
+    pub fn trim(&self, options: &crate::remote::TrimOptions) -> Result<crate::remote::TrimReport> {
         self.remote.trim(options)
     }
 
@@ -144,8 +147,8 @@ impl RemoteTier<'_> {
     ///
     /// # Errors
     /// [`Error::Remote`] if the remote fails or another machine holds the lease.
-    pub fn compact(&self) -> Result<crate::CompactReport> {
-        self.remote.compact(crate::CollectOptions::default().lease)
+    pub fn compact(&self) -> Result<crate::remote::CompactReport> {
+        self.remote.compact(crate::remote::CollectOptions::default().lease)
     }
 
     /// Bytes of indexes (pack indexes, compacted shards) this handle has read from the
@@ -159,7 +162,7 @@ impl RemoteTier<'_> {
     ///
     /// # Errors
     /// [`Error::Remote`] if the remote fails.
-    pub fn last_collection(&self) -> Result<Option<crate::LastCollection>> {
+    pub fn last_collection(&self) -> Result<Option<crate::remote::LastCollection>> {
         self.remote.last_collection()
     }
 

@@ -2,7 +2,7 @@
 
 use crate::error::Result;
 use crate::key::Key;
-use crate::writer::Remove;
+use crate::writer::{Remove, asked};
 
 use super::Stash;
 
@@ -27,6 +27,6 @@ impl Stash {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        self.ask(|answer| Box::new(Remove { keys: keys.to_vec(), answer, found: Vec::new() }))
+        self.ask(|answer| asked(Remove { keys: keys.to_vec(), found: Vec::new() }, answer))
     }
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use crate::codec;
-use crate::codec::zstd_dict::Codec;
+use crate::codec::Codec;
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::large::chunks::CHUNKED_ABOVE;

@@ -9,9 +9,10 @@
 
 use std::sync::Arc;
 
-use crate::codec::zstd_dict::{self, Codec, Dictionaries, Dictionary};
+use crate::codec::Codec;
+use crate::codec::zstd_dict::{self, Dictionaries, Dictionary};
 use crate::error::{Error, Result};
-use crate::writer::{self as ops, Message};
+use crate::writer::{self as ops, Message, unasked};
 
 use super::Stash;
 use super::save::SAVE_CHUNK;
@@ -26,7 +27,7 @@ pub(super) enum Trainer {
 
 impl Trainer {
     pub(super) fn new(codec: Codec, dicts: &Dictionaries) -> Self {
-        if codec == Codec::ZstdDict && dicts.current().is_none() {
+        if codec.trains_dictionary() && dicts.current().is_none() {
             Trainer::Sampling { samples: Vec::new(), bytes: 0 }
         } else {
             Trainer::Off
@@ -44,7 +45,7 @@ impl Stash {
     /// [`Error::Training`] unless the stash's codec is [`Codec::ZstdDict`], or when it
     /// holds too few objects to train on; as [`Stash::flush`] otherwise.
     pub fn train(&self) -> Result<u32> {
-        if self.saving.codec != Codec::ZstdDict {
+        if !self.saving.codec.trains_dictionary() {
             return Err(Error::training(format!(
                 "the stash's codec is {}; dictionaries are for zstd-dict",
                 self.saving.codec
@@ -88,7 +89,7 @@ impl Stash {
     /// The dictionary a new object is compressed with. While the codec wants one and none
     /// exists, the object joins the training sample (and is gzipped).
     pub(super) fn dictionary_for(&self, object: &[u8]) -> Option<Arc<Dictionary>> {
-        if self.saving.codec != Codec::ZstdDict {
+        if !self.saving.codec.trains_dictionary() {
             return None;
         }
         let current = self.dicts.current();
@@ -145,7 +146,7 @@ impl Stash {
             return Ok(dict.id);
         }
         let op = ops::Dictionary { dict: Arc::clone(&dict), samples: samples.len() };
-        self.send(Message::Op(Box::new(op)))?;
+        self.send(Message::Op(unasked(op)))?;
         let id = dict.id;
         self.dicts.add(dict);
         Ok(id)

@@ -20,46 +20,10 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use crate::db::row::Place;
 use crate::error::{Error, Result};
 use crate::files;
 use crate::key::Key;
-
-/// The format of a stash whose values are kept in a file beside the database.
-pub(crate) const FORMAT_VERSION: i64 = 9;
-/// Bits of a place that hold the value's length: rows of [`MAX_LEN`] bytes or more keep
-/// their value in the row (the writer's large rows, written through blob I/O).
-const LEN_BITS: u32 = 20;
-/// Values this long or longer stay in their row.
-pub(crate) const MAX_LEN: usize = 1 << LEN_BITS;
-/// The SQL of a row's stored length, whether its value is in the row or in the file.
-pub(crate) const STORED_LEN_SQL: &str = "coalesce(place & 1048575, length(data))";
-
-/// Where a value is in the file: packed into one integer column, `at << 20 | len`, so that a
-/// row pays one varint for it (the file may grow to 8 TiB).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Place {
-    pub at: u64,
-    pub len: usize,
-}
-
-impl Place {
-    /// The column's value.
-    pub(crate) fn pack(self) -> i64 {
-        debug_assert!(self.len < MAX_LEN);
-        ((self.at << LEN_BITS) | self.len as u64) as i64
-    }
-
-    /// The place a column's value names; `None` for a value that cannot be one (damage).
-    pub(crate) fn unpack(packed: i64) -> Option<Place> {
-        let packed = u64::try_from(packed).ok()?;
-        Some(Place { at: packed >> LEN_BITS, len: (packed & (MAX_LEN as u64 - 1)) as usize })
-    }
-
-    /// The offset just past the value.
-    pub(crate) fn end(self) -> u64 {
-        self.at + self.len as u64
-    }
-}
 
 /// The open file of values of one stash.
 #[derive(Debug)]
@@ -144,32 +108,6 @@ pub(crate) fn read_value(log: Option<&ValueLog>, key: &Key, packed: i64) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rusqlite::Connection;
-
-    #[test]
-    fn a_place_packs_into_one_integer_and_back() {
-        for place in [
-            Place { at: 0, len: 0 },
-            Place { at: 0, len: MAX_LEN - 1 },
-            Place { at: (1 << 43) - 1, len: 891 },
-        ] {
-            let packed = place.pack();
-            assert!(packed >= 0);
-            assert_eq!(Place::unpack(packed), Some(place));
-        }
-        assert_eq!(Place::unpack(-1), None);
-    }
-
-    #[test]
-    fn the_stored_length_sql_reads_the_length_out_of_a_place() {
-        let conn = Connection::open_in_memory().unwrap();
-        let place = Place { at: 123_456_789, len: 891 }.pack();
-        let sql = format!("SELECT {STORED_LEN_SQL} FROM (SELECT ?1 AS place, x'0102' AS data)");
-        let len: i64 = conn.query_row(&sql, [place], |r| r.get(0)).unwrap();
-        assert_eq!(len, 891);
-        let len: i64 = conn.query_row(&sql, [rusqlite::types::Null], |r| r.get(0)).unwrap();
-        assert_eq!(len, 2, "a value in its row");
-    }
 
     #[test]
     fn values_written_at_places_read_back() {

@@ -25,8 +25,10 @@ use std::os::fd::AsFd;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::db::meta::META;
+use crate::db::row::Place;
 use crate::error::{DbContext, Error, Result};
-use crate::values::value_log::{Place, ValueLog};
+use crate::settings::values::Values;
+use crate::values::value_log::ValueLog;
 
 /// Bytes of one segment.
 pub(crate) const SEGMENT: u64 = 1 << 20;
@@ -42,8 +44,17 @@ const SEGMENT_ROW: &str = "values_segment";
 const OFFSET_ROW: &str = "values_offset";
 const HIGH_ROW: &str = "values_high";
 
-/// The tables of a new stash whose values are in a file.
-pub(crate) fn create_sql() -> String {
+/// The tables a new stash needs from the start: the accounting of its file of values, if it
+/// keeps its values in one.
+pub(crate) fn tables(values: Values) -> String {
+    match values {
+        Values::InRows => String::new(),
+        Values::InFile => create_sql(),
+    }
+}
+
+/// The tables of the accounting of a file of values.
+fn create_sql() -> String {
     format!(
         "CREATE TABLE IF NOT EXISTS {DEAD}(segment INTEGER PRIMARY KEY, dead INTEGER NOT NULL);\n\
          CREATE TABLE IF NOT EXISTS {FREE}(segment INTEGER PRIMARY KEY, \

@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use super::op::{After, Answer, Op};
+use super::op::{Request, Unasked};
 use super::stop::{Stop, StopContext};
 use super::tx::Tx;
 use crate::cache::uses;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::key::Key;
 use crate::large::chunks::{self, Encoded};
 use crate::large::inflight::Permit;
@@ -40,7 +40,7 @@ pub(crate) struct PutChunks {
     pub permit: Permit,
 }
 
-impl Op for PutChunks {
+impl Unasked for PutChunks {
     fn rows(&self) -> usize {
         self.chunks.len()
     }
@@ -74,12 +74,6 @@ impl Op for PutChunks {
         }
         Ok(())
     }
-
-    fn committed(self: Box<Self>, _: &mut After<'_>) {}
-
-    fn abandoned(self: Box<Self>, _: Error, retried: bool) -> Option<Box<dyn Op>> {
-        retried.then_some(self)
-    }
 }
 
 /// The manifest of a chunked save, after all its chunks: the object's row, inserted if
@@ -88,11 +82,12 @@ impl Op for PutChunks {
 pub(crate) struct CommitChunked {
     pub key: Key,
     pub manifest: Arc<Manifest>,
-    pub answer: Answer<bool>,
     pub added: bool,
 }
 
-impl Op for CommitChunked {
+impl Request for CommitChunked {
+    type Answer = bool;
+
     fn apply(&mut self, tx: &mut Tx<'_>) -> Result<(), Stop> {
         tx.write_run()?;
         let table = tx.shared.schema.table(&self.key);
@@ -135,13 +130,8 @@ impl Op for CommitChunked {
         Ok(())
     }
 
-    fn committed(self: Box<Self>, _: &mut After<'_>) {
-        self.answer.send(Ok(self.added));
-    }
-
-    fn abandoned(self: Box<Self>, error: Error, _: bool) -> Option<Box<dyn Op>> {
-        self.answer.send(Err(error));
-        None
+    fn answer(self) -> bool {
+        self.added
     }
 }
 
@@ -149,11 +139,7 @@ impl Op for CommitChunked {
 /// waits; a batch tried again keeps it.
 pub(crate) struct Unhold(pub Vec<Key>);
 
-impl Op for Unhold {
-    fn urgent(&self) -> bool {
-        false
-    }
-
+impl Unasked for Unhold {
     fn apply(&mut self, tx: &mut Tx<'_>) -> Result<(), Stop> {
         tx.write_run()?;
         if !chunks::table_exists(tx.conn)? {
@@ -161,11 +147,5 @@ impl Op for Unhold {
         }
         chunks::unhold(tx.conn, &self.0, &mut tx.written.totals)
             .stop(|| "releasing the chunks of a failed save".into())
-    }
-
-    fn committed(self: Box<Self>, _: &mut After<'_>) {}
-
-    fn abandoned(self: Box<Self>, _: Error, retried: bool) -> Option<Box<dyn Op>> {
-        retried.then_some(self)
     }
 }

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use rusqlite::params;
 
-use super::run::Writer;
+use super::state::Writer;
 use super::stop::{Failure, StopContext};
 use crate::cache::evict::Marks;
-use crate::values::value_log::Place;
+use crate::db::row::Place;
 use crate::values::value_space::{self, Appender, SEGMENT, Usage};
 
 /// Without a cap, a segment is compacted once half of it is dead: the file is at most about
@@ -104,11 +104,12 @@ impl Writer {
                     break;
                 }
                 // One more than the step allows: whether the table has more.
-                let mut rows: Vec<(i64, i64)> = conn
+                let mut rows: Vec<(i64, Option<Place>)> = conn
                     .prepare_cached(&table.places_in)
                     .and_then(|mut stmt| {
                         stmt.query_map(params![first, past, left as i64 + 1], |r| {
-                            Ok((r.get(0)?, r.get(1)?))
+                            let row = table.places_in.columns.read(r);
+                            Ok((row.rowid()?, row.place()?))
                         })?
                         .collect()
                     })
@@ -119,8 +120,8 @@ impl Writer {
                 }
                 left -= rows.len();
                 let mut update = conn.prepare_cached(&table.move_place).stop(what)?;
-                for (rowid, packed) in rows {
-                    let Some(old) = Place::unpack(packed) else { continue };
+                for (rowid, place) in rows {
+                    let Some(old) = place else { continue };
                     // A value the file cannot give is copied as zeros: its row reads as
                     // damaged, as it did before (verify reports it).
                     let value = log.read(old).unwrap_or_else(|_| vec![0; old.len]);

@@ -9,11 +9,9 @@
 //! once per few batches. A killed move leaves the slices not yet moved in the young index;
 //! the next writer moves them.
 
-use std::collections::VecDeque;
-
 use rusqlite::params;
 
-use super::run::Writer;
+use super::state::Writer;
 use super::stop::{Failure, StopContext};
 use crate::db::format;
 use crate::db::key_filter;
@@ -25,24 +23,6 @@ const SLICE_BYTES: u64 = 32 << 20;
 /// Bytes of one old index entry on its page (prefix, rowid, record and cell overhead, page
 /// fill): sizes the slices.
 const ENTRY_BYTES: u64 = 34;
-
-/// The moves the writer owes.
-#[derive(Debug, Default)]
-pub(super) struct Moves {
-    /// Keys the young index may hold before it is moved.
-    pub(super) young_keys: u64,
-    /// Rows added (by this writer's estimate) when the young index was last counted.
-    counted_at: u64,
-    /// Slices left to move, in order: prefixes from the first (inclusive) to the second
-    /// (exclusive; the end of the key space when `None`), as big-endian 8-byte blobs.
-    slices: VecDeque<(u64, Option<u64>)>,
-}
-
-impl Moves {
-    pub(super) fn new(young_keys: u64) -> Self {
-        Moves { young_keys: young_keys.max(1), ..Moves::default() }
-    }
-}
 
 impl Writer {
     /// Moves one slice of the young index into the old one if a move is owed, first
@@ -79,7 +59,7 @@ impl Writer {
         let (prefixes, moves) = self.transaction(|writer| {
             // Since format 7 every move counts itself, so that writers' filters of the old
             // index see it (`key_filter.rs`), and takes the prefixes it moves into its own.
-            format::raise(&writer.conn, key_filter::FORMAT_VERSION)?;
+            format::raise(&writer.conn, format::COUNTED_MOVES)?;
             let moves = meta::count_one(&writer.conn, key_filter::MOVES)?;
             let mut prefixes = Vec::new();
             if filtered {

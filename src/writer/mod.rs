@@ -23,7 +23,9 @@ mod generations;
 mod op;
 mod ops;
 pub(crate) mod pending;
+pub(crate) mod pending_names;
 mod run;
+mod state;
 mod stop;
 mod tx;
 mod upkeep;
@@ -38,15 +40,15 @@ use rusqlite::Connection;
 
 use crate::cache::uses::Uses;
 use crate::db::first_generation::FirstGeneration;
-use crate::db::names::PendingNames;
 use crate::db::readers::Commits;
 use crate::db::schema::Schema;
 use crate::error::{Error, Result};
 use crate::values::value_log::ValueLog;
 use crate::writer::pending::Pending;
+use crate::writer::pending_names::PendingNames;
 
 pub(crate) use chunked::{CommitChunked, Outgoing, PutChunks, Unhold};
-pub(crate) use op::{Answer, Message, Op};
+pub(crate) use op::{Answer, Message, Op, asked, unasked};
 pub(crate) use ops::{Dictionary, Flush, GzipCode, Name, Pin, Remove, SetMaxSize, Trim, Unname};
 pub(crate) use stop::Stop;
 
@@ -151,7 +153,7 @@ impl WriterHandle {
         config: WriterConfig,
     ) -> Result<WriterHandle> {
         let (sender, receiver): (Sender<Message>, Receiver<Message>) = bounded(config.capacity);
-        let writer = run::Writer::new(conn, shared, config)?;
+        let writer = state::Writer::new(conn, shared, config)?;
         let (alive, gone) = bounded::<()>(0);
         let thread = std::thread::Builder::new()
             .name("objstash-writer".to_string())

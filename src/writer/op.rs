@@ -4,16 +4,19 @@
 //! Saves are the hot path (hundreds of thousands a second) and travel as plain rows; every
 //! other write is an [`Op`], one type per operation (`writer/ops.rs`) that says how it is
 //! counted in a batch, what it does inside the batch's transaction, and how it answers once
-//! the transaction committed, or could not be. Adding an operation is writing one such
-//! type and the handle method that sends it (`notes/design.md`, "The writer").
+//! the transaction committed, or could not be. Most operations are one of two kinds, each
+//! written once here: a [`Request`] a caller waits on (answered with what it found, or the
+//! error that gave its batch up), and an [`Unasked`] write nobody waits for (kept when its
+//! batch is tried again). Adding an operation is writing one such type and the handle
+//! method that sends it (`notes/design.md`, "The writer").
 
 use std::collections::VecDeque;
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 
 use super::Shared;
+use super::state::Job;
 use super::tx::Tx;
-use super::upkeep::Job;
 use crate::error::{Error, Result};
 use crate::writer::pending::Row;
 
@@ -80,5 +83,111 @@ impl<T> Answer<T> {
     /// Answers; a caller that stopped waiting is no error.
     pub(crate) fn send(self, answer: Result<T>) {
         let _ = self.0.send(answer);
+    }
+}
+
+/// An operation a caller waits on: what it found in its transaction is the answer once the
+/// transaction commits; the error that gave its batch up is the answer otherwise.
+pub(crate) trait Request: Send + 'static {
+    /// What the caller gets.
+    type Answer: Send + 'static;
+
+    /// Whether it writes anything (see [`Op::writes`]).
+    fn writes(&self) -> bool {
+        true
+    }
+
+    /// Does its work inside the batch's transaction (see [`Op::apply`]).
+    fn apply(&mut self, tx: &mut Tx<'_>) -> Result<(), super::Stop>;
+
+    /// The answer, once the transaction that applied it committed.
+    fn answer(self) -> Self::Answer;
+}
+
+/// A [`Request`] with the answer its caller waits on.
+pub(crate) fn asked<R: Request>(request: R, answer: Answer<R::Answer>) -> Box<dyn Op> {
+    Box::new(Asked { request, answer })
+}
+
+struct Asked<R: Request> {
+    request: R,
+    answer: Answer<R::Answer>,
+}
+
+impl<R: Request> Op for Asked<R> {
+    fn writes(&self) -> bool {
+        self.request.writes()
+    }
+
+    fn apply(&mut self, tx: &mut Tx<'_>) -> Result<(), super::Stop> {
+        self.request.apply(tx)
+    }
+
+    fn committed(self: Box<Self>, _: &mut After<'_>) {
+        let Asked { request, answer } = *self;
+        answer.send(Ok(request.answer()));
+    }
+
+    fn abandoned(self: Box<Self>, error: Error, _: bool) -> Option<Box<dyn Op>> {
+        self.answer.send(Err(error));
+        None
+    }
+}
+
+/// A write nobody waits for: a batch tried again (after a busy timeout) keeps it, and one
+/// given up drops it.
+pub(crate) trait Unasked: Send + 'static {
+    /// See [`Op::rows`].
+    fn rows(&self) -> usize {
+        0
+    }
+
+    /// See [`Op::bytes`].
+    fn bytes(&self) -> usize {
+        0
+    }
+
+    /// See [`Op::urgent`]: nobody waits, so by default the batch may linger for more.
+    fn urgent(&self) -> bool {
+        false
+    }
+
+    /// Does its work inside the batch's transaction (see [`Op::apply`]).
+    fn apply(&mut self, tx: &mut Tx<'_>) -> Result<(), super::Stop>;
+
+    /// The transaction that applied it committed.
+    fn committed(&self, _after: &mut After<'_>) {}
+}
+
+/// An [`Unasked`] write, to send.
+pub(crate) fn unasked(write: impl Unasked) -> Box<dyn Op> {
+    Box::new(Later(write))
+}
+
+struct Later<U>(U);
+
+impl<U: Unasked> Op for Later<U> {
+    fn rows(&self) -> usize {
+        self.0.rows()
+    }
+
+    fn bytes(&self) -> usize {
+        self.0.bytes()
+    }
+
+    fn urgent(&self) -> bool {
+        self.0.urgent()
+    }
+
+    fn apply(&mut self, tx: &mut Tx<'_>) -> Result<(), super::Stop> {
+        self.0.apply(tx)
+    }
+
+    fn committed(self: Box<Self>, after: &mut After<'_>) {
+        self.0.committed(after);
+    }
+
+    fn abandoned(self: Box<Self>, _: Error, retried: bool) -> Option<Box<dyn Op>> {
+        retried.then_some(self)
     }
 }

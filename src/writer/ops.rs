@@ -1,24 +1,27 @@
 //! The writer's operations other than saves, one type each: what it does in the batch's
-//! transaction and how it answers (see `writer/op.rs` for the contract).
+//! transaction and what its caller gets (see `writer/op.rs` for the contract and its two
+//! kinds, requests a caller waits on and writes nobody waits for).
 
 use std::sync::Arc;
 
-use super::op::{After, Answer, Op};
+use super::op::{After, Answer, Op, Request, Unasked};
+use super::state::Job;
 use super::stop::Stop;
 use super::tx::Tx;
-use super::upkeep::Job;
 use crate::codec::gzip_code;
 use crate::codec::zstd_dict;
 use crate::db::meta;
-use crate::db::names::NameRow;
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::report::stats::Evicted;
+use crate::writer::pending_names::NameRow;
 
 /// Commit everything sent before; answers once it is committed.
-pub(crate) struct Flush(pub Answer<()>);
+pub(crate) struct Flush;
 
-impl Op for Flush {
+impl Request for Flush {
+    type Answer = ();
+
     fn writes(&self) -> bool {
         false
     }
@@ -27,24 +30,18 @@ impl Op for Flush {
         Ok(())
     }
 
-    fn committed(self: Box<Self>, _: &mut After<'_>) {
-        self.0.send(Ok(()));
-    }
-
-    fn abandoned(self: Box<Self>, error: Error, _: bool) -> Option<Box<dyn Op>> {
-        self.0.send(Err(error));
-        None
-    }
+    fn answer(self) {}
 }
 
 /// Delete objects and their names; answers whether each was stored.
 pub(crate) struct Remove {
     pub keys: Vec<Key>,
-    pub answer: Answer<Vec<bool>>,
     pub found: Vec<bool>,
 }
 
-impl Op for Remove {
+impl Request for Remove {
+    type Answer = Vec<bool>;
+
     fn apply(&mut self, tx: &mut Tx<'_>) -> Result<(), Stop> {
         tx.write_run()?;
         let names = tx.names_table()?;
@@ -57,27 +54,17 @@ impl Op for Remove {
         Ok(())
     }
 
-    fn committed(self: Box<Self>, _: &mut After<'_>) {
-        self.answer.send(Ok(self.found));
-    }
-
-    fn abandoned(self: Box<Self>, error: Error, _: bool) -> Option<Box<dyn Op>> {
-        self.answer.send(Err(error));
-        None
+    fn answer(self) -> Vec<bool> {
+        self.found
     }
 }
 
-/// Record names (already in the pending names) for objects saved before. Nobody waits:
-/// a batch that has to be tried again keeps them.
+/// Record names (already in the pending names) for objects saved before.
 pub(crate) struct Name(pub Vec<NameRow>);
 
-impl Op for Name {
+impl Unasked for Name {
     fn rows(&self) -> usize {
         self.0.len()
-    }
-
-    fn urgent(&self) -> bool {
-        false
     }
 
     fn apply(&mut self, tx: &mut Tx<'_>) -> Result<(), Stop> {
@@ -85,23 +72,20 @@ impl Op for Name {
         Ok(())
     }
 
-    fn committed(self: Box<Self>, after: &mut After<'_>) {
+    fn committed(&self, after: &mut After<'_>) {
         self.0.iter().for_each(|row| after.shared.names.settle(row));
-    }
-
-    fn abandoned(self: Box<Self>, _: Error, retried: bool) -> Option<Box<dyn Op>> {
-        retried.then_some(self)
     }
 }
 
 /// Delete names; answers whether each was there.
 pub(crate) struct Unname {
     pub names: Vec<Arc<[u8]>>,
-    pub answer: Answer<Vec<bool>>,
     pub found: Vec<bool>,
 }
 
-impl Op for Unname {
+impl Request for Unname {
+    type Answer = Vec<bool>;
+
     fn apply(&mut self, tx: &mut Tx<'_>) -> Result<(), Stop> {
         tx.write_run()?;
         self.found = if tx.names_table()? {
@@ -113,58 +97,33 @@ impl Op for Unname {
         Ok(())
     }
 
-    fn committed(self: Box<Self>, _: &mut After<'_>) {
-        self.answer.send(Ok(self.found));
-    }
-
-    fn abandoned(self: Box<Self>, error: Error, _: bool) -> Option<Box<dyn Op>> {
-        self.answer.send(Err(error));
-        None
+    fn answer(self) -> Vec<bool> {
+        self.found
     }
 }
 
 /// Store a newly trained dictionary (trained on this many samples) before any row
-/// compressed with it, which can only arrive after this operation. Nobody waits.
+/// compressed with it, which can only arrive after this operation.
 pub(crate) struct Dictionary {
     pub dict: Arc<zstd_dict::Dictionary>,
     pub samples: usize,
 }
 
-impl Op for Dictionary {
-    fn urgent(&self) -> bool {
-        false
-    }
-
+impl Unasked for Dictionary {
     fn apply(&mut self, tx: &mut Tx<'_>) -> Result<(), Stop> {
         tx.write_run()?;
-        Ok(zstd_dict::store(tx.conn, &self.dict, self.samples)?)
-    }
-
-    fn committed(self: Box<Self>, _: &mut After<'_>) {}
-
-    fn abandoned(self: Box<Self>, _: Error, retried: bool) -> Option<Box<dyn Op>> {
-        retried.then_some(self)
+        Ok(crate::db::dicts::store(tx.conn, &self.dict, self.samples)?)
     }
 }
 
 /// Store the stash's trained gzip code, unless another handle stored one first. Rows in
-/// it carry it in their headers, so none waits for it. Nobody waits.
+/// it carry it in their headers, so none waits for it.
 pub(crate) struct GzipCode(pub Arc<gzip_code::GzipCode>);
 
-impl Op for GzipCode {
-    fn urgent(&self) -> bool {
-        false
-    }
-
+impl Unasked for GzipCode {
     fn apply(&mut self, tx: &mut Tx<'_>) -> Result<(), Stop> {
         tx.write_run()?;
-        Ok(gzip_code::store(tx.conn, &self.0)?)
-    }
-
-    fn committed(self: Box<Self>, _: &mut After<'_>) {}
-
-    fn abandoned(self: Box<Self>, _: Error, retried: bool) -> Option<Box<dyn Op>> {
-        retried.then_some(self)
+        Ok(meta::write_gzip_code(tx.conn, &self.0)?)
     }
 }
 
@@ -173,11 +132,12 @@ impl Op for GzipCode {
 pub(crate) struct Pin {
     pub keys: Vec<Key>,
     pub pin: bool,
-    pub answer: Answer<Vec<bool>>,
     pub found: Vec<bool>,
 }
 
-impl Op for Pin {
+impl Request for Pin {
+    type Answer = Vec<bool>;
+
     fn apply(&mut self, tx: &mut Tx<'_>) -> Result<(), Stop> {
         tx.write_run()?;
         let pin = self.pin;
@@ -189,23 +149,19 @@ impl Op for Pin {
         Ok(())
     }
 
-    fn committed(self: Box<Self>, _: &mut After<'_>) {
-        self.answer.send(Ok(self.found));
-    }
-
-    fn abandoned(self: Box<Self>, error: Error, _: bool) -> Option<Box<dyn Op>> {
-        self.answer.send(Err(error));
-        None
+    fn answer(self) -> Vec<bool> {
+        self.found
     }
 }
 
 /// Record a size cap (`None`: no cap); answers once it is committed.
 pub(crate) struct SetMaxSize {
     pub cap: Option<u64>,
-    pub answer: Answer<()>,
 }
 
-impl Op for SetMaxSize {
+impl Request for SetMaxSize {
+    type Answer = ();
+
     fn apply(&mut self, tx: &mut Tx<'_>) -> Result<(), Stop> {
         tx.write_run()?;
         meta::write_max_size(tx.conn, self.cap)?;
@@ -217,18 +173,12 @@ impl Op for SetMaxSize {
         Ok(())
     }
 
-    fn committed(self: Box<Self>, _: &mut After<'_>) {
-        self.answer.send(Ok(()));
-    }
-
-    fn abandoned(self: Box<Self>, error: Error, _: bool) -> Option<Box<dyn Op>> {
-        self.answer.send(Err(error));
-        None
-    }
+    fn answer(self) {}
 }
 
 /// A one-off eviction, run once everything sent before it is committed: objects unused
-/// since a time, or down to a size, or both; answers what was evicted.
+/// since a time, or down to a size, or both; answers what was evicted, once it has run
+/// (`upkeep.rs`).
 pub(crate) struct Trim {
     /// Evict every unpinned object last used before this (milliseconds, `uses.rs`).
     pub unused_before: Option<i64>,

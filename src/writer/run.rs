@@ -15,19 +15,18 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 use rusqlite::Connection;
 
 use super::batch::{self, Batch, Entry, JOURNAL_BUDGET, LINGER, Limit, MAX_BATCH_AGE, RUN_ROWS};
-use super::generations::Moves;
 use super::op::{After, Message};
+use super::state::{Moves, Writer};
 use super::stop::{Failure, Stop, StopContext};
 use super::tx::{self, Tx};
-use super::upkeep::Job;
 use super::{Shared, WriterConfig};
 use crate::cache::evict::{self, MAX_BATCH_BYTES};
 use crate::cache::uses;
+use crate::db::format;
 use crate::db::key_filter::{self, KeyFilter};
 use crate::db::key_index::KeyIndex;
 use crate::db::meta;
 use crate::db::names;
-use crate::db::schema;
 use crate::error::{Error, Result, sqlite_code};
 
 /// Tries of a kept batch after its senders are gone before the writer gives up on it.
@@ -35,48 +34,6 @@ const TRIES_AT_CLOSE: u32 = 3;
 /// Steps of upkeep a closing writer runs at most (each evicts or gives back at most one
 /// batch's worth): a cap's eviction is finished before the handle closes.
 const MAX_UPKEEP_AT_CLOSE: usize = 10_000;
-
-/// What the writer thread owns.
-pub(super) struct Writer {
-    pub(super) conn: Connection,
-    pub(super) shared: Arc<Shared>,
-    pub(super) batch_size: usize,
-    /// Objects stored (by this handle's estimate: other processes add theirs), kept
-    /// current by each commit; it only sizes batches.
-    pub(super) objects: u64,
-    pub(super) page_size: u64,
-    /// Whether every sender is gone (the handle is closing).
-    senders_gone: bool,
-    /// Milliseconds after its last use during which an object is not evicted.
-    pub(super) grace: i64,
-    /// The size cap the stash records, read after every commit (another handle may set it).
-    pub(super) cap: Option<u64>,
-    /// Whether the database gives free pages back (`auto_vacuum = INCREMENTAL`).
-    pub(super) incremental: bool,
-    /// One-off evictions waiting or under way, in order.
-    pub(super) jobs: VecDeque<Job>,
-    /// Whether an eviction down to the cap is under way: the stash went over its
-    /// high-water mark and is not yet down to its low-water mark.
-    pub(super) evicting: bool,
-    /// Whether upkeep changed the file since the last checkpoint it ran.
-    pub(super) checkpoint_owed: bool,
-    /// Moves of young key indexes owed (`writer/generations.rs`).
-    pub(super) moves: Moves,
-    /// When the writer last opened a transaction for a batch: it is idle once nothing has
-    /// written for [`uses::RECORD_EVERY`] (flushes alone do not count).
-    pub(super) last_write: Instant,
-    /// Whether the object tables are known to have the index of uses eviction reads
-    /// (built at the first eviction or cap, `schema.rs`).
-    pub(super) removals_indexed: bool,
-    /// The filter of stored key prefixes (`key_filter.rs`), while it holds.
-    pub(super) filter: Option<KeyFilter>,
-    /// SQLite's `data_version` at the start of the last write transaction: it changes when
-    /// another connection commits.
-    data_version: i64,
-    /// New rows this writer has written since another connection last committed: a filter
-    /// is built (again) once they are enough to pay for reading the indexes.
-    quiet_rows: u64,
-}
 
 /// What the loop does next.
 enum Next {
@@ -329,8 +286,7 @@ impl Writer {
     /// hold keys the filter lacks. Builds the filter (again) once enough rows came with no
     /// other connection committing.
     fn follow_filter(&mut self, format: i64) -> Result<(), Failure> {
-        if self.shared.schema.key_index() != KeyIndex::Generations
-            || format < key_filter::FORMAT_VERSION
+        if self.shared.schema.key_index() != KeyIndex::Generations || format < format::COUNTED_MOVES
         {
             self.filter = None;
             return Ok(());
@@ -373,12 +329,12 @@ impl Writer {
             Err(e) => return Err(Stop::sqlite("starting a transaction", e).into()),
         }
         let newer = match self.conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)) {
-            Ok(version) if version <= schema::FORMAT_VERSION => return Ok(version),
+            Ok(version) if version <= format::NEWEST => return Ok(version),
             Ok(version) => Stop::new(format!(
                 "a newer objstash changed the stash to format {version} while this handle had \
                  it open (this version writes format {} and older); reopen it with the newer \
                  version",
-                schema::FORMAT_VERSION
+                format::NEWEST
             )),
             Err(e) => Stop::sqlite("reading the format version", e),
         };

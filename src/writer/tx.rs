@@ -16,17 +16,18 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::Shared;
 use super::stop::{Stop, StopContext};
-use crate::cache::uses::{self, PINNED};
+use crate::cache::uses;
 use crate::db::key_filter::KeyFilter;
 use crate::db::meta::Delta;
-use crate::db::names::{self, NameForm, NameRow, NameSql};
+use crate::db::names::{self, NameForm, NameSql};
+use crate::db::row::PINNED;
 use crate::db::schema::{Insert, TableSql};
 use crate::key::Key;
 use crate::large::chunks;
 use crate::large::manifest;
-use crate::values::value_log::Place;
 use crate::values::value_space::{self, Appender};
 use crate::writer::pending::Row;
+use crate::writer::pending_names::NameRow;
 
 /// Rows of at least this many stored bytes are written through blob I/O (see
 /// [`Tx::insert_large`]); in a stash whose values are in a file they keep their value in
@@ -229,11 +230,12 @@ impl Tx<'_> {
         let mut rowid = None;
         let mut place = None;
         while let Some(row) = rows.next().stop(what)? {
-            let (raw, stored, used): (i64, i64, i64) =
-                (row.get(0).stop(what)?, row.get(1).stop(what)?, row.get(2).stop(what)?);
-            manifest = row.get::<_, Option<Vec<u8>>>(3).stop(what)?.map(|m| (raw, m));
-            rowid = Some(row.get::<_, i64>(4).stop(what)?);
-            place = row.get::<_, Option<i64>>(5).stop(what)?.and_then(Place::unpack);
+            let row = table.delete.columns.read(row);
+            let (raw, stored, used) =
+                (row.raw_len().stop(what)?, row.stored_len().stop(what)?, row.used().stop(what)?);
+            manifest = row.manifest().stop(what)?.map(|m| (raw, m));
+            rowid = Some(row.rowid().stop(what)?);
+            place = row.place().stop(what)?;
             let totals = &mut self.written.totals;
             totals.objects -= 1;
             totals.raw_bytes -= raw;
@@ -279,8 +281,10 @@ impl Tx<'_> {
         let table = self.shared.schema.table(key);
         let what = || format!("pinning {key}");
         let mut stmt = self.conn.prepare_cached(&table.pin).stop(what)?;
-        let stored: Option<i64> =
-            stmt.query_row([&key.as_bytes()[..]], |r| r.get(0)).optional().stop(what)?;
+        let stored = stmt
+            .query_row([&key.as_bytes()[..]], |r| table.pin.columns.read(r).stored_len())
+            .optional()
+            .stop(what)?;
         if let Some(bytes) = stored {
             self.written.totals.pinned += 1;
             self.written.totals.pinned_bytes += bytes;
@@ -296,8 +300,10 @@ impl Tx<'_> {
         let table = self.shared.schema.table(key);
         let what = || format!("unpinning {key}");
         let mut stmt = self.conn.prepare_cached(&table.unpin).stop(what)?;
-        let pinned: Option<i64> = stmt
-            .query_row(params![&key.as_bytes()[..], uses::now()], |r| r.get(0))
+        let pinned = stmt
+            .query_row(params![&key.as_bytes()[..], uses::now()], |r| {
+                table.unpin.columns.read(r).stored_len()
+            })
             .optional()
             .stop(what)?;
         if let Some(bytes) = pinned {

@@ -5,8 +5,7 @@
 
 use std::time::Duration;
 
-use super::Trim;
-use super::run::Writer;
+use super::state::Writer;
 use super::stop::{Failure, Stop, StopContext};
 use super::tx;
 use crate::cache::evict::{self, EVICT_ROWS, Marks, Space, VACUUM_PAGES};
@@ -29,20 +28,6 @@ const IDLE_LOG_BYTES: u64 = 1 << 20;
 /// high-water mark: each frees about one batch, and a batch of saves adds a little more
 /// than one (its rows' index entries and page slack).
 const EVICT_STEPS: usize = 4;
-
-/// A one-off eviction under way.
-pub(crate) struct Job {
-    pub(super) trim: Trim,
-    done: Evicted,
-    /// Whether the objects unused since the job's time are all evicted.
-    aged_out: bool,
-}
-
-impl Job {
-    pub(super) fn new(trim: Trim) -> Self {
-        Job { trim, done: Evicted::default(), aged_out: false }
-    }
-}
 
 impl Writer {
     /// Reads the size cap the stash records (another handle may have changed it) and sizes

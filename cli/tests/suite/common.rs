@@ -44,7 +44,11 @@ impl Env {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn objstash");
-        child.stdin.take().expect("stdin").write_all(input).expect("write stdin");
+        // A command that fails before it reads (a usage error) may have closed its stdin.
+        match child.stdin.take().expect("stdin").write_all(input) {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => panic!("write stdin: {e}"),
+            _ => {}
+        }
         child.wait_with_output().expect("wait")
     }
 
