@@ -230,7 +230,7 @@ pub(crate) fn intact(key: &Key, raw_len: i64, stored: &[u8], dicts: &Dictionarie
 
 /// Whether a row's value, in the row (`data`) or in the file of values `log` (`place`),
 /// decodes to bytes that hash to `key`.
-fn intact_row(
+pub(crate) fn intact_row(
     log: Option<&ValueLog>,
     dicts: &Dictionaries,
     key: &Key,

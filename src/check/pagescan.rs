@@ -15,14 +15,16 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
+use crate::db::row::{self, Column, Place};
 use crate::key::Key;
 
 const LEAF_TABLE: u8 = 0x0d;
 const LEAF_INDEX: u8 = 0x0a;
 const INTERIOR_INDEX: u8 = 0x02;
 
-/// An object row found on a page: key, recorded raw length, stored bytes.
-pub(crate) type FoundRow = (Key, i64, Vec<u8>);
+/// An object row found on a page: key, recorded raw length, stored bytes, and where they
+/// are in the file of values if they are there.
+pub(crate) type FoundRow = (Key, i64, Vec<u8>, Option<Place>);
 
 /// Calls `found` for every object row on every table leaf page of the file at `path`.
 pub(crate) fn scan(path: &Path, mut found: impl FnMut(FoundRow)) -> std::io::Result<()> {
@@ -244,38 +246,77 @@ fn cell_payload(file: &File, page: &[u8], offset: usize, usable: usize) -> Optio
     Some(payload)
 }
 
-/// Decodes a record of the object tables: `(NULL rowid alias, 32-byte key, raw_len, data)`,
-/// then the last use (an integer) in tables that record uses.
+/// Decodes a record of the object tables, its columns where the row's description puts
+/// them (`db/row.rs`): a rowid alias (NULL), a 32-byte key, the raw length, the stored
+/// bytes, then in later tables the last use and the place in the file of values.
 fn object_record(payload: &[u8]) -> Option<FoundRow> {
+    let fields = record(payload, row::TABLE.len())?;
+    let at = |column| row::on_page(column).and_then(|i| fields.get(i));
+    match (at(Column::Rowid)?, at(Column::Key)?, at(Column::RawLen)?, at(Column::Data)?) {
+        (Field::Null, Field::Blob(key), Field::Int(raw_len), Field::Blob(data)) => {
+            match at(Column::Used) {
+                None | Some(Field::Int(_)) => {}
+                Some(_) => return None,
+            }
+            let place = match at(Column::Place) {
+                Some(Field::Int(packed)) => Some(Place::unpack(*packed)?),
+                None | Some(Field::Null) => None,
+                Some(_) => return None,
+            };
+            Some((Key::from_slice(key)?, *raw_len, data.to_vec(), place))
+        }
+        _ => None,
+    }
+}
+
+/// A field of a record.
+#[derive(Debug, PartialEq)]
+enum Field<'a> {
+    Null,
+    Int(i64),
+    Blob(&'a [u8]),
+    /// Text and floats: no column of an object row holds one.
+    Other,
+}
+
+/// The fields of a record of at most `most` columns (file format 2.1); `None` for bytes
+/// that are not one.
+fn record(payload: &[u8], most: usize) -> Option<Vec<Field<'_>>> {
     let (header_len, mut at) = varint(payload)?;
     let header_len = usize::try_from(header_len).ok()?;
-    let mut types = Vec::with_capacity(4);
-    while at < header_len && types.len() < 5 {
-        let (t, n) = varint(payload.get(at..)?)?;
-        types.push(t);
-        at += n;
-    }
-    let (rowid, key, raw_len, data) = match types[..] {
-        [rowid, key, raw_len, data] => (rowid, key, raw_len, data),
-        [rowid, key, raw_len, data, 1..=6 | 8 | 9] => (rowid, key, raw_len, data),
-        _ => return None,
-    };
-    if rowid != 0 || key != 12 + 2 * 32 || !(1..=6).contains(&raw_len) || data < 12 || data % 2 != 0
-    {
-        return None;
-    }
     let mut body = header_len;
-    let key = Key::from_slice(payload.get(body..body + 32)?)?;
-    body += 32;
-    let width = [0, 1, 2, 3, 4, 6, 8][raw_len as usize];
-    let bytes = payload.get(body..body + width)?;
-    let value = bytes
-        .iter()
-        .fold(if bytes[0] & 0x80 != 0 { -1i64 } else { 0 }, |acc, &b| acc << 8 | i64::from(b));
-    body += width;
-    let len = usize::try_from((data - 12) / 2).ok()?;
-    let data = payload.get(body..body + len)?.to_vec();
-    Some((key, value, data))
+    let mut fields = Vec::with_capacity(most);
+    while at < header_len {
+        if fields.len() == most {
+            return None;
+        }
+        let (serial, n) = varint(payload.get(at..)?)?;
+        at += n;
+        let (width, field) = match serial {
+            0 => (0, Field::Null),
+            8 => (0, Field::Int(0)),
+            9 => (0, Field::Int(1)),
+            1..=6 => {
+                let width = [0, 1, 2, 3, 4, 6, 8][serial as usize];
+                let bytes = payload.get(body..body + width)?;
+                // Big-endian, two's complement.
+                let value = bytes
+                    .iter()
+                    .fold(i64::from(bytes[0] as i8 >> 7), |v, &b| v << 8 | i64::from(b));
+                (width, Field::Int(value))
+            }
+            7 => (8, Field::Other),
+            n if n >= 12 && n % 2 == 0 => {
+                let len = usize::try_from((n - 12) / 2).ok()?;
+                (len, Field::Blob(payload.get(body..body + len)?))
+            }
+            n if n >= 13 => (usize::try_from((n - 13) / 2).ok()?, Field::Other),
+            _ => return None,
+        };
+        body += width;
+        fields.push(field);
+    }
+    (at == header_len && body == payload.len()).then_some(fields)
 }
 
 /// A SQLite varint: up to 9 bytes, big-endian, 7 bits a byte (8 in the ninth).
@@ -362,7 +403,7 @@ mod tests {
         let mut expected: Vec<FoundRow> = rows
             .iter()
             .enumerate()
-            .map(|(i, (key, data))| (*key, (i as i64) * 1_000_003 - 7, data.clone()))
+            .map(|(i, (key, data))| (*key, (i as i64) * 1_000_003 - 7, data.clone(), None))
             .collect();
         expected.sort_by_key(|r| r.0);
         assert_eq!(found, expected, "keys, raw lengths (negative too) and data, overflow included");
@@ -448,7 +489,7 @@ mod tests {
         let stored: std::collections::HashMap<Key, &Vec<u8>> =
             rows.iter().map(|(k, d)| (*k, d)).collect();
         assert!(found.len() < rows.len() && found.len() > rows.len() / 2, "{}", found.len());
-        for (key, _, data) in &found {
+        for (key, _, data, _) in &found {
             if let Some(original) = stored.get(key) {
                 assert_eq!(*original, data, "a row read back with other bytes");
             }
@@ -462,6 +503,41 @@ mod tests {
         header[17] = 3;
         std::fs::write(&path, &header).unwrap();
         assert!(scanned(&path).is_empty());
+    }
+
+    /// The scanner read the first four columns of a row and nothing after them, so a row
+    /// of a stash whose values are in a file came out with no value and no place: a row
+    /// only the scanner reached was dropped though its value was whole in the file. It
+    /// reads the columns where the row's description (`db/row.rs`) puts them.
+    #[test]
+    fn rows_of_every_shape_give_their_place_and_last_use_is_passed_over() {
+        use crate::settings::values::Values;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("placed.db");
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(&format!(
+            "PRAGMA page_size = 4096; {}",
+            row::create_table("objects", Values::InFile)
+        ))
+        .unwrap();
+        let (columns, params) = row::insert_columns(Values::InFile);
+        let sql = format!("INSERT INTO objects{columns} VALUES ({params})");
+        let mut expected = Vec::new();
+        for i in 0..500u64 {
+            let key = Key::of(&i.to_le_bytes());
+            let place = (i % 3 != 0).then_some(Place { at: i * 1000, len: 300 + i as usize });
+            let data = if place.is_some() { Vec::new() } else { vec![i as u8; 40] };
+            let used = [0, 7, i64::MAX, 1_700_000_000_000][i as usize % 4];
+            conn.execute(
+                &sql,
+                params![&key.as_bytes()[..], i as i64, data, used, place.map(Place::pack)],
+            )
+            .unwrap();
+            expected.push((key, i as i64, data, place));
+        }
+        drop(conn);
+        expected.sort_by_key(|r| r.0);
+        assert_eq!(scanned(&path), expected);
     }
 
     #[test]

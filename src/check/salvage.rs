@@ -118,9 +118,9 @@ pub(crate) fn salvage(
     salvager.write()?;
     // Rows below a torn interior page are out of SQLite's reach; read the pages directly.
     salvager.offer_all("scanning the pages", path, |offer| {
-        pagescan::scan(source, |(key, raw_len, data)| {
+        pagescan::scan(source, |(key, raw_len, data, place)| {
             let mut data = Some(data);
-            offer(key, &mut || data.take().map(|data| (raw_len, data, None)));
+            offer(key, &mut || data.take().map(|data| (raw_len, data, place)));
         })
     })?;
     // A lookup through the index (what `get` does) can reach a row that every scan missed;

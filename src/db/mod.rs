@@ -12,4 +12,5 @@ pub(crate) mod readers;
 pub(crate) mod row;
 pub(crate) mod scan;
 pub(crate) mod schema;
+pub(crate) mod table;
 pub(crate) mod use_table;

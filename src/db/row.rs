@@ -260,17 +260,37 @@ fn blob(value: ValueRef<'_>) -> &[u8] {
     }
 }
 
+/// The columns of an object table, in the order of its records (what the page scanner of
+/// salvage reads, `check/pagescan.rs`), each with its declaration; the last only in a stash
+/// whose values are in a file.
+pub(crate) const TABLE: [(Column, &str); 6] = [
+    (Column::Rowid, "rowid INTEGER PRIMARY KEY"),
+    (Column::Key, "key BLOB NOT NULL"),
+    (Column::RawLen, "raw_len INTEGER NOT NULL"),
+    (Column::Data, "data BLOB NOT NULL"),
+    (Column::Used, "used INTEGER NOT NULL DEFAULT 0"),
+    (Column::Place, "place INTEGER"),
+];
+
+/// The columns an object table of a stash whose values are where `values` says has.
+fn table_columns(values: Values) -> &'static [(Column, &'static str)] {
+    match values {
+        Values::InRows => &TABLE[..5],
+        Values::InFile => &TABLE[..],
+    }
+}
+
 /// The SQL that makes the object table `name` of a stash whose values are where `values`
 /// says (its key index is `key_index.rs`'s).
 pub(crate) fn create_table(name: &str, values: Values) -> String {
-    let place = match values {
-        Values::InRows => "",
-        Values::InFile => ", place INTEGER",
-    };
-    format!(
-        "CREATE TABLE {name}(rowid INTEGER PRIMARY KEY, key BLOB NOT NULL, \
-         raw_len INTEGER NOT NULL, data BLOB NOT NULL, used INTEGER NOT NULL DEFAULT 0{place});\n"
-    )
+    let columns: Vec<&str> = table_columns(values).iter().map(|(_, decl)| *decl).collect();
+    format!("CREATE TABLE {name}({});\n", columns.join(", "))
+}
+
+/// Where `column` is in a record of an object table (tables made before a column was
+/// added end before it).
+pub(crate) fn on_page(column: Column) -> Option<usize> {
+    TABLE.iter().position(|(c, _)| *c == column)
 }
 
 /// The columns an insert names, and its parameters: key, raw length, value, last use and,

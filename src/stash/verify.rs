@@ -56,10 +56,11 @@ impl Stash {
         let mut listed: HashSet<Key> =
             report.corrupt.iter().chain(&report.unreachable).copied().collect();
         let mut untrusted = HashSet::new();
-        let scanned = pagescan::scan(self.path(), |(key, raw_len, data)| {
+        let log = self.shared.values.as_ref();
+        let scanned = pagescan::scan(self.path(), |(key, raw_len, data, place)| {
             // A key the check listed as corrupt may be a damaged key over whole bytes.
             let known = listed.contains(&key);
-            let intact = !known && check::intact(&key, raw_len, &data, &self.dicts);
+            let intact = !known && check::intact_row(log, &self.dicts, &key, raw_len, &data, place);
             // Bytes that are whole under a damaged key: their own key is the one lost.
             if !intact
                 && let Some(lost) = codec::key_of_intact_gzip(raw_len, &data)
