@@ -29,7 +29,8 @@
 //!   built at a stash's first cap, eviction or removal (`Schema::index_removals`).
 //!
 //! Adding a format: a constant below with its row in the table, [`NEWEST`] moved to it,
-//! and the feature's first use calling [`raise`] (or `Schema::create` writing it).
+//! and the feature's first use calling [`raise`] (or `Schema::create` writing it). Adding a
+//! step that is no format change: its SQL here, and the step in `Schema::migrate`.
 
 use rusqlite::{Connection, OptionalExtension};
 

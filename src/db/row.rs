@@ -295,11 +295,16 @@ pub(crate) fn on_page(column: Column) -> Option<usize> {
 
 /// The columns an insert names, and its parameters: key, raw length, value, last use and,
 /// with values in a file, the place.
-pub(crate) fn insert_columns(values: Values) -> (&'static str, &'static str) {
-    match values {
-        Values::InRows => ("(key, raw_len, data, used)", "?1, ?2, ?3, ?4"),
-        Values::InFile => ("(key, raw_len, data, used, place)", "?1, ?2, ?3, ?4, ?5"),
-    }
+pub(crate) fn insert_columns(values: Values) -> (String, String) {
+    let columns: Vec<&str> =
+        table_columns(values)[1..].iter().map(|(column, _)| column.sql(Values::InFile)).collect();
+    let params: Vec<String> = (1..=columns.len()).map(|i| format!("?{i}")).collect();
+    (format!("({})", columns.join(", ")), params.join(", "))
+}
+
+/// How many values an insert binds (see [`insert_columns`]).
+pub(crate) fn insert_count(values: Values) -> usize {
+    table_columns(values).len() - 1
 }
 
 /// Where a value is in the file of values: packed into one integer column, `at << 20 |

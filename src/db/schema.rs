@@ -139,7 +139,7 @@ impl Schema {
 }
 
 /// Whether the stash's object tables record uses (made by this version, or upgraded by
-/// [`Schema::add_uses`]).
+/// [`Schema::migrate`]).
 pub(crate) fn has_uses(conn: &Connection, schema: &Schema) -> Result<bool> {
     has_column(conn, &schema.tables[0].name, "used")
 }
@@ -156,19 +156,28 @@ fn has_column(conn: &Connection, table: &str, column: &str) -> Result<bool> {
 }
 
 impl Schema {
-    /// Gives the object tables of a stash made before uses were recorded their use column,
-    /// in one transaction; their objects count as used now. Versions that do
-    /// not know the column read and write such tables as before (their rows get use 0,
-    /// the first to be evicted), so this is no format change.
-    pub(crate) fn add_uses(&self, conn: &Connection, now: i64) -> Result<()> {
-        let mut sql = String::from("BEGIN IMMEDIATE;\n");
-        for table in &self.tables {
-            sql += &format::add_uses(&table.name, now);
+    /// Brings the object tables of a stash made by an earlier version up to what this one
+    /// writes, each step of `format.rs`'s list that is no format change (their objects
+    /// count as used at `now`); what it did, in words. One transaction a step.
+    pub(crate) fn migrate(&self, conn: &Connection, now: i64) -> Result<Vec<&'static str>> {
+        let mut done = Vec::new();
+        if !has_uses(conn, self)? {
+            self.alter(conn, |table| format::add_uses(table, now))?;
+            done.push("now records when objects are used");
         }
-        sql += "COMMIT;";
-        conn.execute_batch(&sql).map_err(|e| {
+        Ok(done)
+    }
+
+    /// Runs `sql` for every object table in one transaction.
+    fn alter(&self, conn: &Connection, sql: impl Fn(&str) -> String) -> Result<()> {
+        let mut batch = String::from("BEGIN IMMEDIATE;\n");
+        for table in &self.tables {
+            batch += &sql(&table.name);
+        }
+        batch += "COMMIT;";
+        conn.execute_batch(&batch).map_err(|e| {
             let _ = conn.execute_batch("ROLLBACK");
-            Error::db("adding use times to the stash's tables", e)
+            Error::db("bringing the stash's tables up to date", e)
         })
     }
 }

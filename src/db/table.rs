@@ -2,10 +2,12 @@
 //! (`row.rs`) and the table's key index (`key_index.rs`), and the two ways rows come and go
 //! ([`TableSql::add`], [`TableSql::unindex`]), which keep the key index in step.
 
+use rusqlite::blob::ZeroBlob;
+use rusqlite::types::ToSql;
 use rusqlite::{Connection, params};
 
 use crate::db::first_generation::Generation;
-use crate::db::key_filter::{KeyFilter, Lookup};
+use crate::db::key_filter::Lookup;
 use crate::db::key_index::{self, KeyIndex};
 use crate::db::names;
 use crate::db::row::{self, Column, Columns, PINNED, Place, Sql};
@@ -15,21 +17,21 @@ use crate::settings::values::Values;
 
 /// How [`TableSql::add`] inserts a row.
 #[derive(Debug)]
-pub(crate) struct Insert<'a> {
+pub(crate) struct Insert {
     /// Insert a zeroed value of the value's length, to be written through blob I/O at the
     /// new rowid.
     pub reserve: bool,
-    /// The writer's filter of stored key prefixes (`key_filter.rs`): it says which indexes
-    /// the lookup reads, and takes the key once inserted.
-    pub filter: Option<&'a mut KeyFilter>,
+    /// Which indexes the lookup before the insert reads (the writer's filter of stored key
+    /// prefixes, `key_filter.rs`, says which can hold the key).
+    pub lookup: Lookup,
     /// Where the value is in the file of values, when it is there (the row's own value is
     /// then empty).
     pub place: Option<Place>,
 }
 
-impl Insert<'_> {
+impl Insert {
     /// The value bound, the key looked up in every index.
-    pub(crate) const VALUE: Insert<'static> = Insert { reserve: false, filter: None, place: None };
+    pub(crate) const VALUE: Insert = Insert { reserve: false, lookup: Lookup::BOTH, place: None };
 }
 
 /// The SQL statements of one object table, built from the row's description (`row.rs`).
@@ -39,12 +41,9 @@ pub(crate) struct TableSql {
     pub key_index: KeyIndex,
     /// Where its rows' stored bytes are.
     pub stored: Values,
-    /// Inserts a row: key, raw length, value, last use (`uses.rs`); through
-    /// [`TableSql::add`], which skips a stored key.
+    /// Inserts a row: the columns of `row::insert_columns`; through [`TableSql::add`], which
+    /// skips a stored key.
     insert: String,
-    /// An insert that reserves the value's bytes (its length the third parameter), written
-    /// afterwards through blob I/O.
-    insert_zeroblob: String,
     /// Reads a row by key, asking first the generation of the key index each names
     /// (`first_generation.rs`): its raw length, data, place and the way it was found.
     select: [Sql; 2],
@@ -94,7 +93,7 @@ pub(crate) struct TableSql {
 
 impl TableSql {
     /// The statements of one table: [`TableSql::statements`] lists them all.
-    pub(crate) const STATEMENTS: usize = 25;
+    pub(crate) const STATEMENTS: usize = 24;
 
     /// Every statement of the table. Destructured, so that a statement added to the struct
     /// and not here does not compile (the test below prepares them all).
@@ -106,7 +105,6 @@ impl TableSql {
             stored: _,
             apart: _,
             insert,
-            insert_zeroblob,
             select: [select_young, select_old],
             select_used: [select_used_young, select_used_old],
             exists,
@@ -131,7 +129,6 @@ impl TableSql {
         } = self;
         [
             insert,
-            insert_zeroblob,
             select_young,
             select_old,
             select_used_young,
@@ -172,20 +169,14 @@ impl TableSql {
         let len = C::StoredLen.sql(stored);
         let place = C::Place.sql(stored);
         let (insert_columns, params) = row::insert_columns(stored);
-        let zeroblob_params = params.replacen("?3", "zeroblob(?3)", 1);
-        let (insert, insert_zeroblob) = match key_index {
-            KeyIndex::Full => (
-                format!("INSERT OR IGNORE INTO {name}{insert_columns} VALUES ({params})"),
-                format!("INSERT OR IGNORE INTO {name}{insert_columns} VALUES ({zeroblob_params})"),
-            ),
-            // Run after a lookup (`TableSql::add`): one statement, `INSERT .. SELECT .. WHERE
-            // NOT EXISTS`, reads the table it writes, and SQLite then stages each row in a
-            // temporary table (4x slower, `experiments` `key_index`).
-            KeyIndex::Generations => (
-                format!("INSERT INTO {name}{insert_columns} VALUES ({params})"),
-                format!("INSERT INTO {name}{insert_columns} VALUES ({zeroblob_params})"),
-            ),
+        // Run after a lookup (`TableSql::add`) with generations: one statement, `INSERT ..
+        // SELECT .. WHERE NOT EXISTS`, reads the table it writes, and SQLite then stages
+        // each row in a temporary table (4x slower, `experiments` `key_index`).
+        let insert = match key_index {
+            KeyIndex::Full => "INSERT OR IGNORE",
+            KeyIndex::Generations => "INSERT",
         };
+        let insert = format!("{insert} INTO {name}{insert_columns} VALUES ({params})");
         let select = |list: &[Column]| {
             let read = columns(list);
             [Generation::Young, Generation::Old]
@@ -205,7 +196,6 @@ impl TableSql {
         };
         TableSql {
             insert,
-            insert_zeroblob,
             select: select(&[C::RawLen, C::Data, C::Place, C::Found]),
             select_used: select(&[C::RawLen, C::Data, C::Place, C::Used, C::Found]),
             exists: key_index.exists(&name),
@@ -295,36 +285,21 @@ impl TableSql {
         used: i64,
         how: Insert,
     ) -> rusqlite::Result<usize> {
-        let Insert { reserve, filter, place } = how;
-        let lookup = filter.as_deref().map_or(Lookup::BOTH, |f| f.lookup(key));
+        let Insert { reserve, lookup, place } = how;
         if self.key_index == KeyIndex::Generations && self.stored(conn, key, lookup)? {
             return Ok(0);
         }
         let key = &key.as_bytes()[..];
-        let added = match (reserve, self.stored) {
-            (true, Values::InRows) => conn
-                .prepare_cached(&self.insert_zeroblob)?
-                .execute(params![key, raw_len, value.len() as i64, used])?,
-            (true, Values::InFile) => conn
-                .prepare_cached(&self.insert_zeroblob)?
-                .execute(params![key, raw_len, value.len() as i64, used, None::<i64>])?,
-            (false, Values::InRows) => {
-                conn.prepare_cached(&self.insert)?.execute(params![key, raw_len, value, used])?
-            }
-            (false, Values::InFile) => conn.prepare_cached(&self.insert)?.execute(params![
-                key,
-                raw_len,
-                value,
-                used,
-                place.map(Place::pack)
-            ])?,
-        };
+        let zeroed = ZeroBlob(value.len() as u64);
+        let data: &dyn ToSql = if reserve { &zeroed } else { &value };
+        let place = place.map(Place::pack);
+        // In the order of `row::insert_columns`, which lists as many as the table has.
+        let values: [&dyn ToSql; 5] = [&key, &raw_len, data, &used, &place];
+        let columns = row::insert_count(self.stored);
+        let added = conn.prepare_cached(&self.insert)?.execute(&values[..columns])?;
         if added == 1 && self.key_index == KeyIndex::Generations {
             conn.prepare_cached(key_index::INDEX)?
                 .execute(params![key, conn.last_insert_rowid()])?;
-            if let Some(filter) = filter {
-                filter.insert(&key[..8]);
-            }
         }
         Ok(added)
     }

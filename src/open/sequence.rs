@@ -311,7 +311,9 @@ impl Options {
         let (conn, recovery) = self.recover(conn, path, found)?;
         let recovery = recovery.or(mended);
         let schema = Schema::read(&conn, meta::read_layout(&conn)?.unwrap_or_default())?;
-        migrate(&conn, path, &schema)?;
+        for step in schema.migrate(&conn, crate::cache::uses::now())? {
+            log::info!("objstash: {} {step}", path.display());
+        }
         if alone {
             reclaim(&conn, path)?;
         }
@@ -473,16 +475,6 @@ fn assess(conn: &Connection, path: &Path, alone: bool) -> Result<Assessment> {
         });
     }
     Ok(Assessment { layout: recorded.map(|(_, layout)| layout), unclean, problem })
-}
-
-/// Brings a stash made by an earlier version up to what this one writes: the use column
-/// (no format change, see `schema.rs`).
-fn migrate(conn: &Connection, path: &Path, schema: &Schema) -> Result<()> {
-    if !schema::has_uses(conn, schema)? {
-        log::info!("objstash: {} now records when objects are used", path.display());
-        schema.add_uses(conn, crate::cache::uses::now())?;
-    }
-    Ok(())
 }
 
 /// Gives back the chunks of large saves killed before their manifest (`chunks.rs`): only

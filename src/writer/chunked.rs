@@ -7,6 +7,7 @@ use super::op::{Request, Unasked};
 use super::stop::{Stop, StopContext};
 use super::tx::Tx;
 use crate::cache::uses;
+use crate::db::table::Insert;
 use crate::error::Result;
 use crate::key::Key;
 use crate::large::chunks::{self, Encoded};
@@ -102,13 +103,10 @@ impl Request for CommitChunked {
                 self.manifest.len as i64,
                 &stored,
                 uses::now(),
-                crate::db::schema::Insert {
-                    reserve: false,
-                    filter: tx.filter.as_deref_mut(),
-                    place: None,
-                },
+                Insert { lookup: tx.lookup(&key), ..Insert::VALUE },
             )
             .stop(what)?;
+        tx.note_added(&key, added);
         self.added = added == 1;
         let totals = &mut tx.written.totals;
         if self.added {

@@ -17,7 +17,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::Shared;
 use super::stop::{Stop, StopContext};
 use crate::cache::uses;
-use crate::db::key_filter::KeyFilter;
+use crate::db::key_filter::{KeyFilter, Lookup};
 use crate::db::meta::Delta;
 use crate::db::names::{self, NameForm, NameSql};
 use crate::db::row::PINNED;
@@ -96,6 +96,21 @@ impl Tx<'_> {
         Ok(self.shared.names.table_known() || names::table_exists(self.conn)?)
     }
 
+    /// Which key indexes a lookup of `key` before its insert reads: those the writer's
+    /// filter says can hold it.
+    pub(crate) fn lookup(&self, key: &Key) -> Lookup {
+        self.filter.as_deref().map_or(Lookup::BOTH, |filter| filter.lookup(key))
+    }
+
+    /// Tells the writer's filter of a key `TableSql::add` inserted (`added` is its answer).
+    pub(crate) fn note_added(&mut self, key: &Key, added: usize) {
+        if added == 1
+            && let Some(filter) = self.filter.as_deref_mut()
+        {
+            filter.insert(&key.as_bytes()[..8]);
+        }
+    }
+
     /// Inserts rows in key order; a row already stored counts as a use of it. In a stash
     /// whose values are in a file, the values of the rows added are appended to it, at the
     /// position the transaction found recorded (`value_space.rs`).
@@ -116,13 +131,14 @@ impl Tx<'_> {
                 _ => None,
             };
             let value: &[u8] = if place.is_some() { &[] } else { &row.data };
-            let how = Insert { reserve, filter: self.filter.as_deref_mut(), place };
+            let how = Insert { reserve, lookup: self.lookup(&row.key), place };
             let added = if reserve {
                 Self::insert_large(self.conn, row, table, now, how)
             } else {
                 table.add(self.conn, &row.key, row.raw_len as i64, value, now, how)
             }
             .stop(what)?;
+            self.note_added(&row.key, added);
             if added == 1 {
                 let totals = &mut self.written.totals;
                 totals.objects += 1;
@@ -151,7 +167,7 @@ impl Tx<'_> {
         row: &Row,
         table: &TableSql,
         now: i64,
-        how: Insert<'_>,
+        how: Insert,
     ) -> rusqlite::Result<usize> {
         let added = table.add(conn, &row.key, row.raw_len as i64, &row.data, now, how)?;
         if added == 1 {
