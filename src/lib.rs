@@ -135,6 +135,7 @@ pub use crate::remote::{
     CollectOptions, CollectReport, CompactReport, DEFAULT_PACK_SIZE, DamagedPack, LastCollection,
     PullReport, PushReport, RemoteConfig, RemoteStatus, TrimOptions, TrimReport,
 };
+pub use crate::report::model::Model;
 pub use crate::report::recovery::{RecoveryReport, Trigger};
 pub use crate::report::stats::{Evicted, Stats, VerifyReport};
 pub use crate::settings::durability::Durability;
@@ -144,4 +145,4 @@ pub use crate::settings::values::Values;
 #[cfg(feature = "remote")]
 pub use crate::stash::RemoteTier;
 pub use crate::stash::entries::{Entries, Entry};
-pub use crate::stash::{ObjectReader, Stash};
+pub use crate::stash::{Assembly, ModelObjects, ObjectReader, Stash};

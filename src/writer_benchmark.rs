@@ -16,6 +16,8 @@ use crate::writer::pending::Row;
 /// As [`Stash::save`].
 pub fn queue_rows(stash: &Stash, rows: Vec<(Key, u64, Arc<Vec<u8>>)>) -> Result<()> {
     stash.queue_rows(
-        rows.into_iter().map(|(key, raw_len, data)| Row { key, raw_len, data }).collect(),
+        rows.into_iter()
+            .map(|(key, raw_len, data)| Row { key, raw_len, data, model: None })
+            .collect(),
     )
 }

@@ -86,6 +86,9 @@ pub(crate) struct Uses {
     /// When each save call under way on this handle started: nothing it saved is evicted
     /// until it returns.
     saving: Mutex<Vec<i64>>,
+    /// Uses of models (`db/models.rs`): a read of a member, or of the whole model, is a
+    /// use of its model; the latest of each, until the writer writes them.
+    models: Mutex<HashMap<i64, i64>>,
     /// Whether this handle records uses (it has a writer, and the tables a use column).
     on: bool,
     /// A read records a use only when the row's is at least this old (milliseconds).
@@ -97,6 +100,7 @@ impl Uses {
         Uses {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             saving: Mutex::new(Vec::new()),
+            models: Mutex::new(HashMap::new()),
             on,
             resolution: millis(resolution),
         }
@@ -129,6 +133,22 @@ impl Uses {
                 self.shard(key).record(key, now, self.resolution);
             }
         }
+    }
+
+    /// Records that model `id` was used now.
+    pub(crate) fn record_model(&self, id: i64) {
+        if self.on {
+            let now = now();
+            let mut models = self.models.lock().unwrap_or_else(|p| p.into_inner());
+            let at = models.entry(id).or_insert(now);
+            *at = (*at).max(now);
+        }
+    }
+
+    /// The uses of models recorded since the last call, for the writer to write.
+    pub(crate) fn take_models(&self) -> Vec<(i64, i64)> {
+        let mut models = self.models.lock().unwrap_or_else(|p| p.into_inner());
+        models.drain().collect()
     }
 
     /// Records that each of `keys` was used now.
@@ -192,6 +212,7 @@ impl Uses {
     /// Whether no use waits to be written.
     pub(crate) fn is_empty(&self) -> bool {
         self.shards.iter().all(|s| s.lock().unwrap_or_else(|p| p.into_inner()).unwritten == 0)
+            && self.models.lock().unwrap_or_else(|p| p.into_inner()).is_empty()
     }
 }
 

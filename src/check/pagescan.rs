@@ -17,6 +17,7 @@ use std::path::Path;
 
 use crate::db::row::{self, Column, Place};
 use crate::key::Key;
+use crate::settings::values::Values;
 
 const LEAF_TABLE: u8 = 0x0d;
 const LEAF_INDEX: u8 = 0x0a;
@@ -26,8 +27,13 @@ const INTERIOR_INDEX: u8 = 0x02;
 /// are in the file of values if they are there.
 pub(crate) type FoundRow = (Key, i64, Vec<u8>, Option<Place>);
 
-/// Calls `found` for every object row on every table leaf page of the file at `path`.
-pub(crate) fn scan(path: &Path, mut found: impl FnMut(FoundRow)) -> std::io::Result<()> {
+/// Calls `found` for every object row on every table leaf page of the file at `path`, a
+/// stash whose values are where `values` says.
+pub(crate) fn scan(
+    path: &Path,
+    values: Values,
+    mut found: impl FnMut(FoundRow),
+) -> std::io::Result<()> {
     let file = File::open(path)?;
     let Some((page_size, usable)) = geometry(&file)? else { return Ok(()) };
     let pages = file.metadata()?.len() / page_size as u64;
@@ -46,7 +52,7 @@ pub(crate) fn scan(path: &Path, mut found: impl FnMut(FoundRow)) -> std::io::Res
             let Some(ptr) = page.get(at..at + 2) else { break };
             let offset = usize::from(u16::from_be_bytes([ptr[0], ptr[1]]));
             if let Some(row) =
-                cell_payload(&file, &page, offset, usable).and_then(|p| object_record(&p))
+                cell_payload(&file, &page, offset, usable).and_then(|p| object_record(&p, values))
             {
                 found(row);
             }
@@ -249,14 +255,18 @@ fn cell_payload(file: &File, page: &[u8], offset: usize, usable: usize) -> Optio
 /// Decodes a record of the object tables, its columns where the row's description puts
 /// them (`db/row.rs`): a rowid alias (NULL), a 32-byte key, the raw length, the stored
 /// bytes, then in later tables the last use and the place in the file of values.
-fn object_record(payload: &[u8]) -> Option<FoundRow> {
+fn object_record(payload: &[u8], values: Values) -> Option<FoundRow> {
     let fields = record(payload, row::TABLE.len())?;
-    let at = |column| row::on_page(column).and_then(|i| fields.get(i));
+    // A record of one more column than its table was made with is one with its model.
+    let model = fields.len() > row::table_columns(values, false).len();
+    let at = |column| row::on_page(column, values, model).and_then(|i| fields.get(i));
     match (at(Column::Rowid)?, at(Column::Key)?, at(Column::RawLen)?, at(Column::Data)?) {
         (Field::Null, Field::Blob(key), Field::Int(raw_len), Field::Blob(data)) => {
-            match at(Column::Used) {
-                None | Some(Field::Int(_)) => {}
-                Some(_) => return None,
+            for column in [Column::Used, Column::Model] {
+                match at(column) {
+                    None | Some(Field::Int(_) | Field::Null) => {}
+                    Some(_) => return None,
+                }
             }
             let place = match at(Column::Place) {
                 Some(Field::Int(packed)) => Some(Place::unpack(*packed)?),
@@ -380,9 +390,9 @@ mod tests {
         (path, rows)
     }
 
-    fn scanned(path: &Path) -> Vec<FoundRow> {
+    fn scanned(path: &Path, values: Values) -> Vec<FoundRow> {
         let mut found = Vec::new();
-        scan(path, |row| found.push(row)).unwrap();
+        scan(path, values, |row| found.push(row)).unwrap();
         found.sort_by_key(|r| r.0);
         found
     }
@@ -398,7 +408,7 @@ mod tests {
         let bytes = std::fs::read(&path).unwrap();
         let interior = bytes.chunks(4096).skip(1).filter(|page| page[0] == 0x05).count();
         assert!(interior > 0, "the fixture must have interior table pages");
-        let found = scanned(&path);
+        let found = scanned(&path, Values::InRows);
         assert_eq!(found.len(), rows.len());
         let mut expected: Vec<FoundRow> = rows
             .iter()
@@ -485,7 +495,7 @@ mod tests {
             *b = (i * 131 % 251) as u8;
         }
         std::fs::write(&path, &damaged).unwrap();
-        let found = scanned(&path);
+        let found = scanned(&path, Values::InRows);
         let stored: std::collections::HashMap<Key, &Vec<u8>> =
             rows.iter().map(|(k, d)| (*k, d)).collect();
         assert!(found.len() < rows.len() && found.len() > rows.len() / 2, "{}", found.len());
@@ -497,12 +507,12 @@ mod tests {
         // A file too short for its header cannot be read; one with an impossible page size
         // yields nothing.
         std::fs::write(&path, &bytes[..50]).unwrap();
-        assert!(scan(&path, |_| ()).is_err());
+        assert!(scan(&path, Values::InRows, |_| ()).is_err());
         let mut header = bytes[..8192].to_vec();
         header[16] = 0;
         header[17] = 3;
         std::fs::write(&path, &header).unwrap();
-        assert!(scanned(&path).is_empty());
+        assert!(scanned(&path, Values::InRows).is_empty());
     }
 
     /// The scanner read the first four columns of a row and nothing after them, so a row
@@ -511,7 +521,6 @@ mod tests {
     /// reads the columns where the row's description (`db/row.rs`) puts them.
     #[test]
     fn rows_of_every_shape_give_their_place_and_last_use_is_passed_over() {
-        use crate::settings::values::Values;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("placed.db");
         let conn = Connection::open(&path).unwrap();
@@ -520,7 +529,7 @@ mod tests {
             row::create_table("objects", Values::InFile)
         ))
         .unwrap();
-        let (columns, params) = row::insert_columns(Values::InFile);
+        let (columns, params) = row::insert_columns(Values::InFile, false);
         let sql = format!("INSERT INTO objects{columns} VALUES ({params})");
         let mut expected = Vec::new();
         for i in 0..500u64 {
@@ -537,7 +546,7 @@ mod tests {
         }
         drop(conn);
         expected.sort_by_key(|r| r.0);
-        assert_eq!(scanned(&path), expected);
+        assert_eq!(scanned(&path, Values::InFile), expected);
     }
 
     #[test]

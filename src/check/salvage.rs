@@ -118,7 +118,7 @@ pub(crate) fn salvage(
     salvager.write()?;
     // Rows below a torn interior page are out of SQLite's reach; read the pages directly.
     salvager.offer_all("scanning the pages", path, |offer| {
-        pagescan::scan(source, |(key, raw_len, data, place)| {
+        pagescan::scan(source, stored, |(key, raw_len, data, place)| {
             let mut data = Some(data);
             offer(key, &mut || data.take().map(|data| (raw_len, data, place)));
         })

@@ -20,6 +20,7 @@
 //! | [`COUNTED_MOVES`] 7 | the young index's moves counted, for the writer's filter (`key_filter.rs`) | creation, or the first move |
 //! | [`USES_APART`] 8 | narrow tables of uses beside the object tables (`use_table.rs`) | creation |
 //! | [`VALUES_IN_FILE`] 9 | values in a file beside the database, rows hold a `place` (`values/`) | creation with `Values::InFile` |
+//! | [`MODELS`] 10 | models: `objstash_models`, `objstash_model_missing`, and a `model` column of the object tables (`models.rs`) | the first model |
 //!
 //! What is no format change, and how an older stash gets it at its next writable open:
 //! - the `used` column of each object row (`row.rs`): [`add_uses`], every row counting as
@@ -60,8 +61,11 @@ pub(crate) const COUNTED_MOVES: i64 = 7;
 pub(crate) const USES_APART: i64 = 8;
 /// Values in a file beside the database.
 pub(crate) const VALUES_IN_FILE: i64 = 9;
+/// Models: members kept and evicted with their root, roots of incomplete models kept out
+/// of the object tables (older versions would evict members alone and serve such roots).
+pub(crate) const MODELS: i64 = 10;
 /// The newest format this version reads and writes.
-pub(crate) const NEWEST: i64 = VALUES_IN_FILE;
+pub(crate) const NEWEST: i64 = MODELS;
 
 /// The format a new stash is made in: the newest its settings need.
 pub(crate) fn of_new(values_in_file: bool, uses_apart: bool, generations: bool) -> i64 {

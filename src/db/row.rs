@@ -4,8 +4,10 @@
 //! A row of an object table holds `rowid` (rows are appended in rowid order), `key` (the
 //! 32-byte blake3 hash of the object), `raw_len` (the object's length), `data` (its stored
 //! bytes: a gzip member, a zstd frame, or the manifest of a chunked object), `used` (its
-//! last use in Unix milliseconds, or [`PINNED`]) and, in a stash whose values are in a file
-//! (`values/`), `place` (where the stored bytes are there; `data` is then empty).
+//! last use in Unix milliseconds, [`MEMBER`] for a member of a model, or [`PINNED`]), in
+//! a stash whose values are in a file (`values/`) `place` (where the stored bytes are
+//! there; `data` is then empty), and in a stash with models (`models.rs`) `model` (the
+//! model a member came with; added by the first model, so NULL in older rows).
 //!
 //! Every statement that reads object rows lists what it reads as [`Columns`], and every
 //! reader takes the columns back through [`Columns::read`] by name: adding a column is
@@ -20,6 +22,11 @@ use crate::settings::values::Values;
 /// The `used` value of a pinned object: above every time, so that eviction, which takes
 /// the least recently used first, never reaches it and no later use replaces it.
 pub(crate) const PINNED: i64 = i64::MAX;
+
+/// The `used` value of a member of a model: above every time (eviction takes a model whole,
+/// by its own last use, never a member alone) and below [`PINNED`]; the largest integer
+/// of 6 bytes, as small on disk as a time.
+pub(crate) const MEMBER: i64 = (1 << 47) - 1;
 
 /// Bits of a [`Place`] that hold the value's length: values of [`MAX_PLACED`] bytes or more
 /// stay in their row.
@@ -47,6 +54,8 @@ pub(crate) enum Column {
     Manifest,
     /// Whether the stored bytes are a manifest.
     IsManifest,
+    /// The model a member came with (its home), NULL for a loose object.
+    Model,
     /// Which generation of the key index found the row (added by `KeyIndex::select` after
     /// the other columns; `first_generation.rs`).
     Found,
@@ -69,6 +78,7 @@ impl Column {
             // x'4f53434d' is the manifest's magic, "OSCM" (`large/manifest.rs`).
             (Column::Manifest, _) => "CASE WHEN substr(data, 1, 4) = x'4f53434d' THEN data END",
             (Column::IsManifest, _) => "substr(data, 1, 4) = x'4f53434d'",
+            (Column::Model, _) => "model",
             (Column::Found, _) => "",
         }
     }
@@ -197,8 +207,17 @@ impl<'a> RowOf<'a> {
     }
 
     /// Whether the stored bytes are a manifest (not when the row has none: damage).
+    pub(crate) fn model(&self) -> rusqlite::Result<Option<i64>> {
+        self.row.get(self.columns.at(Column::Model))
+    }
+
     pub(crate) fn is_manifest(&self) -> rusqlite::Result<bool> {
         Ok(self.row.get::<_, Option<bool>>(self.columns.at(Column::IsManifest))?.unwrap_or(false))
+    }
+
+    /// Whether the statement reads `column`.
+    pub(crate) fn reads(&self, column: Column) -> bool {
+        self.columns.has(column)
     }
 
     /// The way the key index found the row, as its column holds it.
@@ -261,50 +280,60 @@ fn blob(value: ValueRef<'_>) -> &[u8] {
 }
 
 /// The columns of an object table, in the order of its records (what the page scanner of
-/// salvage reads, `check/pagescan.rs`), each with its declaration; the last only in a stash
-/// whose values are in a file.
-pub(crate) const TABLE: [(Column, &str); 6] = [
+/// salvage reads, `check/pagescan.rs`), each with its declaration: `place` only in a stash
+/// whose values are in a file, `model` only once the stash has models (added then, so it
+/// comes last).
+pub(crate) const TABLE: [(Column, &str); 7] = [
     (Column::Rowid, "rowid INTEGER PRIMARY KEY"),
     (Column::Key, "key BLOB NOT NULL"),
     (Column::RawLen, "raw_len INTEGER NOT NULL"),
     (Column::Data, "data BLOB NOT NULL"),
     (Column::Used, "used INTEGER NOT NULL DEFAULT 0"),
     (Column::Place, "place INTEGER"),
+    (Column::Model, "model INTEGER"),
 ];
 
-/// The columns an object table of a stash whose values are where `values` says has.
-fn table_columns(values: Values) -> &'static [(Column, &'static str)] {
-    match values {
-        Values::InRows => &TABLE[..5],
-        Values::InFile => &TABLE[..],
-    }
+/// The columns of an object table of a stash whose values are where `values` says, with
+/// the `model` column if `model`, in record order.
+pub(crate) fn table_columns(values: Values, model: bool) -> Vec<(Column, &'static str)> {
+    TABLE
+        .iter()
+        .filter(|(column, _)| match column {
+            Column::Place => values == Values::InFile,
+            Column::Model => model,
+            _ => true,
+        })
+        .copied()
+        .collect()
 }
 
 /// The SQL that makes the object table `name` of a stash whose values are where `values`
-/// says (its key index is `key_index.rs`'s).
+/// says (its key index is `key_index.rs`'s); the `model` column comes with the first model
+/// ([`add_model_column`]).
 pub(crate) fn create_table(name: &str, values: Values) -> String {
-    let columns: Vec<&str> = table_columns(values).iter().map(|(_, decl)| *decl).collect();
+    let columns: Vec<&str> = table_columns(values, false).iter().map(|(_, decl)| *decl).collect();
     format!("CREATE TABLE {name}({});\n", columns.join(", "))
 }
 
-/// Where `column` is in a record of an object table (tables made before a column was
-/// added end before it).
-pub(crate) fn on_page(column: Column) -> Option<usize> {
-    TABLE.iter().position(|(c, _)| *c == column)
+/// The SQL that gives the object table `name` its `model` column (no rewrite: rows made
+/// before read NULL).
+pub(crate) fn add_model_column(name: &str) -> String {
+    format!("ALTER TABLE {name} ADD COLUMN model INTEGER;\n")
 }
 
-/// The columns an insert names, and its parameters: key, raw length, value, last use and,
-/// with values in a file, the place.
-pub(crate) fn insert_columns(values: Values) -> (String, String) {
-    let columns: Vec<&str> =
-        table_columns(values)[1..].iter().map(|(column, _)| column.sql(Values::InFile)).collect();
+/// Where `column` is in a record of an object table of that shape.
+pub(crate) fn on_page(column: Column, values: Values, model: bool) -> Option<usize> {
+    table_columns(values, model).iter().position(|(c, _)| *c == column)
+}
+
+/// The columns an insert names (all but the rowid, in record order), and its parameters.
+pub(crate) fn insert_columns(values: Values, model: bool) -> (String, String) {
+    let columns: Vec<&str> = table_columns(values, model)[1..]
+        .iter()
+        .map(|(column, _)| column.sql(Values::InFile))
+        .collect();
     let params: Vec<String> = (1..=columns.len()).map(|i| format!("?{i}")).collect();
     (format!("({})", columns.join(", ")), params.join(", "))
-}
-
-/// How many values an insert binds (see [`insert_columns`]).
-pub(crate) fn insert_count(values: Values) -> usize {
-    table_columns(values).len() - 1
 }
 
 /// Where a value is in the file of values: packed into one integer column, `at << 20 |
@@ -345,7 +374,7 @@ mod tests {
         for values in [Values::InRows, Values::InFile] {
             let conn = Connection::open_in_memory().unwrap();
             conn.execute_batch(&create_table("t", values)).unwrap();
-            let (columns, params) = insert_columns(values);
+            let (columns, params) = insert_columns(values, false);
             let place = Place { at: 3, len: 2 }.pack();
             let sql = format!("INSERT INTO t{columns} VALUES ({params})");
             match values {

@@ -17,7 +17,8 @@ use crate::db::format::{self, APPLICATION_ID};
 pub(crate) use crate::db::key_index::KeyIndex;
 use crate::db::meta::META;
 use crate::db::names;
-pub(crate) use crate::db::table::{Insert, TableSql};
+use crate::db::row;
+pub(crate) use crate::db::table::{Insert, ModelSql, TableSql};
 use crate::db::use_table::{self, UseSql};
 use crate::error::{DbContext, Error, Result};
 use crate::settings::layout::Layout;
@@ -33,6 +34,9 @@ pub(crate) struct Schema {
     pub tables: Vec<TableSql>,
     /// Whether its tables have narrow tables of uses beside them (`use_table.rs`).
     pub uses_apart: bool,
+    /// Whether its tables had their `model` column when this schema was read (the first
+    /// model gives it to them: a handle's writer knows at every transaction, `models.rs`).
+    pub models: bool,
 }
 
 impl Schema {
@@ -47,7 +51,7 @@ impl Schema {
         let tables = (0..layout.table_count())
             .map(|i| TableSql::new(layout.table_name(i), key_index, stored))
             .collect();
-        Schema { layout, tables, uses_apart }
+        Schema { layout, tables, uses_apart, models: false }
     }
 
     /// The schema of a new stash: the newest format's.
@@ -77,7 +81,19 @@ impl Schema {
         let first = layout.table_name(0);
         let stored =
             if has_column(conn, &first, "place")? { Values::InFile } else { Values::InRows };
-        Ok(Schema::new(layout, key_index, use_table::exists(conn, &first)?, stored))
+        let mut schema = Schema::new(layout, key_index, use_table::exists(conn, &first)?, stored);
+        schema.models = has_column(conn, &first, "model")?;
+        Ok(schema)
+    }
+
+    /// Gives every object table its `model` column, unless it has one: inside the
+    /// writer's transaction that makes the first model (`models.rs`).
+    pub(crate) fn add_model_columns(&self, conn: &Connection) -> Result<()> {
+        if has_column(conn, &self.tables[0].name, "model")? {
+            return Ok(());
+        }
+        let sql: String = self.tables.iter().map(|t| row::add_model_column(&t.name)).collect();
+        conn.execute_batch(&sql).context(|| "giving the object tables a model column".into())
     }
 
     /// How many prepared statements a connection should cache, before its stash's layout
@@ -103,7 +119,8 @@ impl Schema {
 
     /// How many prepared statements a connection should cache to never re-prepare.
     pub(crate) fn statement_count(&self) -> usize {
-        self.tables.len() * (TableSql::STATEMENTS + UseSql::STATEMENTS) + Self::META_STATEMENTS
+        self.tables.len() * (TableSql::STATEMENTS + UseSql::STATEMENTS + ModelSql::STATEMENTS)
+            + Self::META_STATEMENTS
     }
 
     /// Creates the tables and meta rows of a new stash in an empty database. Pages freed
@@ -242,7 +259,10 @@ mod tests {
                     conn.prepare(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
                 }
             }
-            for sql in table.statements() {
+            schema.add_model_columns(&conn).unwrap();
+            schema.add_model_columns(&conn).unwrap();
+            assert!(Schema::read(&conn, Layout::Single).unwrap().models);
+            for sql in table.statements().into_iter().chain(table.models.statements()) {
                 conn.prepare(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
                 // A statement that names a key must reach its row through the index.
                 if sql.contains("?1") && sql.contains("key") && !sql.contains("rowid = ?1") {

@@ -10,7 +10,7 @@ use crate::db::first_generation::Generation;
 use crate::db::key_filter::Lookup;
 use crate::db::key_index::{self, KeyIndex};
 use crate::db::names;
-use crate::db::row::{self, Column, Columns, PINNED, Place, Sql};
+use crate::db::row::{self, Column, Columns, MEMBER, PINNED, Place, Sql};
 use crate::db::scan;
 use crate::db::use_table::UseSql;
 use crate::settings::values::Values;
@@ -27,11 +27,15 @@ pub(crate) struct Insert {
     /// Where the value is in the file of values, when it is there (the row's own value is
     /// then empty).
     pub place: Option<Place>,
+    /// The model the row is a member of (its home), in a stash with models: the row is
+    /// inserted with the `model` column and `used` is the caller's (`row::MEMBER`).
+    pub model: Option<i64>,
 }
 
 impl Insert {
     /// The value bound, the key looked up in every index.
-    pub(crate) const VALUE: Insert = Insert { reserve: false, lookup: Lookup::BOTH, place: None };
+    pub(crate) const VALUE: Insert =
+        Insert { reserve: false, lookup: Lookup::BOTH, place: None, model: None };
 }
 
 /// The SQL statements of one object table, built from the row's description (`row.rs`).
@@ -89,6 +93,61 @@ pub(crate) struct TableSql {
     pub move_place: String,
     /// The narrow table of uses beside it, in stashes that have one (`use_table.rs`).
     pub apart: UseSql,
+    /// Its statements on models' members, which read the `model` column: prepared only in
+    /// a stash with models (`models.rs`).
+    pub models: ModelSql,
+}
+
+/// The statements of one object table that read or write its `model` column.
+#[derive(Debug)]
+pub(crate) struct ModelSql {
+    /// Inserts a member: the columns of `row::insert_columns` with the model.
+    pub insert: String,
+    /// `select` with the row's last use and model, for a handle that records uses.
+    select_used: [Sql; 2],
+    /// Deletes the row of a key, returning what releasing it needs, and its model.
+    pub delete: Sql,
+    /// The row of a key: rowid, model, last use, stored length.
+    pub find: Sql,
+    /// A whole row by rowid, for reading a model and keeping a root apart.
+    pub by_rowid: Sql,
+    /// The rows of a run of rowids `[?1, ?2)`, in order (`Stash::read_model`).
+    pub run: Sql,
+    /// Makes the loose row at rowid `?1` a member of model `?2` (a pinned one stays pinned).
+    pub tag: String,
+    /// Makes the row at rowid `?1` loose again, used at `?2` (a pinned one stays pinned).
+    pub untag: String,
+    /// Gives the member at rowid `?1` the home `?2`.
+    pub rehome: String,
+    /// Deletes the row at rowid `?1`, returning what the totals and releasing need.
+    pub take: Sql,
+    /// Un-pins a pinned object: a member goes back to being one.
+    pub unpin: Sql,
+}
+
+impl ModelSql {
+    /// The statements it holds: [`ModelSql::statements`] lists them all.
+    pub(crate) const STATEMENTS: usize = 12;
+
+    /// Every statement. Destructured, so that one added to the struct and not here does
+    /// not compile (the schema's test prepares them all).
+    #[cfg(test)]
+    pub(crate) fn statements(&self) -> [&str; Self::STATEMENTS] {
+        let ModelSql {
+            insert,
+            select_used: [young, old],
+            delete,
+            find,
+            by_rowid,
+            run,
+            tag,
+            untag,
+            rehome,
+            take,
+            unpin,
+        } = self;
+        [insert, young, old, delete, find, by_rowid, run, tag, untag, rehome, take, unpin]
+    }
 }
 
 impl TableSql {
@@ -104,6 +163,7 @@ impl TableSql {
             key_index: _,
             stored: _,
             apart: _,
+            models: _,
             insert,
             select: [select_young, select_old],
             select_used: [select_used_young, select_used_old],
@@ -162,21 +222,28 @@ impl TableSql {
         if used { &self.select_used[first as usize] } else { &self.select[first as usize] }
     }
 
+    /// [`TableSql::select`] with the last use and the model (tables with a `model` column).
+    pub(crate) fn select_model(&self, first: Generation) -> &Sql {
+        &self.models.select_used[first as usize]
+    }
+
     pub(crate) fn new(name: String, key_index: KeyIndex, stored: Values) -> Self {
         use Column as C;
         let columns = |list: &[Column]| Columns::new(stored, list);
         let is_key = key_index.matches("?1");
         let len = C::StoredLen.sql(stored);
         let place = C::Place.sql(stored);
-        let (insert_columns, params) = row::insert_columns(stored);
         // Run after a lookup (`TableSql::add`) with generations: one statement, `INSERT ..
         // SELECT .. WHERE NOT EXISTS`, reads the table it writes, and SQLite then stages
         // each row in a temporary table (4x slower, `experiments` `key_index`).
-        let insert = match key_index {
-            KeyIndex::Full => "INSERT OR IGNORE",
-            KeyIndex::Generations => "INSERT",
+        let insert = |model: bool| {
+            let (columns, params) = row::insert_columns(stored, model);
+            let verb = match key_index {
+                KeyIndex::Full => "INSERT OR IGNORE",
+                KeyIndex::Generations => "INSERT",
+            };
+            format!("{verb} INTO {name}{columns} VALUES ({params})")
         };
-        let insert = format!("{insert} INTO {name}{insert_columns} VALUES ({params})");
         let select = |list: &[Column]| {
             let read = columns(list);
             [Generation::Young, Generation::Old]
@@ -194,8 +261,54 @@ impl TableSql {
             let read = columns(list);
             Sql::new(format!("{sql} RETURNING {}", read.sql()), read)
         };
+        let released = [C::RawLen, C::StoredLen, C::Used, C::Manifest, C::Rowid, C::Place];
+        let models = ModelSql {
+            insert: insert(true),
+            select_used: select(&[C::RawLen, C::Data, C::Place, C::Used, C::Model, C::Found]),
+            delete: returning(
+                format!("DELETE FROM {name} WHERE {is_key}"),
+                &[&released[..], &[C::Model]].concat(),
+            ),
+            find: {
+                let read = columns(&[C::Rowid, C::Model, C::Used, C::StoredLen]);
+                let sql = key_index.select(&name, read.sql(), Generation::Young);
+                Sql::new(
+                    sql,
+                    Columns::new(stored, &[C::Rowid, C::Model, C::Used, C::StoredLen, C::Found]),
+                )
+            },
+            by_rowid: query(
+                &[C::Key, C::RawLen, C::Data, C::Place, C::StoredLen, C::Used, C::Model],
+                "WHERE rowid = ?1",
+            ),
+            run: query(
+                &[C::Rowid, C::Key, C::RawLen, C::Data, C::Place],
+                "WHERE rowid >= ?1 AND rowid < ?2 ORDER BY rowid",
+            ),
+            tag: format!(
+                "UPDATE {name} SET model = ?2, used = CASE WHEN used = {PINNED} THEN used \
+                 ELSE {MEMBER} END WHERE rowid = ?1 AND model IS NULL"
+            ),
+            untag: format!(
+                "UPDATE {name} SET model = NULL, used = CASE WHEN used = {PINNED} THEN used \
+                 ELSE ?2 END WHERE rowid = ?1"
+            ),
+            rehome: format!("UPDATE {name} SET model = ?2 WHERE rowid = ?1"),
+            take: returning(
+                format!("DELETE FROM {name} WHERE rowid = ?1"),
+                &[C::Key, C::RawLen, C::StoredLen, C::Used, C::Manifest, C::Place],
+            ),
+            unpin: returning(
+                format!(
+                    "UPDATE {name} SET used = CASE WHEN model IS NULL THEN ?2 ELSE {MEMBER} END \
+                     WHERE {is_key} AND used = {PINNED}"
+                ),
+                &[C::StoredLen],
+            ),
+        };
         TableSql {
-            insert,
+            insert: insert(false),
+            models,
             select: select(&[C::RawLen, C::Data, C::Place, C::Found]),
             select_used: select(&[C::RawLen, C::Data, C::Place, C::Used, C::Found]),
             exists: key_index.exists(&name),
@@ -235,7 +348,7 @@ impl TableSql {
                 &[C::Manifest, C::Place],
             ),
             first_use: format!(
-                "SELECT used FROM {name} WHERE used < {PINNED} ORDER BY used LIMIT 1"
+                "SELECT used FROM {name} WHERE used < {MEMBER} ORDER BY used LIMIT 1"
             ),
             pinned_totals: format!(
                 "SELECT count(*), coalesce(sum({len}), 0) FROM {name} WHERE used = {PINNED}"
@@ -285,7 +398,7 @@ impl TableSql {
         used: i64,
         how: Insert,
     ) -> rusqlite::Result<usize> {
-        let Insert { reserve, lookup, place } = how;
+        let Insert { reserve, lookup, place, model } = how;
         if self.key_index == KeyIndex::Generations && self.stored(conn, key, lookup)? {
             return Ok(0);
         }
@@ -293,10 +406,23 @@ impl TableSql {
         let zeroed = ZeroBlob(value.len() as u64);
         let data: &dyn ToSql = if reserve { &zeroed } else { &value };
         let place = place.map(Place::pack);
-        // In the order of `row::insert_columns`, which lists as many as the table has.
-        let values: [&dyn ToSql; 5] = [&key, &raw_len, data, &used, &place];
-        let columns = row::insert_count(self.stored);
-        let added = conn.prepare_cached(&self.insert)?.execute(&values[..columns])?;
+        // Each column the insert names (`row::insert_columns`), in record order.
+        let values: Vec<&dyn ToSql> = row::table_columns(self.stored, model.is_some())[1..]
+            .iter()
+            .map(|(column, _)| -> &dyn ToSql {
+                match column {
+                    Column::Key => &key,
+                    Column::RawLen => &raw_len,
+                    Column::Data => data,
+                    Column::Used => &used,
+                    Column::Place => &place,
+                    Column::Model => &model,
+                    other => unreachable!("an object table has no column {other:?}"),
+                }
+            })
+            .collect();
+        let sql = if model.is_some() { &self.models.insert } else { &self.insert };
+        let added = conn.prepare_cached(sql)?.execute(&values[..])?;
         if added == 1 && self.key_index == KeyIndex::Generations {
             conn.prepare_cached(key_index::INDEX)?
                 .execute(params![key, conn.last_insert_rowid()])?;

@@ -14,6 +14,7 @@ mod bound;
 pub(crate) mod entries;
 mod gzip_training;
 mod large;
+mod models;
 mod named;
 mod object_reader;
 #[cfg(feature = "remote")]
@@ -61,6 +62,7 @@ use crate::values::value_log::ValueLog;
 use crate::writer::{Answer, Flush, Message, Op, Shared, WriterConfig, WriterHandle, asked};
 
 use gzip_training::GzipTraining;
+pub use models::{Assembly, ModelObjects};
 pub use object_reader::ObjectReader;
 pub(crate) use save::Saving;
 use train::Trainer;

@@ -41,6 +41,19 @@ impl Stash {
         N: AsRef<[u8]> + Sync,
         T: AsRef<[u8]> + Sync,
     {
+        self.save_named_in(None, items)
+    }
+
+    /// [`Stash::save_named`], into the assembly `assembly` if given (`models.rs`).
+    pub(super) fn save_named_in<N, T>(
+        &self,
+        assembly: Option<i64>,
+        items: &[(N, T)],
+    ) -> Result<Vec<Key>>
+    where
+        N: AsRef<[u8]> + Sync,
+        T: AsRef<[u8]> + Sync,
+    {
         let mut last = HashMap::with_capacity(items.len());
         for (i, (name, _)) in items.iter().enumerate() {
             names::check(name.as_ref())?;
@@ -56,6 +69,7 @@ impl Stash {
             })
             .collect();
         self.save_each(
+            assembly,
             &items,
             |(_, object)| object,
             |chunk, saved| {

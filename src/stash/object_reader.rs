@@ -229,7 +229,12 @@ impl Stash {
 
     /// The bytes of a chunked object whose stored row is `stored`, every chunk checked and
     /// the whole checked against `key`.
-    pub(super) fn assemble(&self, key: &Key, raw_len: i64, stored: &[u8]) -> Result<Vec<u8>> {
+    pub(super) fn assemble_chunks(
+        &self,
+        key: &Key,
+        raw_len: i64,
+        stored: &[u8],
+    ) -> Result<Vec<u8>> {
         let manifest = Manifest::decode(stored, raw_len).map_err(|r| Error::corrupt(*key, r))?;
         let len = usize::try_from(manifest.len)
             .map_err(|_| Error::corrupt(*key, "its length does not fit in memory"))?;

@@ -18,7 +18,7 @@ use rusqlite::{Connection, OptionalExtension, Statement};
 use crate::cache::uses;
 use crate::codec;
 use crate::db::first_generation::Generation;
-use crate::db::row::{RowOf, Sql};
+use crate::db::row::{Column, RowOf, Sql};
 use crate::db::schema::TableSql;
 use crate::error::{DbContext, Result};
 use crate::key::Key;
@@ -240,6 +240,12 @@ impl Stash {
     /// [`Stash::select_sql`]'s statement, whose last column says so.
     fn note_found(&self, row: &RowOf) -> rusqlite::Result<()> {
         self.shared.first.found(Generation::of_column(row.found()?));
+        // A read of a member of a model is a use of its model.
+        if row.reads(Column::Model)
+            && let Some(model) = row.model()?
+        {
+            self.shared.uses.record_model(model);
+        }
         Ok(())
     }
 
@@ -247,7 +253,10 @@ impl Stash {
     /// handle records uses (only a writable handle does, and its open gave every table a use
     /// column).
     fn select_sql<'a>(&self, table: &'a TableSql, first: Generation) -> &'a Sql {
-        table.select(first, self.shared.uses.on())
+        match self.shared.uses.on() {
+            true if self.shared.models() => table.select_model(first),
+            used => table.select(first, used),
+        }
     }
 
     /// Whether an object is stored under `key` (without reading or checking it).
@@ -321,7 +330,7 @@ impl Stash {
         used: Option<i64>,
     ) -> Result<Vec<u8>> {
         let object = if manifest::is_manifest(data) {
-            self.assemble(key, raw_len, data)?
+            self.assemble_chunks(key, raw_len, data)?
         } else {
             codec::decode_checked(key, raw_len, data, &self.dicts)?
         };

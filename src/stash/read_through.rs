@@ -92,7 +92,7 @@ impl Stash {
                 let row = self.select_row(&readers, &key)?;
                 let row =
                     row.ok_or_else(|| Error::corrupt(key, "it went at once after its save"))?;
-                Ok(Some(self.assemble(&key, row.raw_len, &row.data)?))
+                Ok(Some(self.assemble_chunks(&key, row.raw_len, &row.data)?))
             }
             Fetched::Stored => Ok(Some(Vec::new())),
         }
@@ -111,8 +111,9 @@ impl Stash {
                 key: location.entry.key,
                 raw_len: location.entry.raw_len,
                 data: Arc::new(member.to_vec()),
+                model: None,
             };
-            self.shared.pending.insert(row.clone());
+            self.shared.show_pending(&row);
             self.send(Message::Save(row))
         } else {
             self.save(raw).map(|_| ())

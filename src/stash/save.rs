@@ -15,8 +15,8 @@ use crate::codec::Codec;
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::large::chunks::CHUNKED_ABOVE;
-use crate::writer::Message;
 use crate::writer::pending::Row;
+use crate::writer::{Hold, HoldQuietly, Message, unasked};
 
 use super::Stash;
 
@@ -67,7 +67,7 @@ impl Stash {
         let _call = self.shared.uses.saving();
         let key = Key::of(object);
         if !self.known(std::slice::from_ref(&key))?[0] {
-            self.send_new(key, object)?;
+            self.send_new(key, object, None)?;
         }
         Ok(key)
     }
@@ -82,14 +82,16 @@ impl Stash {
     /// them is stored; otherwise as [`Stash::save`], and objects saved before an error stay
     /// saved.
     pub fn save_all<T: AsRef<[u8]> + Sync>(&self, objects: &[T]) -> Result<Vec<Key>> {
-        self.save_each(objects, |object| object.as_ref(), |_, _| Ok(()))
+        self.save_each(None, objects, |object| object.as_ref(), |_, _| Ok(()))
     }
 
-    /// Saves the object `object(item)` of every item in parallel, chunk by chunk, and calls
-    /// `then` with each chunk and what was done with its objects once the chunk's new
-    /// objects are queued (from the same thread, so messages `then` sends come after).
+    /// Saves the object `object(item)` of every item in parallel, chunk by chunk, into
+    /// the assembly `assembly` if given (`stash/models.rs`), and calls `then` with each
+    /// chunk and what was done with its objects once the chunk's new objects are queued
+    /// (from the same thread, so messages `then` sends come after).
     pub(super) fn save_each<I: Sync>(
         &self,
+        assembly: Option<i64>,
         items: &[I],
         object: impl Fn(&I) -> &[u8] + Sync,
         then: impl Fn(&[I], &[Saved]) -> Result<()> + Sync,
@@ -105,7 +107,7 @@ impl Stash {
             let chunks: Vec<Vec<Key>> = items
                 .par_chunks(chunk)
                 .map(|c| {
-                    let saved = self.save_chunk(c, &object)?;
+                    let saved = self.save_chunk(assembly, c, &object)?;
                     then(c, &saved)?;
                     Ok(saved.into_iter().map(|s| s.key).collect())
                 })
@@ -135,13 +137,33 @@ impl Stash {
 
     /// Hashes a chunk, looks all its keys up at once, then compresses and sends the ones
     /// not known to be stored.
-    fn save_chunk<I>(&self, items: &[I], object: impl Fn(&I) -> &[u8]) -> Result<Vec<Saved>> {
+    fn save_chunk<I>(
+        &self,
+        assembly: Option<i64>,
+        items: &[I],
+        object: impl Fn(&I) -> &[u8],
+    ) -> Result<Vec<Saved>> {
         let keys: Vec<Key> = items.iter().map(|i| Key::of(object(i))).collect();
         let stored = self.known(&keys)?;
         let mut saved = Vec::with_capacity(keys.len());
+        let mut held = Vec::new();
         for ((item, key), stored) in items.iter().zip(keys).zip(stored) {
-            let queued = !stored && self.send_new(key, object(item))?;
+            let queued = !stored && self.send_new(key, object(item), assembly)?;
+            if stored {
+                held.push(key);
+            }
             saved.push(Saved { key, queued });
+        }
+        // Objects an assembly saves that are stored already are held for it, as the ones
+        // it stores are.
+        if let Some(assembly) = assembly
+            && !held.is_empty()
+        {
+            self.send(Message::Op(unasked(HoldQuietly(Hold {
+                assembly,
+                keys: held,
+                stored: Vec::new(),
+            }))))?;
         }
         Ok(saved)
     }
@@ -182,7 +204,7 @@ impl Stash {
 
     /// Compresses an object found not stored and queues it for the writer; whether this
     /// call queued it (not if another save had queued it meanwhile).
-    fn send_new(&self, key: Key, object: &[u8]) -> Result<bool> {
+    fn send_new(&self, key: Key, object: &[u8], assembly: Option<i64>) -> Result<bool> {
         self.writer()?;
         if object.len() > CHUNKED_ABOVE {
             // Committed, not queued (`stash/large.rs`).
@@ -199,10 +221,11 @@ impl Stash {
             key,
             raw_len: object.len() as u64,
             data: Arc::new(codec::encode(object, self.saving.level, dict.as_deref(), code)),
+            model: assembly,
         };
-        self.shared.pending.insert(row.clone());
+        let shown = self.shared.show_pending(&row);
         let sent = self.send(Message::Save(row.clone()));
-        if sent.is_err() {
+        if sent.is_err() && shown {
             // Not queued: reads must not show it.
             self.shared.pending.settle(&row);
         }

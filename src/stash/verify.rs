@@ -57,41 +57,46 @@ impl Stash {
             report.corrupt.iter().chain(&report.unreachable).copied().collect();
         let mut untrusted = HashSet::new();
         let log = self.shared.values.as_ref();
-        let scanned = pagescan::scan(self.path(), |(key, raw_len, data, place)| {
-            // A key the check listed as corrupt may be a damaged key over whole bytes.
-            let known = listed.contains(&key);
-            let intact = !known && check::intact_row(log, &self.dicts, &key, raw_len, &data, place);
-            // Bytes that are whole under a damaged key: their own key is the one lost.
-            if !intact
-                && let Some(lost) = codec::key_of_intact_gzip(raw_len, &data)
-                && lost != key
-            {
-                if !listed.contains(&lost) && !matches!(self.get(&lost), Ok(Some(_))) {
-                    report.unreachable.push(lost);
-                    listed.insert(lost);
+        let scanned = pagescan::scan(
+            self.path(),
+            self.shared.schema.stored(),
+            |(key, raw_len, data, place)| {
+                // A key the check listed as corrupt may be a damaged key over whole bytes.
+                let known = listed.contains(&key);
+                let intact =
+                    !known && check::intact_row(log, &self.dicts, &key, raw_len, &data, place);
+                // Bytes that are whole under a damaged key: their own key is the one lost.
+                if !intact
+                    && let Some(lost) = codec::key_of_intact_gzip(raw_len, &data)
+                    && lost != key
+                {
+                    if !listed.contains(&lost) && !matches!(self.get(&lost), Ok(Some(_))) {
+                        report.unreachable.push(lost);
+                        listed.insert(lost);
+                    }
+                    return;
                 }
-                return;
-            }
-            if known {
-                return;
-            }
-            match self.get(&key) {
-                Ok(Some(_)) => {}
-                Ok(None) if intact => {
-                    report.unreachable.push(key);
-                    listed.insert(key);
+                if known {
+                    return;
                 }
-                // A damaged row the index does not know: its key may itself be damaged,
-                // so it is counted, not named.
-                Ok(None) => {
-                    untrusted.insert(key);
+                match self.get(&key) {
+                    Ok(Some(_)) => {}
+                    Ok(None) if intact => {
+                        report.unreachable.push(key);
+                        listed.insert(key);
+                    }
+                    // A damaged row the index does not know: its key may itself be damaged,
+                    // so it is counted, not named.
+                    Ok(None) => {
+                        untrusted.insert(key);
+                    }
+                    Err(_) => {
+                        report.corrupt.push(key);
+                        listed.insert(key);
+                    }
                 }
-                Err(_) => {
-                    report.corrupt.push(key);
-                    listed.insert(key);
-                }
-            }
-        });
+            },
+        );
         // The key indexes point at rows whose cells are too damaged to be read at all: a
         // full key index names them; a prefix index gives their rowids, and a row that
         // cannot be read there is counted (its key is lost with its cell).

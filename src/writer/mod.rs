@@ -20,6 +20,7 @@ mod batch;
 mod chunked;
 mod compact;
 mod generations;
+pub(crate) mod models;
 mod op;
 mod ops;
 pub(crate) mod pending;
@@ -30,8 +31,10 @@ mod stop;
 mod tx;
 mod upkeep;
 
+use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -43,11 +46,15 @@ use crate::db::first_generation::FirstGeneration;
 use crate::db::readers::Commits;
 use crate::db::schema::Schema;
 use crate::error::{Error, Result};
+use crate::key::Key;
 use crate::values::value_log::ValueLog;
-use crate::writer::pending::Pending;
+use crate::writer::pending::{Pending, Row};
 use crate::writer::pending_names::PendingNames;
 
 pub(crate) use chunked::{CommitChunked, Outgoing, PutChunks, Unhold};
+pub(crate) use models::{
+    Declare, Declared, GiveUp, Hold, HoldQuietly, OpenAssembly, PinModel, RemoveModel,
+};
 pub(crate) use op::{Answer, Message, Op, asked, unasked};
 pub(crate) use ops::{Dictionary, Flush, GzipCode, Name, Pin, Remove, SetMaxSize, Trim, Unname};
 pub(crate) use stop::Stop;
@@ -81,6 +88,12 @@ pub(crate) struct Shared {
     pub values: Option<ValueLog>,
     /// The generation of the key index reads ask first (`first_generation.rs`).
     pub first: FirstGeneration,
+    /// Roots of models that must not be read (incomplete, or being evicted): a save of
+    /// one never shows in the pending map (`writer/models.rs`).
+    withheld: RwLock<HashSet<Key>>,
+    /// Whether the object tables have their `model` column, committed: reads then record
+    /// a read of a member as a use of its model.
+    models: AtomicBool,
     stopped: Mutex<Option<Stop>>,
 }
 
@@ -95,6 +108,7 @@ impl Shared {
         uses: Uses,
         values: Option<ValueLog>,
     ) -> Self {
+        let models = schema.models;
         Shared {
             path,
             busy,
@@ -105,8 +119,70 @@ impl Shared {
             schema,
             values,
             first: FirstGeneration::default(),
+            withheld: RwLock::new(HashSet::new()),
+            models: AtomicBool::new(models),
             stopped: Mutex::new(None),
         }
+    }
+
+    /// Puts a saved row in the pending map, where every read sees it, unless it is the
+    /// root of a model that must not be read; whether it did. The check and the insert
+    /// hold the lock that hiding a root takes, so that a root is never pending while its
+    /// model misses a member.
+    pub(crate) fn show_pending(&self, row: &Row) -> bool {
+        let withheld = self.withheld.read().unwrap_or_else(|p| p.into_inner());
+        let shown = !withheld.contains(&row.key);
+        if shown {
+            self.pending.insert(row.clone());
+        }
+        shown
+    }
+
+    /// Whether `key` is the root of a model that must not be read (as far as this handle
+    /// knows: the writer settles it against the database).
+    pub(crate) fn withheld(&self, key: &Key) -> bool {
+        let withheld = self.withheld.read().unwrap_or_else(|p| p.into_inner());
+        !withheld.is_empty() && withheld.contains(key)
+    }
+
+    /// Keeps `key`, the root of a model that must not be read, out of the pending map from
+    /// now on, and takes it out now; inside the transaction that hides it, before its
+    /// commit.
+    pub(crate) fn withhold(&self, key: Key) {
+        let mut withheld = self.withheld.write().unwrap_or_else(|p| p.into_inner());
+        withheld.insert(key);
+        self.pending.forget(&key);
+    }
+
+    /// Lets `keys` be pending again (their models are complete, or gone): after the commit.
+    pub(crate) fn release_withheld(&self, keys: &[Key]) {
+        if keys.is_empty() {
+            return;
+        }
+        let mut withheld = self.withheld.write().unwrap_or_else(|p| p.into_inner());
+        for key in keys {
+            withheld.remove(key);
+        }
+    }
+
+    /// The roots that must not be read, as the database says (the writer, when another
+    /// connection may have changed them).
+    pub(crate) fn set_withheld(&self, keys: HashSet<Key>) {
+        let mut withheld = self.withheld.write().unwrap_or_else(|p| p.into_inner());
+        for key in &keys {
+            self.pending.forget(key);
+        }
+        *withheld = keys;
+    }
+
+    /// Whether the object tables have their `model` column (`writer/models.rs`).
+    pub(crate) fn models(&self) -> bool {
+        self.models.load(Ordering::Relaxed)
+    }
+
+    /// Notes that the stash has models, once the transaction that made them committed.
+    pub(crate) fn models_made(&self) {
+        self.models.store(true, Ordering::Relaxed);
     }
 
     /// Why the writer stopped, if it did.

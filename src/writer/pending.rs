@@ -27,6 +27,8 @@ pub(crate) struct Row {
     pub key: Key,
     pub raw_len: u64,
     pub data: Arc<Vec<u8>>,
+    /// The assembly it is saved into, if any (`writer/models.rs`).
+    pub model: Option<i64>,
 }
 
 #[derive(Debug)]
@@ -83,6 +85,15 @@ impl Pending {
         }
     }
 
+    /// Forgets the row of `key`, whichever save put it here: the root of a model that must
+    /// not be read leaves the map before the transaction that hides it commits.
+    pub(crate) fn forget(&self, key: &Key) {
+        let mut shard = self.shard(key);
+        if shard.remove(key).is_some() {
+            self.rows.fetch_sub(1, Ordering::Release);
+        }
+    }
+
     /// Forgets every row: used when the writer stops and they will never be committed.
     pub(crate) fn clear(&self) {
         for shard in &self.shards {
@@ -98,7 +109,12 @@ mod tests {
     use super::*;
 
     fn row(object: &[u8]) -> Row {
-        Row { key: Key::of(object), raw_len: object.len() as u64, data: Arc::new(object.to_vec()) }
+        Row {
+            key: Key::of(object),
+            raw_len: object.len() as u64,
+            data: Arc::new(object.to_vec()),
+            model: None,
+        }
     }
 
     #[test]

@@ -18,7 +18,7 @@ use super::batch::{self, Batch, Entry, JOURNAL_BUDGET, LINGER, Limit, MAX_BATCH_
 use super::op::{After, Message};
 use super::state::{Moves, Writer};
 use super::stop::{Failure, Stop, StopContext};
-use super::tx::{self, Tx};
+use super::tx::{self, Tx, Written};
 use super::{Shared, WriterConfig};
 use crate::cache::evict::{self, MAX_BATCH_BYTES};
 use crate::cache::uses;
@@ -26,8 +26,10 @@ use crate::db::format;
 use crate::db::key_filter::{self, KeyFilter};
 use crate::db::key_index::KeyIndex;
 use crate::db::meta;
+use crate::db::models;
 use crate::db::names;
 use crate::error::{Error, Result, sqlite_code};
+use crate::writer::models::Models;
 
 /// Tries of a kept batch after its senders are gone before the writer gives up on it.
 const TRIES_AT_CLOSE: u32 = 3;
@@ -83,6 +85,8 @@ impl Writer {
             filter: None,
             data_version: 0,
             quiet_rows: 0,
+            models: Models::default(),
+            models_seen: None,
         };
         writer.read_cap().map_err(Stop::into_error)?;
         Ok(writer)
@@ -226,10 +230,12 @@ impl Writer {
             // again under this transaction's lock.
             batch.tx.values = None;
             self.follow_filter(format)?;
+            self.follow_models(format)?;
         }
         let Batch { entries, written, tx: state, .. } = batch;
         let filter = self.filter.as_mut();
-        let mut tx = Tx { conn: &self.conn, shared: &self.shared, written: state, filter };
+        let models = &mut self.models;
+        let mut tx = Tx { conn: &self.conn, shared: &self.shared, written: state, filter, models };
         for entry in &mut entries[*written..] {
             match entry {
                 Entry::Save(row) => tx.queue_row(row.clone()),
@@ -258,6 +264,11 @@ impl Writer {
         self.conn.execute_batch("COMMIT").stop(|| "committing a batch".into())?;
         self.shared.commits.committed();
         batch.open = false;
+        self.models.apply(&mut batch.tx.models);
+        self.shared.release_withheld(&std::mem::take(&mut batch.tx.models.readable));
+        if self.models.on {
+            self.shared.models_made();
+        }
         if !self.shared.names.table_known() && names::table_exists(&self.conn)? {
             self.shared.names.table_made();
         }
@@ -314,6 +325,76 @@ impl Writer {
             self.quiet_rows = 0;
         }
         Ok(())
+    }
+
+    /// At the start of a write transaction of a stash in format `format`: whether the stash
+    /// has models, and, when another connection may have changed them, the keys models miss
+    /// and the roots that must not be read, as the database says.
+    pub(super) fn follow_models(&mut self, format: i64) -> Result<(), Failure> {
+        self.models.on = format >= format::MODELS;
+        if !self.models.on {
+            return Ok(());
+        }
+        let data_version: i64 = self
+            .conn
+            .query_row("PRAGMA data_version", [], |r| r.get(0))
+            .stop(|| "reading the data version".into())?;
+        if self.models_seen != Some(data_version) {
+            self.models.missing = models::every_missing(&self.conn)?.into_iter().collect();
+            let withheld = models::withheld_roots(&self.conn)?.into_iter().collect();
+            self.shared.set_withheld(withheld);
+            self.models_seen = Some(data_version);
+        }
+        Ok(())
+    }
+
+    /// Runs `work` in a write transaction of its own, on a [`Tx`] of the writer's, and
+    /// commits it with the totals it changed; what the writer knows of models follows.
+    pub(super) fn transaction_tx<T>(
+        &mut self,
+        work: impl FnOnce(&mut Tx<'_>) -> Result<T, Stop>,
+    ) -> Result<T, Failure> {
+        let format = self.begin()?;
+        if let Err(failure) = self.follow_models(format) {
+            let _ = self.conn.execute_batch("ROLLBACK");
+            return Err(failure);
+        }
+        let mut written = Written::default();
+        let done = (|| {
+            let filter = self.filter.as_mut();
+            let models = &mut self.models;
+            let mut tx = Tx {
+                conn: &self.conn,
+                shared: &self.shared,
+                written: &mut written,
+                filter,
+                models,
+            };
+            let value = work(&mut tx)?;
+            tx.write_run()?;
+            meta::add_totals(&self.conn, &written.totals)?;
+            if let Some(appender) = &mut written.values {
+                appender.record(&self.conn)?;
+            }
+            self.conn.execute_batch("COMMIT").stop(|| "committing".into())?;
+            Ok(value)
+        })();
+        match done {
+            Ok(value) => {
+                self.shared.commits.committed();
+                self.models.apply(&mut written.models);
+                self.shared.release_withheld(&written.models.readable);
+                if self.models.on {
+                    self.shared.models_made();
+                }
+                self.objects = self.objects.saturating_add_signed(written.totals.objects);
+                Ok(value)
+            }
+            Err(stop) => {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                Err(Failure::Fatal(stop))
+            }
+        }
     }
 
     /// Starts a write transaction: [`Failure::Busy`] when another handle kept the write

@@ -12,6 +12,7 @@ use rusqlite::Connection;
 use super::{Shared, Trim};
 use crate::db::key_filter::KeyFilter;
 use crate::report::stats::Evicted;
+use crate::writer::models::Models;
 
 /// What the writer thread owns.
 pub(super) struct Writer {
@@ -53,6 +54,11 @@ pub(super) struct Writer {
     /// New rows this writer has written since another connection last committed: a filter
     /// is built (again) once they are enough to pay for reading the indexes.
     pub(super) quiet_rows: u64,
+    /// What the writer knows of the stash's models (`writer/models.rs`).
+    pub(super) models: Models,
+    /// SQLite's `data_version` when the writer last read the models' state: another
+    /// connection's commit changes it.
+    pub(super) models_seen: Option<i64>,
 }
 
 /// The moves the writer owes.

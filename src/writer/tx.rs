@@ -20,12 +20,13 @@ use crate::cache::uses;
 use crate::db::key_filter::{KeyFilter, Lookup};
 use crate::db::meta::Delta;
 use crate::db::names::{self, NameForm, NameSql};
-use crate::db::row::PINNED;
+use crate::db::row::{MEMBER, PINNED};
 use crate::db::schema::{Insert, TableSql};
 use crate::key::Key;
 use crate::large::chunks;
 use crate::large::manifest;
 use crate::values::value_space::{self, Appender};
+use crate::writer::models::{ModelChanges, Models};
 use crate::writer::pending::Row;
 use crate::writer::pending_names::NameRow;
 
@@ -48,6 +49,8 @@ pub(crate) struct Written {
     /// Where this transaction appends to the file of values, once it has (`value_space.rs`);
     /// recorded before the commit.
     pub values: Option<Appender>,
+    /// What it changed of models, for the writer's memory once it commits.
+    pub models: ModelChanges,
 }
 
 impl Written {
@@ -64,6 +67,8 @@ pub(crate) struct Tx<'a> {
     pub written: &'a mut Written,
     /// The writer's filter of stored key prefixes, when it has one (`key_filter.rs`).
     pub filter: Option<&'a mut KeyFilter>,
+    /// The writer's memory of models (`writer/models.rs`).
+    pub models: &'a mut Models,
 }
 
 impl Tx<'_> {
@@ -120,9 +125,17 @@ impl Tx<'_> {
         if self.shared.values.is_some() && self.written.values.is_none() {
             self.written.values = Some(Appender::begin(self.conn)?);
         }
+        let mut assembled: Vec<(i64, u16, i64)> = Vec::new();
         for row in rows.iter() {
             let table = self.shared.schema.table(&row.key);
             let what = || format!("inserting {} into {}", row.key, table.name);
+            if self.kept_root(&row.key, row.raw_len as i64, &row.data)? {
+                // The root of a model that must not be read: kept with its model.
+                self.written.present.insert(row.key);
+                continue;
+            }
+            let tagged = row.model.filter(|_| self.models_on());
+            let used = if tagged.is_some() { MEMBER } else { now };
             let reserve = row.data.len() >= LARGE_ROW;
             let in_file =
                 row.data.len() < value_space::FILE_MAX && !manifest::is_manifest(&row.data);
@@ -131,19 +144,25 @@ impl Tx<'_> {
                 _ => None,
             };
             let value: &[u8] = if place.is_some() { &[] } else { &row.data };
-            let how = Insert { reserve, lookup: self.lookup(&row.key), place };
+            let how = Insert { reserve, lookup: self.lookup(&row.key), place, model: tagged };
             let added = if reserve {
-                Self::insert_large(self.conn, row, table, now, how)
+                Self::insert_large(self.conn, row, table, used, how)
             } else {
-                table.add(self.conn, &row.key, row.raw_len as i64, value, now, how)
+                table.add(self.conn, &row.key, row.raw_len as i64, value, used, how)
             }
             .stop(what)?;
             self.note_added(&row.key, added);
             if added == 1 {
+                let rowid = self.conn.last_insert_rowid();
                 let totals = &mut self.written.totals;
                 totals.objects += 1;
                 totals.raw_bytes += row.raw_len as i64;
                 totals.stored_bytes += row.data.len() as i64;
+                if let Some(assembly) = tagged {
+                    let index = self.shared.schema.layout.table_of(&row.key) as u16;
+                    assembled.push((assembly, index, rowid));
+                }
+                self.stored_member(&row.key, rowid, row.data.len() as i64, tagged)?;
             } else {
                 if let (Some(appender), Some(place)) = (&mut self.written.values, place) {
                     appender.unplace(place);
@@ -155,7 +174,7 @@ impl Tx<'_> {
         if let (Some(log), Some(appender)) = (&self.shared.values, &mut self.written.values) {
             appender.write(log)?;
         }
-        Ok(())
+        self.assembled(assembled)
     }
 
     /// Inserts a large row without handing SQLite a copy of its value: the row is inserted
@@ -212,6 +231,13 @@ impl Tx<'_> {
                 let (_, insert) = current.as_mut().expect("prepared above");
                 insert.execute(params![&name[..], key]).stop(what)?
             };
+            if added == 0 && !is_present && self.models_on() && self.shared.withheld(&row.key) {
+                // The root of a model that must not be read yet, kept with its model: its
+                // name waits with it.
+                let added = known.execute(params![&name[..], key]).stop(what)?;
+                self.written.totals.names += added as i64;
+                continue;
+            }
             if added == 1 {
                 self.written.totals.names += 1;
                 continue;
@@ -238,20 +264,26 @@ impl Tx<'_> {
         self.written.present.remove(key);
         let table = self.shared.schema.table(key);
         let what = || format!("removing {key} from {}", table.name);
-        let mut stmt =
-            self.conn.prepare_cached(&table.delete).stop(|| "preparing a delete".into())?;
+        let delete = if self.models_on() { &table.models.delete } else { &table.delete };
+        let mut stmt = self.conn.prepare_cached(delete).stop(|| "preparing a delete".into())?;
         let mut rows = stmt.query([&key.as_bytes()[..]]).stop(what)?;
         let mut removed = false;
         let mut manifest = None;
         let mut rowid = None;
         let mut place = None;
+        let mut home = None;
+        let mut stored_len = 0;
         while let Some(row) = rows.next().stop(what)? {
-            let row = table.delete.columns.read(row);
+            let row = delete.columns.read(row);
+            if self.models.on {
+                home = row.model().stop(what)?;
+            }
             let (raw, stored, used) =
                 (row.raw_len().stop(what)?, row.stored_len().stop(what)?, row.used().stop(what)?);
             manifest = row.manifest().stop(what)?.map(|m| (raw, m));
             rowid = Some(row.rowid().stop(what)?);
             place = row.place().stop(what)?;
+            stored_len = stored;
             let totals = &mut self.written.totals;
             totals.objects -= 1;
             totals.raw_bytes -= raw;
@@ -278,6 +310,9 @@ impl Tx<'_> {
         if let Some((raw, manifest)) = manifest {
             chunks::release_stored(self.conn, key, raw, &manifest, &mut self.written.totals)
                 .stop(|| format!("releasing the chunks of {key}"))?;
+        }
+        if let (Some(home), Some(rowid)) = (home, rowid) {
+            self.lost_member(key, rowid, home, stored_len)?;
         }
         if removed && names {
             let mut stmt = self
@@ -315,10 +350,11 @@ impl Tx<'_> {
     pub(crate) fn unpin(&mut self, key: &Key) -> Result<bool, Stop> {
         let table = self.shared.schema.table(key);
         let what = || format!("unpinning {key}");
-        let mut stmt = self.conn.prepare_cached(&table.unpin).stop(what)?;
+        let unpin = if self.models_on() { &table.models.unpin } else { &table.unpin };
+        let mut stmt = self.conn.prepare_cached(unpin).stop(what)?;
         let pinned = stmt
             .query_row(params![&key.as_bytes()[..], uses::now()], |r| {
-                table.unpin.columns.read(r).stored_len()
+                unpin.columns.read(r).stored_len()
             })
             .optional()
             .stop(what)?;
@@ -335,6 +371,11 @@ impl Tx<'_> {
 /// Uses are a hint for eviction, not data: one that cannot be written (a damaged index
 /// that the next open will rebuild) is logged and dropped, never a reason to stop writing.
 pub(crate) fn write_uses(conn: &Connection, shared: &Shared, apart: bool) {
+    for (model, used) in shared.uses.take_models() {
+        if let Err(e) = crate::db::models::touch(conn, model, used) {
+            log::warn!("objstash: the use of a model could not be recorded: {e}");
+        }
+    }
     for (key, used) in shared.uses.take(apart) {
         let table = shared.schema.table(&key);
         let sql = if apart { &table.apart.record } else { &table.touch };

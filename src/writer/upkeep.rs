@@ -11,7 +11,7 @@ use super::tx;
 use crate::cache::evict::{self, EVICT_ROWS, Marks, Space, VACUUM_PAGES};
 use crate::cache::uses;
 use crate::db::meta;
-use crate::db::meta::Delta;
+use crate::db::models;
 use crate::db::names;
 use crate::db::use_table;
 use crate::error::sqlite_code;
@@ -75,6 +75,11 @@ impl Writer {
                 Err(Failure::Fatal(stop)) => return Err(stop),
             }
         }
+        match self.finish_model_eviction() {
+            Ok(Some(_)) => return Ok(true),
+            Ok(None) | Err(Failure::Busy) => {}
+            Err(Failure::Fatal(stop)) => return Err(stop),
+        }
         let space = self.space()?;
         let now = uses::now();
         if let Some(marks) = self.marks() {
@@ -88,7 +93,7 @@ impl Writer {
                 let mut space = space;
                 for _ in 0..EVICT_STEPS {
                     let need = (space.in_use() - marks.low).min(marks.batch_bytes as u64);
-                    match self.evict(self.spared_since(now), self.stored_for(need, &space)?) {
+                    match self.evict(self.spared_since(now), self.stored_for(need, &space)?, true) {
                         Ok(evicted) => self.evicting = evicted.objects > 0,
                         Err(Failure::Busy) => self.evicting = false,
                         Err(Failure::Fatal(stop)) => return Err(stop),
@@ -174,12 +179,20 @@ impl Writer {
     /// One step of the first one-off eviction; answers it once it is done.
     fn job_step(&mut self) -> Result<(), Failure> {
         let now = uses::now();
+        // A model whose eviction started goes whole before anything else.
+        if let Some(step) = self.finish_model_eviction()? {
+            if let Some(job) = self.jobs.front_mut() {
+                job.done.objects += step.objects;
+                job.done.stored_bytes += step.stored_bytes;
+            }
+            return Ok(());
+        }
         let job = self.jobs.front().expect("a job is under way");
         let (unused_before, max_size, aged_out) =
             (job.trim.unused_before, job.trim.max_size, job.aged_out);
         let step = match (unused_before, max_size) {
             (Some(before), _) if !aged_out => {
-                let evicted = self.evict(before.min(self.spared_since(now)), u64::MAX)?;
+                let evicted = self.evict(before.min(self.spared_since(now)), u64::MAX, false)?;
                 if evicted.objects == 0 {
                     self.jobs[0].aged_out = true;
                 }
@@ -190,7 +203,7 @@ impl Writer {
                 if space.in_use() > size {
                     let need = (space.in_use() - size).min(self.step_pages() * space.page_size);
                     let need = self.stored_for(need, &space)?;
-                    let evicted = self.evict(self.spared_since(now), need)?;
+                    let evicted = self.evict(self.spared_since(now), need, true)?;
                     if evicted.objects == 0 {
                         self.finish_job();
                     }
@@ -337,34 +350,60 @@ impl Writer {
     }
 
     /// Evicts, in one transaction, the least recently used unpinned objects used before
-    /// `before`, up to `stored_bytes` of them (and [`EVICT_ROWS`] rows), with their names.
-    fn evict(&mut self, before: i64, stored_bytes: u64) -> Result<Evicted, Failure> {
+    /// `before`, up to `stored_bytes` of them (and [`EVICT_ROWS`] rows), with their names:
+    /// loose objects one by one, models whole (`writer/models.rs`), the most recently used
+    /// model never if `keep_newest` (a model larger than the cap stays until another needs
+    /// the room).
+    fn evict(
+        &mut self,
+        before: i64,
+        stored_bytes: u64,
+        keep_newest: bool,
+    ) -> Result<Evicted, Failure> {
         self.index_removals()?;
-        let evicted = self.transaction(|writer| {
+        let uses_apart = self.uses_apart();
+        self.transaction_tx(|tx| {
             // Uses recorded in memory first, and those recorded apart folded into the rows,
             // so that they count.
-            tx::write_uses(&writer.conn, &writer.shared, writer.uses_apart());
-            let uses = &writer.shared.uses;
-            let schema = &writer.shared.schema;
+            tx::write_uses(tx.conn, tx.shared, uses_apart);
+            let schema = &tx.shared.schema;
             if schema.uses_apart {
-                use_table::fold(&writer.conn, schema.tables.iter().map(|t| &t.apart))?;
+                use_table::fold(tx.conn, schema.tables.iter().map(|t| &t.apart))?;
             }
+            if tx.models_on()
+                && let Some(evicted) = tx.evict_model(before, stored_bytes, keep_newest)?
+            {
+                return Ok(evicted);
+            }
+            let uses = &tx.shared.uses;
             let recent = |key: &Key| uses.recorded(key).is_some_and(|used| used >= before);
-            let victims =
-                evict::oldest(&writer.conn, schema, before, EVICT_ROWS, stored_bytes, recent)
-                    .stop(|| "choosing objects to evict".into())?;
+            let victims = evict::oldest(tx.conn, schema, before, EVICT_ROWS, stored_bytes, recent)
+                .stop(|| "choosing objects to evict".into())?;
             if victims.is_empty() {
                 return Ok(Evicted::default());
             }
-            let names = writer.shared.names.table_known() || names::table_exists(&writer.conn)?;
-            let mut delta = Delta::default();
-            evict::delete(&writer.conn, schema, &victims, names, &mut delta)
+            let names = tx.shared.names.table_known() || names::table_exists(tx.conn)?;
+            let delta = &mut tx.written.totals;
+            let (evicted, bytes) = (delta.evicted, delta.evicted_bytes);
+            evict::delete(tx.conn, schema, &victims, names, delta)
                 .stop(|| "evicting objects".into())?;
-            meta::add_totals(&writer.conn, &delta)?;
-            Ok(Evicted { objects: delta.evicted as u64, stored_bytes: delta.evicted_bytes as u64 })
-        })?;
-        self.objects = self.objects.saturating_sub(evicted.objects);
-        Ok(evicted)
+            Ok(Evicted {
+                objects: (delta.evicted - evicted) as u64,
+                stored_bytes: (delta.evicted_bytes - bytes) as u64,
+            })
+        })
+    }
+
+    /// One step of the eviction of a model under way, if there is one: started by a cap or
+    /// a trim, it goes on whatever the stash's size, until the model is gone whole.
+    fn finish_model_eviction(&mut self) -> Result<Option<Evicted>, Failure> {
+        if !self.models.on && !self.shared.models() {
+            return Ok(None);
+        }
+        if !models::evicting(&self.conn).map_err(Stop::from)? {
+            return Ok(None);
+        }
+        self.transaction_tx(|tx| tx.evict_model(i64::MAX, u64::MAX, false))
     }
 
     /// Builds the indexes removals read (of uses, and of names by key), unless the stash

@@ -18,6 +18,7 @@ mod fuzz_read_path;
 mod gzip_code;
 mod large;
 mod layouts_agree;
+mod models;
 mod names;
 mod owned;
 mod read_your_writes;

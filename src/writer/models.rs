@@ -1,0 +1,841 @@
+//! The writer's side of models (`db/models.rs`): a declaration lists a model's members, an
+//! assembly holds objects for a model whose root has not come yet, an insert of a member a
+//! model misses completes it, a delete of a member makes its models incomplete, and a root
+//! that must not be read is kept with its model instead of in the object table. Each
+//! happens inside the transaction that changes the rows, so that every snapshot keeps the
+//! invariant of `db/models.rs`.
+//!
+//! A model counts as `missing` every member (its root included) that is neither in the
+//! object table nor, for the root, kept with the model: it is complete, and its root in
+//! the object table, exactly when none is missing.
+//!
+//! The writer's memory of models is a hint that the database settles: the keys some model
+//! misses (an insert of one asks `objstash_model_missing`). The roots that must not be
+//! read are in `Shared`, where producers look before a save shows in the pending map.
+
+use std::collections::HashSet;
+
+use rusqlite::{OptionalExtension, params};
+
+use super::op::Request;
+use super::stop::{Stop, StopContext};
+use super::tx::Tx;
+use crate::cache::evict::EVICT_ROWS;
+use crate::cache::uses;
+use crate::db::models::{self, HiddenRoot, ModelRow, State};
+use crate::db::row::{MEMBER, PINNED, Place};
+use crate::db::runs::Runs;
+use crate::db::schema::Insert;
+use crate::key::Key;
+use crate::large::chunks;
+use crate::report::stats::Evicted;
+use crate::values::value_space;
+
+/// What the writer knows of the stash's models between transactions.
+#[derive(Debug, Default)]
+pub(crate) struct Models {
+    /// Whether the stash has models (its format says so at the transaction's start, or the
+    /// transaction made the first).
+    pub on: bool,
+    /// Keys some model misses (a superset of what the database says).
+    pub missing: HashSet<Key>,
+}
+
+/// What a transaction changed of models, applied to the writer's memory once it commits
+/// (a transaction rolled back leaves the memory as it was).
+#[derive(Debug, Default)]
+pub(crate) struct ModelChanges {
+    /// Keys models miss now.
+    pub missing: Vec<Key>,
+    /// Roots that may be read again.
+    pub readable: Vec<Key>,
+}
+
+impl Models {
+    /// Applies what a committed transaction changed.
+    pub(crate) fn apply(&mut self, changes: &mut ModelChanges) {
+        self.missing.extend(changes.missing.drain(..));
+    }
+}
+
+/// What a declaration found: the model's members and how many are not stored.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Declared {
+    pub objects: u64,
+    pub missing: u64,
+}
+
+/// A row found by key.
+struct Found {
+    rowid: i64,
+    /// Its home model.
+    model: Option<i64>,
+    stored_len: i64,
+}
+
+impl Tx<'_> {
+    /// Whether the stash has models.
+    pub(crate) fn models_on(&self) -> bool {
+        self.models.on
+    }
+
+    /// The index of `key`'s table in the layout.
+    fn table_of(&self, key: &Key) -> u16 {
+        self.shared.schema.layout.table_of(key) as u16
+    }
+
+    /// The row of `key`, if stored.
+    fn find(&self, key: &Key) -> Result<Option<Found>, Stop> {
+        let table = self.shared.schema.table(key);
+        let sql = &table.models.find;
+        self.conn
+            .prepare_cached(sql)
+            .and_then(|mut stmt| {
+                stmt.query_row([&key.as_bytes()[..]], |r| {
+                    let row = sql.columns.read(r);
+                    Ok(Found {
+                        rowid: row.rowid()?,
+                        model: row.model()?,
+                        stored_len: row.stored_len()?,
+                    })
+                })
+                .optional()
+            })
+            .stop(|| format!("looking {key} up in {}", table.name))
+    }
+
+    /// The key and last use of row `rowid` of table `table`, with its home model.
+    fn row_at(&self, table: u16, rowid: i64) -> Result<Option<(Key, i64, Option<i64>)>, Stop> {
+        let table = &self.shared.schema.tables[usize::from(table)];
+        let sql = &table.models.by_rowid;
+        let row = self
+            .conn
+            .prepare_cached(sql)
+            .and_then(|mut stmt| {
+                stmt.query_row([rowid], |r| {
+                    let row = sql.columns.read(r);
+                    Ok((row.key()?, row.used()?, row.model()?))
+                })
+                .optional()
+            })
+            .stop(|| format!("reading row {rowid} of {}", table.name))?;
+        Ok(row.and_then(|(key, used, model)| Some((key?, used, model))))
+    }
+
+    /// Gives the stash its model tables, the object tables their `model` column and the
+    /// format its version, unless it has them.
+    fn ensure_models(&mut self) -> Result<(), Stop> {
+        if !self.models.on {
+            models::ensure(self.conn)?;
+            self.shared.schema.add_model_columns(self.conn)?;
+            self.models.on = true;
+        }
+        Ok(())
+    }
+
+    /// Before a row of `key` is inserted: whether it must not go into the object table,
+    /// being the root of a model that is incomplete or being evicted. Such a save is kept
+    /// with its model, or completes it.
+    pub(crate) fn kept_root(&mut self, key: &Key, raw_len: i64, data: &[u8]) -> Result<bool, Stop> {
+        if !self.models.on || !self.shared.withheld(key) {
+            return Ok(false);
+        }
+        let Some(mut model) = models::by_root(self.conn, key)? else { return Ok(false) };
+        if !matches!(model.state, State::Incomplete | State::Evicting) {
+            return Ok(false);
+        }
+        let kept = models::hidden_root(self.conn, model.id, false)?.is_some();
+        if model.state == State::Incomplete && !kept && model.missing == 1 {
+            // The root was all the model missed: it goes into the object table as its
+            // member, and the model is complete.
+            return Ok(false);
+        }
+        if !kept {
+            models::hide_root(
+                self.conn,
+                model.id,
+                &HiddenRoot { raw_len, data: data.to_vec(), place: None },
+            )?;
+            if model.state == State::Incomplete {
+                models::missing_in(self.conn, key, true)?;
+                model.missing = model.missing.saturating_sub(1);
+                models::update(self.conn, &model)?;
+            }
+        }
+        Ok(true)
+    }
+
+    /// After `key` was inserted at `rowid` (into model `home`, if tagged): records it in
+    /// the models that miss it, which may complete them.
+    pub(crate) fn stored_member(
+        &mut self,
+        key: &Key,
+        rowid: i64,
+        stored_len: i64,
+        home: Option<i64>,
+    ) -> Result<(), Stop> {
+        if !self.models.on || !self.models.missing.contains(key) {
+            return Ok(());
+        }
+        let table = self.table_of(key);
+        let mut home = home;
+        for id in models::missing_in(self.conn, key, true)? {
+            let Some(mut model) = models::by_id(self.conn, id)? else { continue };
+            if home.is_none() {
+                self.tag(key, rowid, id)?;
+                home = Some(id);
+            }
+            model.runs.insert(table, rowid);
+            model.missing = model.missing.saturating_sub(1);
+            model.bytes += stored_len.max(0) as u64;
+            if model.missing == 0 && model.state == State::Incomplete {
+                self.complete(&mut model)?;
+            }
+            models::update(self.conn, &model)?;
+        }
+        Ok(())
+    }
+
+    /// Adds the rows inserted into assemblies, `(assembly, table, rowid)`, to their runs.
+    pub(crate) fn assembled(&mut self, mut rows: Vec<(i64, u16, i64)>) -> Result<(), Stop> {
+        rows.sort_unstable();
+        for group in rows.chunk_by(|a, b| a.0 == b.0) {
+            let Some(mut model) = models::by_id(self.conn, group[0].0)? else { continue };
+            for &(_, table, rowid) in group {
+                model.runs.insert(table, rowid);
+            }
+            models::update(self.conn, &model)?;
+        }
+        Ok(())
+    }
+
+    /// Makes the loose row of `key` at `rowid` a member of model `id`.
+    fn tag(&self, key: &Key, rowid: i64, id: i64) -> Result<(), Stop> {
+        let sql = &self.shared.schema.table(key).models.tag;
+        self.conn
+            .prepare_cached(sql)
+            .and_then(|mut stmt| stmt.execute(params![rowid, id]))
+            .stop(|| format!("making {key} a member of model {id}"))?;
+        Ok(())
+    }
+
+    /// A model that misses nothing: its root, if kept with it, goes into the object table.
+    fn complete(&mut self, model: &mut ModelRow) -> Result<(), Stop> {
+        let Some(root) = model.root else { return Ok(()) };
+        if let Some(hidden) = models::hidden_root(self.conn, model.id, true)?
+            && let Some(rowid) = self.put_root(&root, &hidden, Some(model.id))?
+        {
+            model.runs.insert(self.table_of(&root), rowid);
+        }
+        model.state = State::Complete;
+        self.written.models.readable.push(root);
+        Ok(())
+    }
+
+    /// Inserts a root kept apart back into the object table (a member of `model`, or
+    /// loose); its rowid if it was not there.
+    fn put_root(
+        &mut self,
+        root: &Key,
+        hidden: &HiddenRoot,
+        model: Option<i64>,
+    ) -> Result<Option<i64>, Stop> {
+        let table = self.shared.schema.table(root);
+        let place = hidden.place.and_then(Place::unpack);
+        let how = Insert { lookup: self.lookup(root), place, model, ..Insert::VALUE };
+        let used = if model.is_some() { MEMBER } else { uses::now() };
+        let added = table
+            .add(self.conn, root, hidden.raw_len, &hidden.data, used, how)
+            .stop(|| format!("putting the root {root} back"))?;
+        self.note_added(root, added);
+        if added == 0 {
+            return Ok(None);
+        }
+        let totals = &mut self.written.totals;
+        totals.objects += 1;
+        totals.raw_bytes += hidden.raw_len;
+        totals.stored_bytes += place.map_or(hidden.data.len(), |p| p.len) as i64;
+        Ok(Some(self.conn.last_insert_rowid()))
+    }
+
+    /// Keeps a model's root out of the object table: its row moves into the model's row,
+    /// and producers keep the root out of the pending map from now on.
+    fn hide(&mut self, model: &mut ModelRow) -> Result<(), Stop> {
+        let Some(root) = model.root else { return Ok(()) };
+        self.shared.withhold(root);
+        let Some(found) = self.find(&root)? else { return Ok(()) };
+        let table = self.shared.schema.table(&root);
+        let sql = &table.models.by_rowid;
+        let (raw_len, data, place) = self
+            .conn
+            .prepare_cached(sql)
+            .and_then(|mut stmt| {
+                stmt.query_row([found.rowid], |r| {
+                    let row = sql.columns.read(r);
+                    Ok((row.raw_len()?, row.data()?.to_vec(), row.packed_place()?))
+                })
+            })
+            .stop(|| format!("reading the root {root}"))?;
+        models::hide_root(self.conn, model.id, &HiddenRoot { raw_len, data, place })?;
+        // The row goes; its value, chunks and names stay with the kept root.
+        self.take(&root, found.rowid, true)?;
+        model.runs.remove(self.table_of(&root), found.rowid);
+        Ok(())
+    }
+
+    /// Deletes the row of `key` at `rowid` with what hangs on it (its key index entry, its
+    /// chunks; unless `kept`, its names and its value in the file of values), counting it
+    /// out of the totals; its stored bytes, or `None` if it was gone. A root kept with its
+    /// model (`kept`) keeps its names and its value.
+    fn take(&mut self, key: &Key, rowid: i64, kept: bool) -> Result<Option<i64>, Stop> {
+        let table = self.shared.schema.table(key);
+        let what = || format!("removing {key} from {}", table.name);
+        let sql = &table.models.take;
+        let taken = self
+            .conn
+            .prepare_cached(sql)
+            .and_then(|mut stmt| {
+                stmt.query_row([rowid], |r| {
+                    let row = sql.columns.read(r);
+                    Ok((
+                        row.raw_len()?,
+                        row.stored_len()?,
+                        row.used()?,
+                        row.manifest()?,
+                        row.place()?,
+                    ))
+                })
+                .optional()
+            })
+            .stop(what)?;
+        let Some((raw, stored, used, manifest, place)) = taken else { return Ok(None) };
+        table.unindex(self.conn, key, rowid).stop(what)?;
+        if self.shared.schema.uses_apart {
+            self.conn
+                .prepare_cached(&table.apart.forget)
+                .and_then(|mut stmt| stmt.execute([rowid]))
+                .stop(what)?;
+        }
+        if !kept && let Some(place) = place {
+            value_space::free(self.conn, place).stop(what)?;
+        }
+        let totals = &mut self.written.totals;
+        totals.objects -= 1;
+        totals.raw_bytes -= raw;
+        totals.stored_bytes -= stored;
+        if used == PINNED {
+            totals.pinned -= 1;
+            totals.pinned_bytes -= stored;
+        }
+        if let Some(manifest) = manifest.filter(|_| !kept) {
+            chunks::release_stored(self.conn, key, raw, &manifest, &mut self.written.totals)
+                .stop(|| format!("releasing the chunks of {key}"))?;
+        }
+        if !kept && self.names_table()? {
+            let gone = self
+                .conn
+                .prepare_cached(crate::db::names::NameSql::DELETE_BY_KEY)
+                .and_then(|mut stmt| stmt.execute([&key.as_bytes()[..]]))
+                .stop(|| format!("removing the names of {key}"))?;
+            self.written.totals.names -= gone as i64;
+        }
+        Ok(Some(stored))
+    }
+
+    /// After the row of `key` at `rowid`, whose home model was `home`, was deleted: every
+    /// model that listed it misses it now and keeps its root out of the object table.
+    pub(crate) fn lost_member(
+        &mut self,
+        key: &Key,
+        rowid: i64,
+        home: i64,
+        stored: i64,
+    ) -> Result<(), Stop> {
+        let table = self.table_of(key);
+        for mut model in models::all(self.conn)? {
+            if !model.runs.remove(table, rowid) && model.id != home {
+                continue;
+            }
+            match model.state {
+                State::Assembling | State::Evicting => {}
+                State::Complete | State::Incomplete => {
+                    models::add_missing(self.conn, model.id, key)?;
+                    self.written.models.missing.push(*key);
+                    model.missing += 1;
+                    model.bytes = model.bytes.saturating_sub(stored.max(0) as u64);
+                    if model.state == State::Complete {
+                        model.state = State::Incomplete;
+                        if model.root == Some(*key) {
+                            self.shared.withhold(*key);
+                        } else {
+                            self.hide(&mut model)?;
+                        }
+                    }
+                }
+            }
+            models::update(self.conn, &model)?;
+        }
+        Ok(())
+    }
+
+    /// Makes the row at `rowid` of table `table` loose again if its home is `model`,
+    /// unless another model lists it, which becomes its home.
+    fn untag(&mut self, table: u16, rowid: i64, model: i64, now: i64) -> Result<(), Stop> {
+        let Some((_, _, home)) = self.row_at(table, rowid)? else { return Ok(()) };
+        if home != Some(model) {
+            return Ok(());
+        }
+        let other = models::all(self.conn)?
+            .into_iter()
+            .find(|m| m.id != model && m.runs.contains(table, rowid))
+            .map(|m| m.id);
+        let sql_table = &self.shared.schema.tables[usize::from(table)];
+        let (sql, value) = match other {
+            Some(other) => (&sql_table.models.rehome, other),
+            None => (&sql_table.models.untag, now),
+        };
+        self.conn
+            .prepare_cached(sql)
+            .and_then(|mut stmt| stmt.execute(params![rowid, value]))
+            .stop(|| format!("letting row {rowid} of {} go", sql_table.name))?;
+        Ok(())
+    }
+
+    /// Ends a model and keeps its objects: each row whose home it is goes to another model
+    /// that lists it, or back to being loose; a root kept with it goes back into the object
+    /// table.
+    fn release(&mut self, model: ModelRow) -> Result<(), Stop> {
+        let now = uses::now();
+        for (table, rowid) in model.runs.rows() {
+            self.untag(table, rowid, model.id, now)?;
+        }
+        if let Some(root) = model.root {
+            if let Some(hidden) = models::hidden_root(self.conn, model.id, true)? {
+                self.put_root(&root, &hidden, None)?;
+            }
+            self.written.models.readable.push(root);
+        }
+        models::delete(self.conn, model.id)?;
+        Ok(())
+    }
+
+    /// Declares `root` a model of `members` (the root need not be listed), taking over the
+    /// assembly `assembly` if given and replacing an earlier declaration of `root`.
+    pub(crate) fn declare(
+        &mut self,
+        root: &Key,
+        members: &[Key],
+        name: Option<Vec<u8>>,
+        assembly: Option<i64>,
+    ) -> Result<Declared, Stop> {
+        self.write_run()?;
+        self.ensure_models()?;
+        let now = uses::now();
+        if let Some(earlier) = models::by_root(self.conn, root)?
+            && Some(earlier.id) != assembly
+        {
+            self.release(earlier)?;
+        }
+        let existing = match assembly {
+            Some(id) => models::by_id(self.conn, id)?,
+            None => None,
+        };
+        let mut model = match existing {
+            Some(model) => model,
+            None => {
+                let id = models::insert(self.conn, None, State::Assembling, now)?;
+                models::by_id(self.conn, id)?.expect("inserted above")
+            }
+        };
+        let id = model.id;
+        let held = std::mem::take(&mut model.runs);
+        let mut listed = Vec::with_capacity(members.len() + 1);
+        let mut seen = HashSet::with_capacity(members.len() + 1);
+        for key in members.iter().chain(std::iter::once(root)) {
+            if seen.insert(*key) {
+                listed.push(*key);
+            }
+        }
+        let mut declared = Declared { objects: listed.len() as u64, missing: 0 };
+        let (mut bytes, mut root_stored) = (0u64, false);
+        for key in &listed {
+            match self.find(key)? {
+                Some(found) => {
+                    if found.model.is_none() {
+                        self.tag(key, found.rowid, id)?;
+                    }
+                    model.runs.insert(self.table_of(key), found.rowid);
+                    bytes += found.stored_len.max(0) as u64;
+                    root_stored |= key == root;
+                }
+                None => {
+                    models::add_missing(self.conn, id, key)?;
+                    self.written.models.missing.push(*key);
+                    declared.missing += 1;
+                }
+            }
+        }
+        // Rows the assembly held that the model does not list go back to being loose.
+        for (table, rowid) in held.rows() {
+            if !model.runs.contains(table, rowid) {
+                self.untag(table, rowid, id, now)?;
+            }
+        }
+        model.root = Some(*root);
+        model.name = name;
+        model.objects = declared.objects;
+        model.missing = declared.missing;
+        model.bytes = bytes;
+        model.used = now;
+        if declared.missing == 0 {
+            model.state = State::Complete;
+            self.written.models.readable.push(*root);
+        } else {
+            model.state = State::Incomplete;
+            if root_stored {
+                self.hide(&mut model)?;
+            } else {
+                self.shared.withhold(*root);
+            }
+        }
+        models::update(self.conn, &model)?;
+        Ok(declared)
+    }
+
+    /// Holds `keys` for the assembly `id`: each stored one becomes a member of it (and stays
+    /// until the root is declared or the assembly given up); whether each is stored.
+    fn hold(&mut self, id: i64, keys: &[Key]) -> Result<Vec<bool>, Stop> {
+        self.write_run()?;
+        let Some(mut model) = models::by_id(self.conn, id)? else {
+            return Ok(vec![false; keys.len()]);
+        };
+        let mut stored = Vec::with_capacity(keys.len());
+        for key in keys {
+            match self.find(key)? {
+                Some(found) => {
+                    if found.model.is_none() {
+                        self.tag(key, found.rowid, id)?;
+                    }
+                    model.runs.insert(self.table_of(key), found.rowid);
+                    stored.push(true);
+                }
+                None => stored.push(false),
+            }
+        }
+        model.used = uses::now();
+        models::update(self.conn, &model)?;
+        Ok(stored)
+    }
+
+    /// Gives an assembly up: what it held goes back to being loose (or to another model).
+    fn give_up(&mut self, id: i64) -> Result<(), Stop> {
+        self.write_run()?;
+        if let Some(model) = models::by_id(self.conn, id)?
+            && model.state == State::Assembling
+        {
+            self.release(model)?;
+        }
+        Ok(())
+    }
+
+    /// Removes a model: its root and every member no other model lists (pinned ones stay,
+    /// loose); whether there was such a model.
+    fn remove_model(&mut self, root: &Key) -> Result<bool, Stop> {
+        self.write_run()?;
+        if !self.models.on {
+            return Ok(false);
+        }
+        let Some(model) = models::by_root(self.conn, root)? else { return Ok(false) };
+        let others = others_runs(self, model.id)?;
+        let now = uses::now();
+        for (table, rowid) in model.runs.rows() {
+            let Some((key, used, _)) = self.row_at(table, rowid)? else { continue };
+            if others.contains(table, rowid) || used == PINNED {
+                self.untag(table, rowid, model.id, now)?;
+            } else {
+                self.take(&key, rowid, false)?;
+            }
+        }
+        self.drop_kept_root(model.id, root)?;
+        self.release(ModelRow { runs: Runs::default(), ..model })?;
+        Ok(true)
+    }
+
+    /// Pins (or unpins) the model of `root`: a pinned model is never evicted; whether there
+    /// is such a model.
+    fn pin_model(&mut self, root: &Key, pin: bool) -> Result<bool, Stop> {
+        self.write_run()?;
+        if !self.models.on {
+            return Ok(false);
+        }
+        let Some(mut model) = models::by_root(self.conn, root)? else { return Ok(false) };
+        model.pinned = pin;
+        if !pin {
+            model.used = model.used.max(uses::now());
+        }
+        models::update(self.conn, &model)?;
+        Ok(true)
+    }
+}
+
+impl Tx<'_> {
+    /// One step of eviction by model, if a model goes before any loose object: the next
+    /// rows of the model being evicted, or the start of the least recently used model's
+    /// eviction (its root first, so that it reads as absent from then on). Models used at
+    /// or after `before`, pinned ones, assemblies, and with `keep_newest` the most recently
+    /// used one, stay. `None` when the next to go is a loose object.
+    pub(crate) fn evict_model(
+        &mut self,
+        before: i64,
+        stored_bytes: u64,
+        keep_newest: bool,
+    ) -> Result<Option<Evicted>, Stop> {
+        let all = models::all(self.conn)?;
+        let mut model = match all.iter().find(|m| m.state == State::Evicting) {
+            Some(model) => model.clone(),
+            None => {
+                let newest = all
+                    .iter()
+                    .filter(|m| m.state != State::Assembling)
+                    .max_by_key(|m| (m.used, m.id))
+                    .map(|m| m.id);
+                let Some(candidate) = all
+                    .iter()
+                    .filter(|m| matches!(m.state, State::Complete | State::Incomplete))
+                    .filter(|m| !m.pinned && m.used < before)
+                    .filter(|m| !keep_newest || Some(m.id) != newest)
+                    .min_by_key(|m| (m.used, m.id))
+                else {
+                    return Ok(None);
+                };
+                if self.oldest_loose_use()?.is_some_and(|loose| loose < candidate.used) {
+                    return Ok(None);
+                }
+                let mut model = candidate.clone();
+                self.start_eviction(&mut model)?;
+                model
+            }
+        };
+        let others = others_runs(self, model.id)?;
+        let now = uses::now();
+        let (before_objects, before_bytes) =
+            (self.written.totals.evicted, self.written.totals.evicted_bytes);
+        let step: Vec<(u16, i64)> = model.runs.rows().take(EVICT_ROWS).collect();
+        let mut taken_bytes = 0u64;
+        for (table, rowid) in step {
+            if taken_bytes >= stored_bytes {
+                break;
+            }
+            model.runs.remove(table, rowid);
+            let Some((key, used, _)) = self.row_at(table, rowid)? else { continue };
+            if others.contains(table, rowid) || used == PINNED {
+                self.untag(table, rowid, model.id, now)?;
+            } else if let Some(stored) = self.take(&key, rowid, false)? {
+                let totals = &mut self.written.totals;
+                totals.evicted += 1;
+                totals.evicted_bytes += stored;
+                taken_bytes += stored.max(0) as u64;
+            }
+        }
+        if model.runs.is_empty() {
+            models::delete(self.conn, model.id)?;
+            if let Some(root) = model.root {
+                self.written.models.readable.push(root);
+            }
+        } else {
+            models::update(self.conn, &model)?;
+        }
+        let totals = &self.written.totals;
+        Ok(Some(Evicted {
+            objects: (totals.evicted - before_objects) as u64,
+            stored_bytes: (totals.evicted_bytes - before_bytes) as u64,
+        }))
+    }
+
+    /// Starts evicting `model`: its root goes first (the row, or the copy kept with the
+    /// model), so that from this transaction on it reads as absent.
+    fn start_eviction(&mut self, model: &mut ModelRow) -> Result<(), Stop> {
+        model.state = State::Evicting;
+        let Some(root) = model.root else { return Ok(()) };
+        self.shared.withhold(root);
+        if let Some(found) = self.find(&root)? {
+            model.runs.remove(self.table_of(&root), found.rowid);
+            let others = others_runs(self, model.id)?;
+            let table = self.table_of(&root);
+            if others.contains(table, found.rowid) || found.model != Some(model.id) {
+                self.untag(table, found.rowid, model.id, uses::now())?;
+            } else if let Some(stored) = self.take(&root, found.rowid, false)? {
+                let totals = &mut self.written.totals;
+                totals.evicted += 1;
+                totals.evicted_bytes += stored;
+            }
+        }
+        self.drop_kept_root(model.id, &root)?;
+        Ok(models::update(self.conn, model)?)
+    }
+
+    /// Drops the copy of a root kept with model `id`, if any: its value in the file of
+    /// values and its chunks go with it.
+    fn drop_kept_root(&mut self, id: i64, root: &Key) -> Result<(), Stop> {
+        let Some(hidden) = models::hidden_root(self.conn, id, true)? else { return Ok(()) };
+        if let Some(place) = hidden.place.and_then(Place::unpack) {
+            value_space::free(self.conn, place).stop(|| "freeing a root's value".into())?;
+        }
+        let data = &hidden.data;
+        if crate::large::manifest::is_manifest(data) {
+            chunks::release_stored(self.conn, root, hidden.raw_len, data, &mut self.written.totals)
+                .stop(|| "releasing a root's chunks".into())?;
+        }
+        Ok(())
+    }
+
+    /// The earliest last use of a loose unpinned object, if there is one.
+    fn oldest_loose_use(&self) -> Result<Option<i64>, Stop> {
+        let mut oldest = None;
+        for table in &self.shared.schema.tables {
+            let used: Option<i64> = self
+                .conn
+                .prepare_cached(&table.first_use)
+                .and_then(|mut stmt| stmt.query_row([], |r| r.get(0)).optional())
+                .stop(|| format!("reading the oldest use in {}", table.name))?;
+            oldest = match (oldest, used) {
+                (Some(a), Some(b)) => Some(std::cmp::min(a, b)),
+                (a, b) => a.or(b),
+            };
+        }
+        Ok(oldest)
+    }
+}
+
+/// Every row some model other than `model` lists (assemblies included).
+pub(crate) fn others_runs(tx: &Tx<'_>, model: i64) -> Result<Runs, Stop> {
+    let mut runs = Runs::default();
+    for other in models::all(tx.conn)? {
+        if other.id != model {
+            runs.extend(&other.runs);
+        }
+    }
+    Ok(runs)
+}
+
+/// Start an assembly: what is saved into it or held by it stays until its root is
+/// declared or it is given up; answers its id.
+pub(crate) struct OpenAssembly {
+    pub id: i64,
+}
+
+impl Request for OpenAssembly {
+    type Answer = i64;
+
+    fn apply(&mut self, tx: &mut Tx<'_>) -> Result<(), Stop> {
+        tx.write_run()?;
+        tx.ensure_models()?;
+        self.id = models::insert(tx.conn, None, State::Assembling, uses::now())?;
+        Ok(())
+    }
+
+    fn answer(self) -> i64 {
+        self.id
+    }
+}
+
+/// Hold stored objects for an assembly; answers whether each is stored.
+pub(crate) struct Hold {
+    pub assembly: i64,
+    pub keys: Vec<Key>,
+    pub stored: Vec<bool>,
+}
+
+impl Request for Hold {
+    type Answer = Vec<bool>;
+
+    fn apply(&mut self, tx: &mut Tx<'_>) -> Result<(), Stop> {
+        self.stored = tx.hold(self.assembly, &self.keys)?;
+        Ok(())
+    }
+
+    fn answer(self) -> Vec<bool> {
+        self.stored
+    }
+}
+
+/// [`Hold`] for a save into an assembly, which does not wait for it: the objects it found
+/// stored stay held.
+pub(crate) struct HoldQuietly(pub Hold);
+
+impl super::op::Unasked for HoldQuietly {
+    fn apply(&mut self, tx: &mut Tx<'_>) -> Result<(), Stop> {
+        tx.hold(self.0.assembly, &self.0.keys).map(|_| ())
+    }
+}
+
+/// Declare a model: its root and members, taking over an assembly if given; answers its
+/// members and how many are missing.
+pub(crate) struct Declare {
+    pub root: Key,
+    pub members: Vec<Key>,
+    pub name: Option<Vec<u8>>,
+    pub assembly: Option<i64>,
+    pub declared: Declared,
+}
+
+impl Request for Declare {
+    type Answer = Declared;
+
+    fn apply(&mut self, tx: &mut Tx<'_>) -> Result<(), Stop> {
+        self.declared = tx.declare(&self.root, &self.members, self.name.take(), self.assembly)?;
+        Ok(())
+    }
+
+    fn answer(self) -> Declared {
+        self.declared
+    }
+}
+
+/// Give an assembly up.
+pub(crate) struct GiveUp(pub i64);
+
+impl super::op::Unasked for GiveUp {
+    fn apply(&mut self, tx: &mut Tx<'_>) -> Result<(), Stop> {
+        tx.give_up(self.0)
+    }
+}
+
+/// Remove a model and the members no other model lists; answers whether there was one.
+pub(crate) struct RemoveModel {
+    pub root: Key,
+    pub removed: bool,
+}
+
+impl Request for RemoveModel {
+    type Answer = bool;
+
+    fn apply(&mut self, tx: &mut Tx<'_>) -> Result<(), Stop> {
+        self.removed = tx.remove_model(&self.root)?;
+        Ok(())
+    }
+
+    fn answer(self) -> bool {
+        self.removed
+    }
+}
+
+/// Pin or unpin a model; answers whether there is one.
+pub(crate) struct PinModel {
+    pub root: Key,
+    pub pin: bool,
+    pub found: bool,
+}
+
+impl Request for PinModel {
+    type Answer = bool;
+
+    fn apply(&mut self, tx: &mut Tx<'_>) -> Result<(), Stop> {
+        self.found = tx.pin_model(&self.root, self.pin)?;
+        Ok(())
+    }
+
+    fn answer(self) -> bool {
+        self.found
+    }
+}

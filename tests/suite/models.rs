@@ -1,0 +1,246 @@
+//! Models: a root and the objects it lists, kept and evicted together. The invariant every
+//! test checks (`model_is_whole_or_absent`): whenever a root can be read, every object its
+//! model lists can be read, in the same snapshot; otherwise the root reads as absent.
+//!
+//! Before models, a capped stash evicted single objects by last use: a Speckle client that
+//! trusts a cached root to mean a cached model got `root cached: True, children cached:
+//! 170 / 2828` and deserialized a partial model.
+
+use std::time::Duration;
+
+use crate::common::{TestResult, objects};
+use objstash::{Key, Stash, Values};
+
+/// A model of `n` objects of seed `seed`: its members, and a root that lists them.
+fn model(seed: u64, n: usize) -> (Vec<u8>, Vec<Vec<u8>>) {
+    let members = objects(seed, n);
+    let ids: Vec<String> = members.iter().map(|m| Key::of(m).to_string()).collect();
+    let root = format!("{{\"root\":{seed},\"__closure\":{:?}}}", ids).into_bytes();
+    (root, members)
+}
+
+/// Checks the invariant for the model of `root` listing `members`: either the root reads
+/// as absent, or the root and every member read back, byte for byte. Whether it was whole.
+fn model_is_whole_or_absent(stash: &Stash, root: &[u8], members: &[Vec<u8>]) -> bool {
+    let root_key = Key::of(root);
+    let keys: Vec<Key> = members.iter().map(|m| Key::of(m)).collect();
+    // One read of many keys is one snapshot: the root first, then its members.
+    let all: Vec<Key> = std::iter::once(root_key).chain(keys.iter().copied()).collect();
+    let read = stash.get_many(&all).expect("reads");
+    match &read[0] {
+        None => false,
+        Some(bytes) => {
+            assert_eq!(bytes, root, "the root's bytes");
+            for (got, member) in read[1..].iter().zip(members) {
+                assert_eq!(got.as_deref(), Some(&member[..]), "a member of a readable root");
+            }
+            true
+        }
+    }
+}
+
+#[test]
+fn a_saved_model_reads_back_whole_in_storage_order_and_lists_itself() -> TestResult {
+    for values in [Values::InRows, Values::InFile] {
+        let dir = tempfile::tempdir()?;
+        let stash = Stash::builder().values(values).open(dir.path().join("m.db"))?;
+        let loose = stash.save(b"a loose object")?;
+        let (root, members) = model(1, 500);
+        let saved = stash.save_model(&root, &members)?;
+        assert!(saved.complete(), "{saved}");
+        assert_eq!((saved.objects, saved.missing), (501, 0));
+        assert!(model_is_whole_or_absent(&stash, &root, &members));
+        let read = stash.read_model(&Key::of(&root))?.expect("a complete model");
+        assert_eq!(read.len(), 501);
+        let keys: Vec<Key> = read.iter().map(|(k, _)| *k).collect();
+        for (key, bytes) in &read {
+            assert_eq!(*key, Key::of(bytes));
+        }
+        let mut expected: Vec<Key> = members.iter().map(|m| Key::of(m)).collect();
+        expected.push(Key::of(&root));
+        let (mut got, mut want) = (keys.clone(), expected);
+        got.sort();
+        want.sort();
+        assert_eq!(got, want);
+        assert!(stash.read_model(&loose)?.is_none(), "a loose object is no model");
+        let listed = stash.models()?;
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].root, Key::of(&root));
+        assert!(listed[0].stored_bytes > 0);
+        assert_eq!(stash.model(&Key::of(&root))?, Some(listed[0].clone()));
+        stash.close()?;
+        // The model outlives the handle.
+        let stash = Stash::open(dir.path().join("m.db"))?;
+        assert!(stash.model(&Key::of(&root))?.is_some_and(|m| m.complete()));
+        assert!(model_is_whole_or_absent(&stash, &root, &members));
+    }
+    Ok(())
+}
+
+#[test]
+fn a_removed_member_makes_the_root_absent_until_it_is_saved_again() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let stash = Stash::open(dir.path().join("m.db"))?;
+    let (root, members) = model(2, 200);
+    stash.save_model(&root, &members)?;
+    let root_key = Key::of(&root);
+    assert!(stash.remove(&Key::of(&members[17]))?);
+    assert_eq!(stash.get(&root_key)?, None, "the root of an incomplete model is absent");
+    assert!(!stash.contains(&root_key)?);
+    assert_eq!(stash.missing(&[root_key])?, vec![root_key]);
+    assert!(!model_is_whole_or_absent(&stash, &root, &members));
+    let listed = stash.model(&root_key)?.expect("still declared");
+    assert_eq!(listed.missing, 1);
+    assert!(stash.read_model(&root_key)?.is_none());
+    // Saving the root again does not bring it back: its model still lacks a member.
+    stash.save(&root)?;
+    stash.flush()?;
+    assert_eq!(stash.get(&root_key)?, None);
+    // The member back: the model is whole again, and so is its root.
+    stash.save(&members[17])?;
+    stash.flush()?;
+    assert!(model_is_whole_or_absent(&stash, &root, &members));
+    assert!(stash.model(&root_key)?.expect("declared").complete());
+    stash.close()?;
+    Ok(())
+}
+
+#[test]
+fn a_declared_model_lacking_members_is_absent_until_they_come() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let stash = Stash::open(dir.path().join("m.db"))?;
+    let (root, members) = model(3, 50);
+    let root_key = stash.save(&root)?;
+    stash.save_all(&members[..40])?;
+    let keys: Vec<Key> = members.iter().map(|m| Key::of(m)).collect();
+    let declared = stash.declare_named_model("model-3", &root_key, &keys)?;
+    assert_eq!((declared.objects, declared.missing), (51, 10));
+    assert_eq!(declared.name.as_deref(), Some(&b"model-3"[..]));
+    assert_eq!(stash.get(&root_key)?, None);
+    stash.save_all(&members[40..])?;
+    stash.flush()?;
+    assert!(model_is_whole_or_absent(&stash, &root, &members));
+    Ok(())
+}
+
+#[test]
+fn an_assembly_holds_what_it_found_and_gives_it_up_when_dropped() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let stash = Stash::builder().eviction_grace(Duration::ZERO).open(dir.path().join("m.db"))?;
+    let (root, members) = model(4, 100);
+    let keys: Vec<Key> = members.iter().map(|m| Key::of(m)).collect();
+    stash.save_all(&members[..60])?;
+    // As a copy from a server does it: ask what is missing, save that, then the root.
+    let assembly = stash.assemble()?;
+    let missing = assembly.missing(&keys)?;
+    assert_eq!(missing, keys[60..].to_vec());
+    assembly.save_all(&members[60..])?;
+    let root_key = assembly.save(&root)?;
+    let finished = assembly.finish(&root_key, &keys)?;
+    assert!(finished.complete(), "{finished}");
+    assert!(model_is_whole_or_absent(&stash, &root, &members));
+    // An assembly dropped unfinished lets what it held go: a trim can take it.
+    let other = objects(5, 30);
+    let assembly = stash.assemble()?;
+    assembly.save_all(&other)?;
+    drop(assembly);
+    stash.flush()?;
+    stash.evict_unused_since(Duration::ZERO)?;
+    let left = stash.get_many(&other.iter().map(|o| Key::of(o)).collect::<Vec<_>>())?;
+    assert!(left.iter().all(Option::is_none), "a given-up assembly's objects are loose");
+    // The model is evicted whole too, once unused: never in part.
+    assert!(stash.get(&root_key)?.is_none() || model_is_whole_or_absent(&stash, &root, &members));
+    Ok(())
+}
+
+#[test]
+fn a_capped_stash_evicts_whole_models_and_loose_objects_by_last_use() -> TestResult {
+    for values in [Values::InRows, Values::InFile] {
+        let dir = tempfile::tempdir()?;
+        let cap = 6 << 20;
+        let stash = Stash::builder()
+            .values(values)
+            .max_size(cap)
+            .eviction_grace(Duration::ZERO)
+            .open(dir.path().join("m.db"))?;
+        let models: Vec<(Vec<u8>, Vec<Vec<u8>>)> = (10..22).map(|s| model(s, 1_500)).collect();
+        let mut loose = Vec::new();
+        for (i, (root, members)) in models.iter().enumerate() {
+            stash.save_model(root, members)?;
+            loose.extend(stash.save_all(&objects(100 + i as u64, 200))?);
+            stash.flush()?;
+            for (root, members) in &models[..=i] {
+                model_is_whole_or_absent(&stash, root, members);
+            }
+        }
+        stash.close()?;
+        let stash = Stash::open(dir.path().join("m.db"))?;
+        let whole = models.iter().filter(|(r, m)| model_is_whole_or_absent(&stash, r, m)).count();
+        assert!(whole >= 1, "{values}: the newest model stays");
+        assert!(whole < models.len(), "{values}: the cap evicted models");
+        // The newest model is whole; the oldest went.
+        let (root, members) = models.last().expect("models");
+        assert!(model_is_whole_or_absent(&stash, root, members), "{values}");
+        assert!(!model_is_whole_or_absent(&stash, &models[0].0, &models[0].1), "{values}");
+        // Every declared model that is listed complete reads whole.
+        for listed in stash.models()? {
+            let (root, members) =
+                models.iter().find(|(r, _)| Key::of(r) == listed.root).expect("ours");
+            assert_eq!(listed.complete(), model_is_whole_or_absent(&stash, root, members));
+        }
+        let size = std::fs::metadata(dir.path().join("m.db"))?.len();
+        assert!(size <= cap + cap / 20, "{values}: {size} bytes under a {cap}-byte cap");
+    }
+    Ok(())
+}
+
+#[test]
+fn a_model_larger_than_the_cap_stays_whole_until_another_needs_the_room() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let stash = Stash::builder()
+        .max_size(2 << 20)
+        .eviction_grace(Duration::ZERO)
+        .open(dir.path().join("m.db"))?;
+    let (big_root, big) = model(30, 6_000);
+    stash.save_model(&big_root, &big)?;
+    stash.flush()?;
+    stash.trim_to(2 << 20)?;
+    assert!(model_is_whole_or_absent(&stash, &big_root, &big), "kept whole over the cap");
+    let (next_root, next) = model(31, 300);
+    stash.save_model(&next_root, &next)?;
+    stash.flush()?;
+    stash.trim_to(2 << 20)?;
+    assert!(!model_is_whole_or_absent(&stash, &big_root, &big), "evicted whole for the next");
+    assert!(big.iter().all(|m| stash.get(&Key::of(m)).expect("reads").is_none()));
+    assert!(model_is_whole_or_absent(&stash, &next_root, &next));
+    Ok(())
+}
+
+#[test]
+fn pinned_and_shared_models_keep_their_objects() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let stash = Stash::builder().eviction_grace(Duration::ZERO).open(dir.path().join("m.db"))?;
+    let (a_root, a) = model(40, 300);
+    let (pinned_root, pinned) = model(41, 300);
+    // B shares half of A's objects.
+    let mut b = a[..150].to_vec();
+    b.extend(objects(42, 150));
+    let b_root = b"{\"root\":\"b\"}".to_vec();
+    stash.save_model(&a_root, &a)?;
+    stash.save_model(&pinned_root, &pinned)?;
+    assert!(stash.pin_model(&Key::of(&pinned_root))?);
+    stash.save_model(&b_root, &b)?;
+    stash.flush()?;
+    // Everything that can go goes: A (its shared half stays for B); B, the newest, and the
+    // pinned model stay.
+    stash.trim_to(1)?;
+    assert!(!model_is_whole_or_absent(&stash, &a_root, &a));
+    assert!(model_is_whole_or_absent(&stash, &b_root, &b), "B keeps the objects it shares");
+    assert!(model_is_whole_or_absent(&stash, &pinned_root, &pinned));
+    assert!(stash.unpin_model(&Key::of(&pinned_root))?);
+    assert!(stash.remove_model(&Key::of(&b_root))?);
+    assert!(b.iter().all(|m| stash.get(&Key::of(m)).expect("reads").is_none()));
+    assert!(!stash.remove_model(&Key::of(&b_root))?, "gone");
+    assert!(stash.models()?.iter().all(|m| m.root != Key::of(&b_root)));
+    Ok(())
+}
