@@ -25,6 +25,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::db::format;
 use crate::db::runs::Runs;
+use crate::db::schema::Schema;
 use crate::error::{DbContext, Result};
 use crate::key::Key;
 
@@ -314,6 +315,52 @@ pub(crate) fn withheld_roots(conn: &Connection) -> Result<Vec<Key>> {
         .and_then(|mut stmt| stmt.query_map([], |r| r.get(0))?.collect())
         .context(|| "reading the roots of incomplete models".to_string())?;
     Ok(keys.iter().filter_map(|k| Key::from_slice(k)).collect())
+}
+
+/// Gives up the assemblies of writers that are gone (a process killed before it declared
+/// its root): what each held goes back to being loose, or to another model that lists it.
+/// Only a handle alone with the stash knows that no assembly is under way. Inside the
+/// caller's transaction; how many it gave up.
+pub(crate) fn reclaim(conn: &Connection, schema: &Schema, now: i64) -> Result<u64> {
+    if !exist(conn)? {
+        return Ok(0);
+    }
+    let all = all(conn)?;
+    let mut given_up = 0;
+    for model in all.iter().filter(|m| m.state == State::Assembling) {
+        for (table, rowid) in model.runs.rows() {
+            let sql = &schema.tables[usize::from(table)];
+            let other = all
+                .iter()
+                .find(|m| {
+                    m.id != model.id
+                        && m.state != State::Assembling
+                        && m.runs.contains(table, rowid)
+                })
+                .map(|m| m.id);
+            let home: Option<i64> = conn
+                .query_row(
+                    &format!("SELECT model FROM {} WHERE rowid = ?1", sql.name),
+                    [rowid],
+                    |r| r.get(0),
+                )
+                .optional()
+                .context(|| format!("reading row {rowid} of {}", sql.name))?
+                .flatten();
+            if home != Some(model.id) {
+                continue;
+            }
+            let (statement, value) = match other {
+                Some(other) => (&sql.models.rehome, other),
+                None => (&sql.models.untag, now),
+            };
+            conn.execute(statement, params![rowid, value])
+                .context(|| format!("letting row {rowid} of {} go", sql.name))?;
+        }
+        delete(conn, model.id)?;
+        given_up += 1;
+    }
+    Ok(given_up)
 }
 
 #[cfg(test)]

@@ -315,7 +315,7 @@ impl Options {
             log::info!("objstash: {} {step}", path.display());
         }
         if alone {
-            reclaim(&conn, path)?;
+            reclaim(&conn, path, &schema)?;
         }
         let conn = configure(conn, path, settings, alone, self.max_size)?;
         index_removals_if_capped(&conn, path, &schema)?;
@@ -479,10 +479,19 @@ fn assess(conn: &Connection, path: &Path, alone: bool) -> Result<Assessment> {
 
 /// Gives back the chunks of large saves killed before their manifest (`chunks.rs`): only
 /// a handle alone with the stash knows that no save is under way.
-fn reclaim(conn: &Connection, path: &Path) -> Result<()> {
+fn reclaim(conn: &Connection, path: &Path, schema: &Schema) -> Result<()> {
     conn.execute_batch("BEGIN IMMEDIATE")
         .context(|| format!("reclaiming the chunks of unfinished saves in {}", path.display()))?;
-    let reclaimed = chunks::reclaim(conn);
+    let reclaimed = chunks::reclaim(conn).and_then(|reclaimed| {
+        let assemblies = crate::db::models::reclaim(conn, schema, crate::cache::uses::now())?;
+        if assemblies > 0 {
+            log::info!(
+                "objstash: {}: gave up {assemblies} assemblies of models whose root never came",
+                path.display()
+            );
+        }
+        Ok(reclaimed)
+    });
     let end = conn.execute_batch(if reclaimed.is_ok() { "COMMIT" } else { "ROLLBACK" });
     let reclaimed = reclaimed?;
     end.context(|| format!("reclaiming the chunks of unfinished saves in {}", path.display()))?;

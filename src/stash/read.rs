@@ -18,7 +18,7 @@ use rusqlite::{Connection, OptionalExtension, Statement};
 use crate::cache::uses;
 use crate::codec;
 use crate::db::first_generation::Generation;
-use crate::db::row::{Column, RowOf, Sql};
+use crate::db::row::{Column, Columns, RowOf, Sql};
 use crate::db::schema::TableSql;
 use crate::error::{DbContext, Result};
 use crate::key::Key;
@@ -96,10 +96,9 @@ impl Stash {
     /// row the inner one.
     fn read_decoded(&self, conn: &Connection, key: &Key) -> Result<Option<Result<Vec<u8>>>> {
         let table = self.table(key);
-        let mut stmt = conn
-            .prepare_cached(self.select_sql(table, self.shared.first.get()))
-            .context(|| format!("reading {}", table.name))?;
-        self.read_decoded_by(&mut stmt, table, key)
+        let select = self.select_sql(table, self.shared.first.get(), self.shared.models());
+        let mut stmt = conn.prepare_cached(select).context(|| format!("reading {}", table.name))?;
+        self.read_decoded_by(&mut stmt, &select.columns, table, key)
     }
 
     /// [`Stash::read_decoded`] with `stmt`, a statement of [`Stash::select_sql`] for
@@ -107,11 +106,11 @@ impl Stash {
     fn read_decoded_by(
         &self,
         stmt: &mut Statement,
+        columns: &Columns,
         table: &TableSql,
         key: &Key,
     ) -> Result<Option<Result<Vec<u8>>>> {
         let used = self.shared.uses.on();
-        let columns = &table.select(Generation::Young, used).columns;
         stmt.query_row([&key.as_bytes()[..]], |r| {
             let row = columns.read(r);
             let (raw_len, last_use) = (row.raw_len()?, used.then(|| row.used()).transpose()?);
@@ -180,18 +179,21 @@ impl Stash {
             let mut found = Vec::with_capacity(keys.len());
             for run in keys.chunk_by(|a, b| std::ptr::eq(self.table(a), self.table(b))) {
                 let table = self.table(run[0]);
-                let prepare = |first| {
-                    conn.prepare_cached(self.select_sql(table, first))
-                        .context(|| format!("reading {}", table.name))
+                let [young, old] = [Generation::Young, Generation::Old]
+                    .map(|first| self.select_sql(table, first, self.shared.models()));
+                let prepare = |sql: &Sql| {
+                    conn.prepare_cached(sql).context(|| format!("reading {}", table.name))
                 };
-                let mut young = prepare(Generation::Young)?;
-                let mut old = prepare(Generation::Old)?;
+                let mut young_stmt = prepare(young)?;
+                let mut old_stmt = prepare(old)?;
+                // Both statements read the same columns.
+                let columns = &young.columns;
                 for key in run {
                     let stmt = match self.shared.first.get() {
-                        Generation::Young => &mut young,
-                        Generation::Old => &mut old,
+                        Generation::Young => &mut young_stmt,
+                        Generation::Old => &mut old_stmt,
                     };
-                    found.push(self.read_decoded_by(stmt, table, key)?.map(Found::Read));
+                    found.push(self.read_decoded_by(stmt, columns, table, key)?.map(Found::Read));
                 }
             }
             Ok(found)
@@ -213,7 +215,7 @@ impl Stash {
     /// The committed row of `key`, read on `conn`.
     pub(super) fn select_row(&self, conn: &Connection, key: &Key) -> Result<Option<Stored>> {
         let table = self.table(key);
-        let select = self.select_sql(table, self.shared.first.get());
+        let select = self.select_sql(table, self.shared.first.get(), self.shared.models());
         let mut stmt = conn.prepare_cached(select).context(|| format!("reading {}", table.name))?;
         // A value in the file is read while the statement holds the snapshot that found
         // its row: compaction gives a segment back only once no snapshot points into it.
@@ -252,9 +254,11 @@ impl Stash {
     /// The statement that reads a row, asking `first` first: with its last use when this
     /// handle records uses (only a writable handle does, and its open gave every table a use
     /// column).
-    fn select_sql<'a>(&self, table: &'a TableSql, first: Generation) -> &'a Sql {
+    /// (`models`: whether the tables have their `model` column, which this handle's reads
+    /// then read too, to record a use of a member's model.)
+    fn select_sql<'a>(&self, table: &'a TableSql, first: Generation, models: bool) -> &'a Sql {
         match self.shared.uses.on() {
-            true if self.shared.models() => table.select_model(first),
+            true if models => table.select_model(first),
             used => table.select(first, used),
         }
     }

@@ -19,6 +19,7 @@ mod gzip_code;
 mod large;
 mod layouts_agree;
 mod models;
+mod models_processes;
 mod names;
 mod owned;
 mod read_your_writes;
