@@ -87,7 +87,7 @@ fn models_child() -> TestResult {
             assembly.save_all(&members[..MEMBERS as usize / 2])?;
             drop(assembly);
         }
-        if n % 3 == 0 {
+        if n.is_multiple_of(3) {
             let assembly = stash.assemble()?;
             let missing = assembly.missing(&keys)?;
             let wanted: Vec<&Vec<u8>> =
