@@ -1,9 +1,9 @@
 //! The command line's tests, one test binary: `commands` runs every command as a user
 //! would; `remote` runs the remote commands against a real S3 server.
 
+mod bad_input;
 mod commands;
 mod common;
-mod edges;
 #[cfg(feature = "remote")]
 mod remote;
 #[allow(dead_code)]

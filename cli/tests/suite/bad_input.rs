@@ -1,6 +1,6 @@
 //! The edges of the file system, met as a user meets them: a disk that fills up and a
 //! stash that may not be written. Each test mounts a tmpfs, so each needs root: they are
-//! ignored for everyone else and `.ci/run` runs them as root (`--ignored edges::`).
+//! ignored for everyone else and `.ci/run` runs them as root (`--ignored bad_input::`, with the library's).
 
 use speckle_gen::noise;
 
