@@ -27,12 +27,12 @@ const INTERIOR_INDEX: u8 = 0x02;
 /// are in the file of values if they are there.
 pub(crate) type FoundRow = (Key, i64, Vec<u8>, Option<Place>);
 
-/// Calls `found` for every object row on every table leaf page of the file at `path`, a
-/// stash whose values are where `values` says.
+/// Calls `found` with the rowid and the row of every object row on every table leaf page
+/// of the file at `path`, a stash whose values are where `values` says.
 pub(crate) fn scan(
     path: &Path,
     values: Values,
-    mut found: impl FnMut(FoundRow),
+    mut found: impl FnMut(i64, FoundRow),
 ) -> std::io::Result<()> {
     let file = File::open(path)?;
     let Some((page_size, usable)) = geometry(&file)? else { return Ok(()) };
@@ -51,10 +51,10 @@ pub(crate) fn scan(
             let at = start + 8 + 2 * i;
             let Some(ptr) = page.get(at..at + 2) else { break };
             let offset = usize::from(u16::from_be_bytes([ptr[0], ptr[1]]));
-            if let Some(row) =
-                cell_payload(&file, &page, offset, usable).and_then(|p| object_record(&p, values))
+            if let Some((rowid, payload)) = cell_payload(&file, &page, offset, usable)
+                && let Some(row) = object_record(&payload, values)
             {
-                found(row);
+                found(rowid, row);
             }
         }
     }
@@ -213,10 +213,11 @@ fn index_record(payload: &[u8]) -> Option<Indexed> {
     }
 }
 
-/// The whole payload of the table leaf cell at `offset`, following overflow pages.
-fn cell_payload(file: &File, page: &[u8], offset: usize, usable: usize) -> Option<Vec<u8>> {
+/// The rowid and the whole payload of the table leaf cell at `offset`, following overflow
+/// pages.
+fn cell_payload(file: &File, page: &[u8], offset: usize, usable: usize) -> Option<(i64, Vec<u8>)> {
     let (total, n) = varint(page.get(offset..)?)?;
-    let (_rowid, m) = varint(page.get(offset + n..)?)?;
+    let (rowid, m) = varint(page.get(offset + n..)?)?;
     let total = usize::try_from(total).ok()?;
     if total > 1 << 30 {
         return None;
@@ -249,7 +250,7 @@ fn cell_payload(file: &File, page: &[u8], offset: usize, usable: usize) -> Optio
             next = u32::from_be_bytes(overflow[..4].try_into().ok()?);
         }
     }
-    Some(payload)
+    Some((rowid as i64, payload))
 }
 
 /// Decodes a record of the object tables, its columns where the row's description puts
@@ -392,7 +393,7 @@ mod tests {
 
     fn scanned(path: &Path, values: Values) -> Vec<FoundRow> {
         let mut found = Vec::new();
-        scan(path, values, |row| found.push(row)).unwrap();
+        scan(path, values, |_, row| found.push(row)).unwrap();
         found.sort_by_key(|r| r.0);
         found
     }
@@ -507,7 +508,7 @@ mod tests {
         // A file too short for its header cannot be read; one with an impossible page size
         // yields nothing.
         std::fs::write(&path, &bytes[..50]).unwrap();
-        assert!(scan(&path, Values::InRows, |_| ()).is_err());
+        assert!(scan(&path, Values::InRows, |_, _| ()).is_err());
         let mut header = bytes[..8192].to_vec();
         header[16] = 0;
         header[17] = 3;

@@ -21,6 +21,7 @@ use crate::codec::zstd_dict::Dictionaries;
 use crate::db::dicts;
 use crate::db::first_generation::Generation;
 use crate::db::meta;
+use crate::db::models::{self, State};
 use crate::db::names::{self, NameForm};
 use crate::db::readers::open_connection;
 use crate::db::row::PINNED;
@@ -111,6 +112,7 @@ pub(crate) fn salvage(
         recovered: 0,
         dropped: 0,
         dropped_keys: HashSet::new(),
+        was_at: HashMap::new(),
     };
     for name in object_tables(&damaged, layout) {
         salvager.table(&damaged, &name)?;
@@ -118,9 +120,9 @@ pub(crate) fn salvage(
     salvager.write()?;
     // Rows below a torn interior page are out of SQLite's reach; read the pages directly.
     salvager.offer_all("scanning the pages", path, |offer| {
-        pagescan::scan(source, stored, |(key, raw_len, data, place)| {
+        pagescan::scan(source, stored, |rowid, (key, raw_len, data, place)| {
             let mut data = Some(data);
-            offer(key, &mut || data.take().map(|data| (raw_len, data, place)));
+            offer(key, &mut || data.take().map(|data| (raw_len, data, place, Some(rowid))));
         })
     })?;
     // A lookup through the index (what `get` does) can reach a row that every scan missed;
@@ -134,7 +136,7 @@ pub(crate) fn salvage(
                     .and_then(|mut stmt| {
                         stmt.query_row([&key.as_bytes()[..]], |r| {
                             let row = select.columns.read(r);
-                            Ok((row.raw_len()?, row.data()?.to_vec(), row.place()?))
+                            Ok((row.raw_len()?, row.data()?.to_vec(), row.place()?, None))
                         })
                     })
                     .ok()
@@ -159,18 +161,28 @@ pub(crate) fn salvage(
                     });
                 if let Ok((Some(key), raw_len, data, place)) = row {
                     let mut data = Some(data);
-                    offer(key, &mut || data.take().map(|data| (raw_len, data, place)));
+                    offer(key, &mut || data.take().map(|data| (raw_len, data, place, Some(rowid))));
                 }
             }
         })
     })?;
     let (recovered, dropped) = (salvager.recovered, salvager.dropped);
+    let carried = carried_models(&damaged, &mut salvager);
     if log.is_some() {
         salvager.live.restore(&fresh)?;
     }
+    let kept_apart = models::restore(&fresh, &target, &carried)?;
+    if !kept_apart.is_empty() {
+        log::warn!(
+            "objstash salvage: {} of {} models lost objects; their roots read as absent until \
+             the objects are saved again",
+            kept_apart.len(),
+            carried.len()
+        );
+    }
     salvage_pins(&damaged, &fresh, &target);
     salvage_settings(&damaged, &fresh);
-    let names_recovered = salvage_names(&damaged, source, &fresh, &target)?;
+    let names_recovered = salvage_names(&damaged, source, &fresh, &target, &kept_apart)?;
     let names_claimed = if names::table_exists(&damaged).unwrap_or(true) {
         meta::read_totals(&damaged).ok().map(|t| t.names)
     } else {
@@ -210,6 +222,70 @@ pub(crate) fn salvage(
     files::sync_dir(path);
     log::warn!("objstash: {report}");
     Ok(report)
+}
+
+/// The damaged file's models, to carry into the fresh one (`models::restore`): each lists
+/// the rows it listed that were kept, by key, and counts the rows lost with their keys, so
+/// that the root of a model that lost a member reads as absent. A root the model kept apart
+/// is carried if it verifies. A model being assembled or evicted is not carried: what it
+/// held stays, loose. Models that cannot be read are lost with a warning, their objects
+/// loose.
+fn carried_models(damaged: &Connection, salvager: &mut Salvager) -> Vec<models::Carried> {
+    if !models::exist(damaged).unwrap_or(false) {
+        return Vec::new();
+    }
+    let all = match models::all(damaged) {
+        Ok(all) => all,
+        Err(e) => {
+            log::warn!(
+                "objstash salvage: the models cannot be read ({e}); their objects stay, loose"
+            );
+            return Vec::new();
+        }
+    };
+    let mut carried = Vec::new();
+    for model in all {
+        let (Some(root), State::Complete | State::Incomplete) = (model.root, model.state) else {
+            continue;
+        };
+        let mut members = Vec::with_capacity(model.runs.len() as usize);
+        let mut unknown = 0;
+        for at in model.runs.rows() {
+            // A row no read kept or dropped may still have a readable key.
+            let key = salvager.was_at.get(&at).copied().or_else(|| {
+                let name = salvager.target.layout.table_name(usize::from(at.0));
+                damaged
+                    .query_row(&format!("SELECT key FROM {name} WHERE rowid = ?1"), [at.1], |r| {
+                        r.get::<_, Vec<u8>>(0)
+                    })
+                    .ok()
+                    .and_then(|k| Key::from_slice(&k))
+            });
+            match key {
+                Some(key) => members.push(key),
+                None => unknown += 1,
+            }
+        }
+        members.extend(models::missing_keys(damaged, model.id).unwrap_or_default());
+        let hidden = models::hidden_root(damaged, model.id, false).ok().flatten().filter(|h| {
+            let place = h.place.and_then(Place::unpack);
+            let intact = salvager.verified(&root, h.raw_len, &h.data, place).is_some();
+            if let (true, Some(place)) = (intact, place) {
+                salvager.live.add(place);
+            }
+            intact
+        });
+        carried.push(models::Carried {
+            root,
+            name: model.name.clone(),
+            pinned: model.pinned,
+            used: model.used,
+            members,
+            unknown,
+            hidden,
+        });
+    }
+    carried
 }
 
 /// Records in the fresh file the durability, codec and size cap the damaged file records,
@@ -261,6 +337,7 @@ fn salvage_names(
     damaged_path: &Path,
     fresh: &Connection,
     target: &Schema,
+    kept_apart: &[Key],
 ) -> Result<u64> {
     if !names::table_exists(damaged).unwrap_or(false) {
         return Ok(0);
@@ -316,10 +393,11 @@ fn salvage_names(
     }
     let stored = |key: &Key| {
         let table = target.table(key);
-        fresh
-            .prepare_cached(&table.exists)
-            .and_then(|mut s| s.exists([&key.as_bytes()[..]]))
-            .unwrap_or(false)
+        kept_apart.contains(key)
+            || fresh
+                .prepare_cached(&table.exists)
+                .and_then(|mut s| s.exists([&key.as_bytes()[..]]))
+                .unwrap_or(false)
     };
     for (first, second) in scanned {
         // (name, key) from the table, (key, name) from its index: the key is the blob
@@ -401,6 +479,9 @@ struct Salvager<'a> {
     dropped: u64,
     /// Keys of dropped rows, so a row both SQLite and the page scan find counts once.
     dropped_keys: HashSet<Key>,
+    /// The key of each row met (kept or dropped) by where it was in the damaged file,
+    /// `(table, rowid)`: how its models list it (`db/models.rs`).
+    was_at: HashMap<(u16, i64), Key>,
 }
 
 impl Salvager<'_> {
@@ -492,7 +573,7 @@ impl Salvager<'_> {
                 continue;
             }
             match row.key() {
-                Some(key) => self.take(key, row.raw_len, &row.data, row.place),
+                Some(key) => self.take(key, row.raw_len, &row.data, row.place, Some(row.rowid)),
                 // A key of the wrong length: the row is gone, and there is no key to name.
                 None => self.dropped += 1,
             }
@@ -509,7 +590,10 @@ impl Salvager<'_> {
         what: &str,
         path: &Path,
         scan: impl FnOnce(
-            &mut dyn FnMut(Key, &mut dyn FnMut() -> Option<(i64, Vec<u8>, Option<Place>)>),
+            &mut dyn FnMut(
+                Key,
+                &mut dyn FnMut() -> Option<(i64, Vec<u8>, Option<Place>, Option<i64>)>,
+            ),
         ) -> Result<(), E>,
     ) -> Result<()> {
         let mut failed = None;
@@ -517,8 +601,8 @@ impl Salvager<'_> {
             if failed.is_some() || self.seen(&key) {
                 return;
             }
-            if let Some((raw_len, data, place)) = read() {
-                self.take(key, raw_len, &data, place);
+            if let Some((raw_len, data, place, rowid)) = read() {
+                self.take(key, raw_len, &data, place, rowid);
                 failed = self.write_if_full().err();
             }
         });
@@ -532,34 +616,56 @@ impl Salvager<'_> {
     }
 
     /// Keeps a row that verifies; counts one that does not, once per key. A row whose value
-    /// is in the file of values (`place`) is checked there and keeps its place.
-    fn take(&mut self, key: Key, raw_len: i64, data: &[u8], place: Option<Place>) {
-        let in_file = place.and_then(|place| self.log?.read(place).ok());
-        if place.is_some() && in_file.is_none() {
-            // The file lacks it (lost, or shorter than the place).
+    /// is in the file of values (`place`) is checked there and keeps its place. `rowid`,
+    /// where the row was in the damaged file if known, lets its models find it again.
+    fn take(
+        &mut self,
+        key: Key,
+        raw_len: i64,
+        data: &[u8],
+        place: Option<Place>,
+        rowid: Option<i64>,
+    ) {
+        if let Some(rowid) = rowid {
+            self.was_at.insert((self.target.layout.table_of(&key) as u16, rowid), key);
+        }
+        let Some(data) = self.verified(&key, raw_len, data, place) else {
             if self.dropped_keys.insert(key) {
                 self.dropped += 1;
             }
             return;
+        };
+        match place {
+            Some(place) => {
+                self.live.add(place);
+                self.rows.push((key, raw_len, Vec::new(), Some(place)));
+            }
+            None => self.rows.push((key, raw_len, data, None)),
         }
-        let data = in_file.as_deref().unwrap_or(data);
-        let intact = if manifest::is_manifest(data) {
-            Manifest::decode(data, raw_len)
+    }
+
+    /// The stored bytes of a row that verifies (read from the file of values where its
+    /// value is there, `place`), or `None`.
+    fn verified(
+        &self,
+        key: &Key,
+        raw_len: i64,
+        data: &[u8],
+        place: Option<Place>,
+    ) -> Option<Vec<u8>> {
+        let in_file = place.and_then(|place| self.log?.read(place).ok());
+        if place.is_some() && in_file.is_none() {
+            // The file lacks it (lost, or shorter than the place).
+            return None;
+        }
+        let data = in_file.unwrap_or_else(|| data.to_vec());
+        let intact = if manifest::is_manifest(&data) {
+            Manifest::decode(&data, raw_len)
                 .is_ok_and(|m| m.chunks.iter().all(|c| self.chunks.contains(&c.key)))
         } else {
-            codec::decode_checked(&key, raw_len, data, self.dicts).is_ok()
+            codec::decode_checked(key, raw_len, &data, self.dicts).is_ok()
         };
-        if intact {
-            match place {
-                Some(place) => {
-                    self.live.add(place);
-                    self.rows.push((key, raw_len, Vec::new(), Some(place)));
-                }
-                None => self.rows.push((key, raw_len, data.to_vec(), None)),
-            }
-        } else if self.dropped_keys.insert(key) {
-            self.dropped += 1;
-        }
+        intact.then_some(data)
     }
 
     /// Whether a row of `key` was already kept or dropped.

@@ -295,6 +295,145 @@ pub(crate) fn missing_in(conn: &Connection, key: &Key, take: bool) -> Result<Vec
     Ok(ids)
 }
 
+/// The members of model `id` that are not stored.
+pub(crate) fn missing_keys(conn: &Connection, id: i64) -> Result<Vec<Key>> {
+    let keys: Vec<Vec<u8>> = conn
+        .prepare_cached(&format!("SELECT key FROM {MISSING} WHERE model = ?1"))
+        .and_then(|mut stmt| stmt.query_map([id], |r| r.get(0))?.collect())
+        .context(|| format!("reading the missing members of model {id}"))?;
+    Ok(keys.iter().filter_map(|k| Key::from_slice(k)).collect())
+}
+
+/// A model carried into a rebuilt stash (`check/salvage.rs`): what it lists, by key.
+#[derive(Debug)]
+pub(crate) struct Carried {
+    pub root: Key,
+    pub name: Option<Vec<u8>>,
+    pub pinned: bool,
+    pub used: i64,
+    /// Every member it listed whose key is known (stored or not).
+    pub members: Vec<Key>,
+    /// Members whose rows were lost with their keys: missing for good.
+    pub unknown: u64,
+    /// The root's row it kept apart, if it did.
+    pub hidden: Option<HiddenRoot>,
+}
+
+/// Declares `carried` in the stash on `conn` as the writer would (`writer/models.rs`),
+/// inside one transaction: each model lists its stored members, misses the others, and
+/// keeps its root out of the object table while it misses any. Returns the keys of the
+/// roots kept apart (their names stay).
+pub(crate) fn restore(conn: &Connection, schema: &Schema, carried: &[Carried]) -> Result<Vec<Key>> {
+    let mut kept = Vec::new();
+    if carried.is_empty() {
+        return Ok(kept);
+    }
+    let tx = conn.unchecked_transaction().context(|| "starting to carry the models".into())?;
+    ensure(&tx)?;
+    schema.add_model_columns(&tx)?;
+    for model in carried {
+        let id = insert(&tx, Some(&model.root), State::Complete, model.used)?;
+        let mut row = by_id(&tx, id)?.expect("inserted above");
+        let mut seen = std::collections::HashSet::new();
+        let mut root_at = None;
+        for key in model.members.iter().chain(std::iter::once(&model.root)) {
+            if !seen.insert(*key) {
+                continue;
+            }
+            let table = schema.table(key);
+            let found = stored_row(&tx, table, key)?;
+            match found {
+                Some((rowid, home, stored)) => {
+                    if home.is_none() {
+                        tx.execute(&table.models.tag, params![rowid, id])
+                            .context(|| format!("carrying {key} into its model"))?;
+                    }
+                    row.runs.insert(schema.layout.table_of(key) as u16, rowid);
+                    row.bytes += stored.max(0) as u64;
+                    if *key == model.root {
+                        root_at = Some(rowid);
+                    }
+                }
+                None if *key == model.root && model.hidden.is_some() => {}
+                None => {
+                    add_missing(&tx, id, key)?;
+                    row.missing += 1;
+                }
+            }
+        }
+        row.objects = seen.len() as u64 + model.unknown;
+        row.missing += model.unknown;
+        row.name = model.name.clone();
+        row.pinned = model.pinned;
+        if row.missing > 0 {
+            row.state = State::Incomplete;
+            let table = schema.table(&model.root);
+            let hidden = match (root_at, &model.hidden) {
+                (Some(rowid), _) => {
+                    let sql = &table.models.by_rowid;
+                    let hidden = tx
+                        .query_row(sql, [rowid], |r| {
+                            let read = sql.columns.read(r);
+                            Ok(HiddenRoot {
+                                raw_len: read.raw_len()?,
+                                data: read.data()?.to_vec(),
+                                place: read.packed_place()?,
+                            })
+                        })
+                        .context(|| format!("reading the root {}", model.root))?;
+                    tx.execute(&format!("DELETE FROM {} WHERE rowid = ?1", table.name), [rowid])
+                        .and_then(|_| table.unindex(&tx, &model.root, rowid))
+                        .context(|| format!("keeping the root {} apart", model.root))?;
+                    row.runs.remove(schema.layout.table_of(&model.root) as u16, rowid);
+                    Some(hidden)
+                }
+                (None, hidden) => hidden.clone(),
+            };
+            if let Some(hidden) = hidden {
+                hide_root(&tx, id, &hidden)?;
+                kept.push(model.root);
+            }
+        } else if let (None, Some(hidden)) = (root_at, &model.hidden) {
+            // Every member kept and the root kept apart: it goes back.
+            let table = schema.table(&model.root);
+            let place = hidden.place.and_then(crate::db::row::Place::unpack);
+            let how = crate::db::schema::Insert {
+                place,
+                model: Some(id),
+                ..crate::db::schema::Insert::VALUE
+            };
+            if table
+                .add(&tx, &model.root, hidden.raw_len, &hidden.data, crate::db::row::MEMBER, how)
+                .context(|| format!("putting the root {} back", model.root))?
+                == 1
+            {
+                row.runs.insert(schema.layout.table_of(&model.root) as u16, tx.last_insert_rowid());
+            }
+        }
+        update(&tx, &row)?;
+    }
+    tx.commit().context(|| "committing the carried models".into())?;
+    Ok(kept)
+}
+
+/// The rowid, home model and stored length of the row of `key` in `table`.
+fn stored_row(
+    conn: &Connection,
+    table: &crate::db::table::TableSql,
+    key: &Key,
+) -> Result<Option<(i64, Option<i64>, i64)>> {
+    let sql = &table.models.find;
+    conn.prepare_cached(sql)
+        .and_then(|mut stmt| {
+            stmt.query_row([&key.as_bytes()[..]], |r| {
+                let row = sql.columns.read(r);
+                Ok((row.rowid()?, row.model()?, row.stored_len()?))
+            })
+            .optional()
+        })
+        .context(|| format!("looking {key} up"))
+}
+
 /// Every key some model misses (what the writer checks the rows it inserts against).
 pub(crate) fn every_missing(conn: &Connection) -> Result<Vec<Key>> {
     let keys: Vec<Vec<u8>> = conn

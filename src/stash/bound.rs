@@ -70,7 +70,9 @@ impl Stash {
     /// As [`Stash::trim_to`].
     pub fn evict_unused_since(&self, unused_for: Duration) -> Result<Evicted> {
         let millis = unused_for.as_millis().min(i64::MAX as u128) as i64;
-        self.trim(Some(uses::now().saturating_sub(millis)), None)
+        // Unused for at least `unused_for`: last used at or before `now - unused_for` (a
+        // use this very millisecond counts as unused for zero).
+        self.trim(Some(uses::now().saturating_sub(millis).saturating_add(1)), None)
     }
 
     fn trim(&self, unused_before: Option<i64>, max_size: Option<u64>) -> Result<Evicted> {

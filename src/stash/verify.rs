@@ -60,7 +60,7 @@ impl Stash {
         let scanned = pagescan::scan(
             self.path(),
             self.shared.schema.stored(),
-            |(key, raw_len, data, place)| {
+            |_, (key, raw_len, data, place)| {
                 // A key the check listed as corrupt may be a damaged key over whole bytes.
                 let known = listed.contains(&key);
                 let intact =

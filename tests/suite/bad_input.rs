@@ -111,7 +111,7 @@ fn a_newer_format_is_refused_untouched() -> TestResult {
     let err = Stash::open(&path).unwrap_err();
     match &err {
         Error::UnsupportedFormat { found, supported, .. } => {
-            assert_eq!((*found, *supported), (99, 9))
+            assert_eq!((*found, *supported), (99, 10))
         }
         other => panic!("expected UnsupportedFormat, got {other:?}"),
     }

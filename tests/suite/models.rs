@@ -244,3 +244,67 @@ fn pinned_and_shared_models_keep_their_objects() -> TestResult {
     assert!(stash.models()?.iter().all(|m| m.root != Key::of(&b_root)));
     Ok(())
 }
+
+#[test]
+fn a_repaired_stash_keeps_its_models_and_a_model_that_lost_an_object_is_absent() -> TestResult {
+    for layout in crate::common::LAYOUTS {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("m.db");
+        let (whole_root, whole) = model(50, 300);
+        let (hurt_root, hurt) = model(51, 300);
+        let (short_root, short) = model(52, 300);
+        let loose = b"a loose object".to_vec();
+        {
+            let stash = Stash::builder().layout(layout).open(&path)?;
+            let assembly = stash.assemble()?;
+            let keys = assembly.save_all(&whole)?;
+            let root = assembly.save(&whole_root)?;
+            assembly.finish_named("whole", &root, &keys)?;
+            stash.save_model(&hurt_root, &hurt)?;
+            // A model already short of an object: its root is kept apart.
+            stash.save_model(&short_root, &short)?;
+            assert!(stash.remove(&Key::of(&short[3]))?);
+            stash.save(&loose)?;
+            stash.close()?;
+        }
+        {
+            // Garbage where one object of the second model and the loose object were.
+            let conn = rusqlite::Connection::open(&path)?;
+            for bytes in [&hurt[7], &loose] {
+                let key = Key::of(bytes);
+                let table = match layout {
+                    objstash::Layout::Single => "objects".to_string(),
+                    _ => format!("objects_{:02x}", key.as_bytes()[0]),
+                };
+                let sql = format!("UPDATE {table} SET data = x'deadbeef' WHERE key = ?1");
+                assert_eq!(conn.execute(&sql, [&key.as_bytes()[..]])?, 1);
+            }
+        }
+        let report = objstash::repair(&path)?;
+        assert_eq!(report.dropped, 2, "{layout}: {report}");
+        let stash = Stash::builder().layout(layout).open(&path)?;
+        let whole_key = Key::of(&whole_root);
+        let kept = stash.model(&whole_key)?.expect("carried");
+        assert!(kept.complete(), "{layout}: {kept}");
+        assert_eq!((kept.objects, kept.name.as_deref()), (301, Some(&b"whole"[..])));
+        assert!(model_is_whole_or_absent(&stash, &whole_root, &whole));
+        assert_eq!(stash.read_model(&whole_key)?.map(|m| m.len()), Some(301));
+        // The model that lost an object, and the one already short of one: roots absent.
+        for (root, members, lacking) in [(&hurt_root, &hurt, 7), (&short_root, &short, 3)] {
+            let listed = stash.model(&Key::of(root))?.expect("carried");
+            assert_eq!((listed.objects, listed.missing), (301, 1), "{layout}: {listed}");
+            assert!(!model_is_whole_or_absent(&stash, root, members));
+            // The object saved again brings the root back: its bytes were kept.
+            stash.save(&members[lacking])?;
+            stash.flush()?;
+            assert!(
+                model_is_whole_or_absent(&stash, root, members),
+                "{layout}: {:?} {:?}",
+                stash.model(&Key::of(root))?,
+                stash.get(&Key::of(&members[lacking]))?.is_some()
+            );
+        }
+        assert!(stash.verify()?.is_ok());
+    }
+    Ok(())
+}
