@@ -103,7 +103,7 @@ pub(crate) fn ensure(conn: &Connection) -> Result<()> {
         return Ok(());
     }
     conn.execute_batch(&format!(
-        "CREATE TABLE {MODELS}(id INTEGER PRIMARY KEY, root BLOB, state INTEGER NOT NULL, \
+        "CREATE TABLE {MODELS}(id INTEGER PRIMARY KEY AUTOINCREMENT, root BLOB, state INTEGER NOT NULL, \
          objects INTEGER NOT NULL DEFAULT 0, missing INTEGER NOT NULL DEFAULT 0, \
          bytes INTEGER NOT NULL DEFAULT 0, used INTEGER NOT NULL DEFAULT 0, \
          pinned INTEGER NOT NULL DEFAULT 0, runs BLOB NOT NULL DEFAULT x'00', name BLOB, \

@@ -62,7 +62,7 @@ use crate::values::value_log::ValueLog;
 use crate::writer::{Answer, Flush, Message, Op, Shared, WriterConfig, WriterHandle, asked};
 
 use gzip_training::GzipTraining;
-pub use models::{Assembly, ModelObjects};
+pub use models::{Assembly, AssemblyId, ModelObjects};
 pub use object_reader::ObjectReader;
 pub(crate) use save::Saving;
 use train::Trainer;

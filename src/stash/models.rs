@@ -226,7 +226,48 @@ pub struct Assembly<'a> {
     done: bool,
 }
 
+/// Which assembly an [`Assembly`] is, to resume it later on the same stash
+/// ([`Assembly::detach`], [`Stash::resume_assembly`]): for bindings whose handles cannot
+/// hold a borrow of the stash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AssemblyId(i64);
+
+impl Stash {
+    /// The assembly `id` again ([`Assembly::detach`]). One given up meanwhile (or given up
+    /// by an open that found the stash alone, after this handle was closed) holds nothing:
+    /// its saves are loose, its holds find nothing stored, and its finish declares the
+    /// model afresh.
+    pub fn resume_assembly(&self, id: AssemblyId) -> Assembly<'_> {
+        Assembly { stash: self, id: id.0, done: false }
+    }
+}
+
 impl Assembly<'_> {
+    /// Lets go of the assembly without giving it up: it goes on until
+    /// [`Stash::resume_assembly`] resumes it and finishes it or drops it.
+    #[must_use = "an assembly detached and never resumed is given up only at the next open alone"]
+    pub fn detach(mut self) -> AssemblyId {
+        self.done = true;
+        AssemblyId(self.id)
+    }
+
+    /// Gives the assembly up now (as dropping it does): what it held goes back to being
+    /// loose.
+    pub fn give_up(self) {}
+
+    /// Holds, for the assembly, the objects saved under `names` that are stored; the key
+    /// of each stored one, `None` for the others, in input order: what a copy from a
+    /// server that knows objects by its own ids still has to fetch.
+    ///
+    /// # Errors
+    /// As [`Stash::resolve`] and [`Assembly::hold`].
+    pub fn hold_named<N: AsRef<[u8]> + Sync>(&self, names: &[N]) -> Result<Vec<Option<Key>>> {
+        let keys = self.stash.resolve(names)?;
+        let known: Vec<Key> = keys.iter().flatten().copied().collect();
+        let mut stored = self.hold(&known)?.into_iter();
+        Ok(keys.into_iter().map(|key| key.filter(|_| stored.next().unwrap_or(false))).collect())
+    }
+
     /// Saves an object into the assembly, as [`Stash::save`] does.
     ///
     /// # Errors

@@ -79,6 +79,11 @@ impl Tx<'_> {
         self.models.on
     }
 
+    /// Whether `id` is an assembly under way (not given up, reclaimed or finished).
+    pub(crate) fn assembling(&self, id: i64) -> Result<bool, Stop> {
+        Ok(models::by_id(self.conn, id)?.is_some_and(|m| m.state == State::Assembling))
+    }
+
     /// The index of `key`'s table in the layout.
     fn table_of(&self, key: &Key) -> u16 {
         self.shared.schema.layout.table_of(key) as u16
@@ -436,8 +441,9 @@ impl Tx<'_> {
         {
             self.release(earlier)?;
         }
+        // An assembly given up meanwhile (or reclaimed) held nothing: a new model is made.
         let existing = match assembly {
-            Some(id) => models::by_id(self.conn, id)?,
+            Some(id) => models::by_id(self.conn, id)?.filter(|m| m.state == State::Assembling),
             None => None,
         };
         let mut model = match existing {
@@ -506,7 +512,10 @@ impl Tx<'_> {
     /// until the root is declared or the assembly given up); whether each is stored.
     fn hold(&mut self, id: i64, keys: &[Key]) -> Result<Vec<bool>, Stop> {
         self.write_run()?;
-        let Some(mut model) = models::by_id(self.conn, id)? else {
+        let Some(mut model) =
+            models::by_id(self.conn, id)?.filter(|m| m.state == State::Assembling)
+        else {
+            // Given up (or reclaimed): nothing is held, and nothing counts as stored.
             return Ok(vec![false; keys.len()]);
         };
         let mut stored = Vec::with_capacity(keys.len());

@@ -8,7 +8,7 @@
 //! found (a name for one of them needs no check that its object exists), are kept in
 //! [`Written`] until the commit.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::sync::Arc;
 
@@ -126,6 +126,16 @@ impl Tx<'_> {
             self.written.values = Some(Appender::begin(self.conn)?);
         }
         let mut assembled: Vec<(i64, u16, i64)> = Vec::new();
+        // Rows saved into an assembly given up meanwhile (or reclaimed) are saved loose.
+        let mut live: HashMap<i64, bool> = HashMap::new();
+        for row in rows.iter() {
+            if let Some(id) = row.model
+                && self.models_on()
+                && !live.contains_key(&id)
+            {
+                live.insert(id, self.assembling(id)?);
+            }
+        }
         for row in rows.iter() {
             let table = self.shared.schema.table(&row.key);
             let what = || format!("inserting {} into {}", row.key, table.name);
@@ -134,7 +144,7 @@ impl Tx<'_> {
                 self.written.present.insert(row.key);
                 continue;
             }
-            let tagged = row.model.filter(|_| self.models_on());
+            let tagged = row.model.filter(|id| live.get(id) == Some(&true));
             let used = if tagged.is_some() { MEMBER } else { now };
             let reserve = row.data.len() >= LARGE_ROW;
             let in_file =

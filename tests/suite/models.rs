@@ -308,3 +308,56 @@ fn a_repaired_stash_keeps_its_models_and_a_model_that_lost_an_object_is_absent()
     }
     Ok(())
 }
+
+#[test]
+fn a_detached_assembly_resumes_and_one_given_up_meanwhile_holds_nothing() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("m.db");
+    let stash = Stash::builder().eviction_grace(Duration::ZERO).open(&path)?;
+    let (root, members) = model(60, 100);
+    let keys: Vec<Key> = members.iter().map(|m| Key::of(m)).collect();
+    let names: Vec<String> = (0..100).map(|i| format!("member-{i}")).collect();
+    let named: Vec<(&String, &Vec<u8>)> = names.iter().zip(&members).collect();
+    stash.save_named(&named[..40])?;
+    let id = stash.assemble()?.detach();
+    {
+        let assembly = stash.resume_assembly(id);
+        let held = assembly.hold_named(&names)?;
+        assert_eq!(held[..40], keys[..40].iter().map(|k| Some(*k)).collect::<Vec<_>>()[..]);
+        assert!(held[40..].iter().all(Option::is_none));
+        let _ = assembly.detach();
+    }
+    // Held: not evicted.
+    stash.evict_unused_since(Duration::ZERO)?;
+    assert!(stash.missing(&keys[..40])?.is_empty(), "held by the assembly");
+    let assembly = stash.resume_assembly(id);
+    assembly.save_named(&named[40..])?;
+    let root_key = assembly.save(&root)?;
+    assert!(assembly.finish(&root_key, &keys)?.complete());
+    assert!(model_is_whole_or_absent(&stash, &root, &members));
+    let (first_root, first_members) = (root, members);
+
+    // An assembly given up, then used again: its saves are loose, its holds find nothing,
+    // and its finish declares the model afresh.
+    let (root, members) = model(61, 50);
+    let keys: Vec<Key> = members.iter().map(|m| Key::of(m)).collect();
+    let id = stash.assemble()?.detach();
+    stash.resume_assembly(id).give_up();
+    let stale = stash.resume_assembly(id);
+    stale.save_all(&members[..10])?;
+    assert_eq!(stale.hold(&keys[..10])?, vec![false; 10]);
+    let _ = stale.detach();
+    stash.flush()?;
+    stash.evict_unused_since(Duration::ZERO)?;
+    assert_eq!(stash.missing(&keys[..10])?.len(), 10, "saved loose, evicted as loose");
+    let stale = stash.resume_assembly(id);
+    stale.save_all(&members)?;
+    let root_key = stale.save(&root)?;
+    let declared = stale.finish(&root_key, &keys)?;
+    assert!(declared.complete(), "{declared}");
+    assert!(model_is_whole_or_absent(&stash, &root, &members));
+    assert!(!model_is_whole_or_absent(&stash, &first_root, &first_members));
+    // The first model, complete and unused, went whole with the loose objects.
+    assert_eq!(stash.models()?.iter().map(|m| m.root).collect::<Vec<_>>(), vec![root_key]);
+    Ok(())
+}
