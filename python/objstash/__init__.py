@@ -15,6 +15,13 @@ own (Speckle ids, paths) and read back by them.
         assert stash.get_named("wall-17") == b'{"wall": 17}'
         todo = stash.missing(keys)                   # which still need fetching
 
+Models. A model is a root object and the objects it lists (a Speckle commit and its
+``__closure``): ``save_model``, ``declare_model`` or ``assemble`` (a copy whose root comes
+last) make one, and from then on the stash keeps and evicts it whole, by its last use,
+and reads its root as absent whenever one of its objects is not stored. ``models()``,
+``model(root)``, ``pin_model``, ``remove_model`` and ``read_model`` (every object, in the
+order the file holds them) see to them.
+
 Calls that do work release the GIL; one ``Stash`` may be shared by threads, and several
 processes may open the same file. ``objstash.speckle`` holds a transport for specklepy.
 
@@ -61,15 +68,18 @@ import os
 import signal
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 from objstash._objstash import MAX_NAME_LEN as MAX_NAME_LEN
 from objstash._objstash import __version__ as __version__
+from objstash._objstash import Assembly as Assembly
 from objstash._objstash import ObjectReader as ObjectReader
+from objstash._objstash import key_of as key_of
 from objstash._objstash import Stash as _Stash
 from objstash._objstash import _after_fork_in_child, _after_fork_in_parent
 from objstash._objstash import _before_fork, _close_all, _take_sigterm
 from objstash import errors as errors
+from objstash.models import Model as Model
 from objstash.errors import BadKeyError as BadKeyError
 from objstash.errors import BadNameError as BadNameError
 from objstash.errors import BusyError as BusyError
@@ -385,6 +395,19 @@ class Stash(_Stash):
         def __init__(self, *args, **kwargs):
             _hook_exits()
 
+    def save_model(
+        self,
+        root: bytes | bytearray | memoryview | str,
+        members: Iterable[bytes | bytearray | memoryview | str],
+        name: str | bytes | None = None,
+    ) -> Model:
+        """Saves a model: its members (in parallel, as ``save_all``), then its root, and
+        declares it, under ``name`` if given. The model as it stands (complete)."""
+        with self.assemble() as assembly:
+            keys = assembly.save_all(members)
+            key = assembly.save(root)
+            return assembly.finish(key, keys, name)
+
     def stats(self) -> Stats:
         """The size report (waits for pending writes to commit; costs no scan)."""
         return Stats(**self._stats())
@@ -443,6 +466,9 @@ class Stash(_Stash):
 __all__ = [
     "MAX_NAME_LEN",
     "Stash",
+    "Model",
+    "Assembly",
+    "key_of",
     "Stats",
     "VerifyReport",
     "Remote",

@@ -6,9 +6,11 @@
 //! the library runs, so other Python threads go on; bytes handed in are borrowed from
 //! their Python objects (immutable) rather than copied.
 
+mod calls;
 mod convert;
 mod errors;
 mod handle;
+mod models;
 mod remote;
 mod signals;
 mod sigterm;
@@ -56,16 +58,25 @@ fn _close_all(py: Python<'_>) {
     py.detach(handle::close_all);
 }
 
+/// The key an object is stored under (64 hex digits: the blake3 hash of its bytes, or of
+/// a str's UTF-8), computed without storing it.
+#[pyfunction]
+fn key_of(data: &Bound<'_, PyAny>) -> PyResult<String> {
+    Ok(objstash::Key::of(&convert::object(data)?).to_string())
+}
+
 #[pymodule]
 fn _objstash(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<stash::Stash>()?;
     m.add_class::<stash::KeyIterator>()?;
     m.add_class::<stream::ObjectReader>()?;
+    m.add_class::<models::Assembly>()?;
     m.add_function(wrap_pyfunction!(_before_fork, m)?)?;
     m.add_function(wrap_pyfunction!(_after_fork_in_parent, m)?)?;
     m.add_function(wrap_pyfunction!(_after_fork_in_child, m)?)?;
     m.add_function(wrap_pyfunction!(_take_sigterm, m)?)?;
     m.add_function(wrap_pyfunction!(_close_all, m)?)?;
+    m.add_function(wrap_pyfunction!(key_of, m)?)?;
     m.add("MAX_NAME_LEN", objstash::MAX_NAME_LEN)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -1,121 +1,27 @@
 //! The `Stash` class: one library handle ([`Handle`]), shared by every Python thread that
-//! uses it and carried across forks.
-//!
-//! Calls run with the GIL released. Long calls answer Ctrl-C within a fraction of a second:
-//! batch calls work in chunks and check for signals between them (what earlier chunks
-//! saved is kept), and calls that wait (`flush`, `verify`, trims) run on a helper thread
-//! while the calling thread checks for signals; an interrupted wait leaves its call to
-//! finish in the background.
+//! uses it and carried across forks. Calls run with the GIL released, long ones answering
+//! Ctrl-C (`calls.rs`); models' calls are in `models.rs`.
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use objstash::{Codec, Durability, Key, Layout, Values};
-use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use crate::convert;
 use crate::errors;
 use crate::handle::{CallError, Handle};
+use crate::models;
 use crate::remote;
 use crate::stream;
-
-/// Objects (or keys, or names) a batch call hands the library at once, at most.
-const CHUNK_ITEMS: usize = 8_192;
-/// Bytes of objects a saving call hands the library at once, at most: about 50 ms of
-/// work here, so Ctrl-C is answered within ~100 ms.
-const CHUNK_BYTES: usize = 4 << 20;
-/// How often a thread waiting for a long call checks for signals.
-const SIGNAL_CHECK: Duration = Duration::from_millis(50);
 
 /// A content-addressed object cache in one SQLite file (see the package documentation).
 #[pyclass(module = "objstash._objstash", name = "Stash", subclass, frozen)]
 pub struct Stash {
-    handle: Arc<Handle>,
-}
-
-impl Stash {
-    /// Runs `f` on the stash with the GIL released.
-    fn with<T: Send>(
-        &self,
-        py: Python<'_>,
-        f: impl FnOnce(&objstash::Stash) -> objstash::Result<T> + Send,
-    ) -> PyResult<T> {
-        py.detach(|| self.handle.run(f)).map_err(errors::call_to_py)
-    }
-
-    /// Runs `f` on a helper thread and waits for it, checking for signals: Ctrl-C raises
-    /// `KeyboardInterrupt` at once, and the call finishes in the background.
-    fn waiting<T: Send + 'static>(
-        &self,
-        py: Python<'_>,
-        f: impl FnOnce(&objstash::Stash) -> objstash::Result<T> + Send + 'static,
-    ) -> PyResult<T> {
-        let handle = Arc::clone(&self.handle);
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        crate::signals::blocked(|| {
-            std::thread::Builder::new().name("objstash-call".to_string()).spawn(move || {
-                let _ = tx.send(handle.run(f));
-            })
-        })
-        .map_err(|e| PyRuntimeError::new_err(format!("starting a thread: {e}")))?;
-        loop {
-            match py.detach(|| rx.recv_timeout(SIGNAL_CHECK)) {
-                Ok(done) => return done.map_err(errors::call_to_py),
-                Err(crossbeam_channel::RecvTimeoutError::Timeout) => py.check_signals()?,
-                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
-                    return Err(PyRuntimeError::new_err("the objstash call panicked"));
-                }
-            }
-        }
-    }
-
-    /// Runs `f` on each chunk of `items` (cut by [`CHUNK_ITEMS`] and by `size`), checking
-    /// for signals between chunks; the answers in input order.
-    fn chunked<'a, I: Sync, T: Send>(
-        &self,
-        py: Python<'_>,
-        items: &'a [I],
-        size: impl Fn(&I) -> usize,
-        f: impl Fn(&objstash::Stash, &'a [I]) -> objstash::Result<Vec<T>> + Sync,
-    ) -> PyResult<Vec<T>> {
-        let mut answers = Vec::with_capacity(items.len());
-        let mut rest = items;
-        while !rest.is_empty() {
-            let (mut end, mut bytes) = (0, 0);
-            while end < rest.len() && end < CHUNK_ITEMS && (end == 0 || bytes < CHUNK_BYTES) {
-                bytes += size(&rest[end]);
-                end += 1;
-            }
-            let (chunk, later) = rest.split_at(end);
-            answers.extend(self.with(py, |s| f(s, chunk))?);
-            rest = later;
-            if !rest.is_empty() {
-                py.check_signals()?;
-            }
-        }
-        Ok(answers)
-    }
-
-    /// Refuses, before anything is saved, an object over the stash's limit: a call saves
-    /// in chunks, and none of it may be stored when one object is refused.
-    fn check_sizes(&self, py: Python<'_>, objects: &[Cow<'_, [u8]>]) -> PyResult<()> {
-        let limit = self.with(py, |s| Ok(s.max_object_size()))?;
-        match objects.iter().map(|o| o.len() as u64).find(|&size| size > limit) {
-            Some(size) => Err(errors::raise(
-                py,
-                "TooLargeError",
-                format!(
-                    "an object of {size} bytes is larger than this stash's limit of {limit} \
-                     bytes; nothing of the call was stored: split it, or open the stash with \
-                     a larger max_object_size="
-                ),
-            )),
-            None => Ok(()),
-        }
-    }
+    pub(crate) handle: Arc<Handle>,
 }
 
 fn parse<T: std::str::FromStr>(
@@ -151,13 +57,41 @@ fn key_list(keys: &[Key]) -> Vec<String> {
 }
 
 /// The (name, object) pairs of `items`: an iterable of pairs, or a mapping.
-fn pairs<'py>(items: &Bound<'py, PyAny>) -> PyResult<Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>> {
+pub(crate) fn pairs<'py>(
+    items: &Bound<'py, PyAny>,
+) -> PyResult<Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>> {
     let items = if items.cast::<PyDict>().is_ok() || items.hasattr("keys")? {
         items.call_method0("items")?
     } else {
         items.clone()
     };
     convert::collect(&items, "(name, object) pairs")?.iter().map(|item| item.extract()).collect()
+}
+
+/// The (name, object) bytes of `held` pairs, names checked: a name out of bounds raises
+/// `BadNameError` before anything is stored.
+pub(crate) fn named_objects<'a>(
+    py: Python<'_>,
+    held: &'a [(Bound<'_, PyAny>, Bound<'_, PyAny>)],
+) -> PyResult<Vec<(Cow<'a, [u8]>, Cow<'a, [u8]>)>> {
+    let pairs = held
+        .iter()
+        .map(|(name, object)| Ok((convert::name(name)?, convert::object(object)?)))
+        .collect::<PyResult<Vec<_>>>()?;
+    if let Some((name, _)) =
+        pairs.iter().find(|(name, _)| name.is_empty() || name.len() > objstash::MAX_NAME_LEN)
+    {
+        return Err(errors::raise(
+            py,
+            "BadNameError",
+            format!(
+                "a name must be 1 to {} bytes long, not {}; nothing of the call was stored",
+                objstash::MAX_NAME_LEN,
+                name.len()
+            ),
+        ));
+    }
+    Ok(pairs)
 }
 
 #[pymethods]
@@ -240,7 +174,7 @@ impl Stash {
     fn save(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<String> {
         crate::sigterm::keep();
         let data = convert::object(data)?;
-        Ok(self.with(py, |s| s.save(&data))?.to_string())
+        Ok(self.handle.with(py, |s| s.save(&data))?.to_string())
     }
 
     /// Stores many objects, hashed and compressed in parallel; their keys in input order.
@@ -248,8 +182,8 @@ impl Stash {
         crate::sigterm::keep();
         let held = convert::collect(objects, "objects")?;
         let data = held.iter().map(convert::object).collect::<PyResult<Vec<_>>>()?;
-        self.check_sizes(py, &data)?;
-        let keys = self.chunked(py, &data, |o| o.len(), |s, chunk| s.save_all(chunk))?;
+        self.handle.check_sizes(py, &data)?;
+        let keys = self.handle.chunked(py, &data, |o| o.len(), |s, chunk| s.save_all(chunk))?;
         Ok(key_list(&keys))
     }
 
@@ -258,40 +192,40 @@ impl Stash {
         crate::sigterm::keep();
         let held = convert::collect(objects, "objects")?;
         let data = held.iter().map(convert::object).collect::<PyResult<Vec<_>>>()?;
-        self.check_sizes(py, &data)?;
-        let keys = self.chunked(py, &data, |o| o.len(), |s, chunk| s.save_pinned(chunk))?;
+        self.handle.check_sizes(py, &data)?;
+        let keys = self.handle.chunked(py, &data, |o| o.len(), |s, chunk| s.save_pinned(chunk))?;
         Ok(key_list(&keys))
     }
 
     /// Pins stored objects; whether each is stored (and so pinned now).
     fn pin(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
         let keys = convert::keys(keys)?;
-        self.waiting(py, move |s| s.pin(&keys))
+        self.handle.waiting(py, move |s| s.pin(&keys))
     }
 
     /// Unpins objects (a use now); whether each was pinned.
     fn unpin(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
         let keys = convert::keys(keys)?;
-        self.waiting(py, move |s| s.unpin(&keys))
+        self.handle.waiting(py, move |s| s.unpin(&keys))
     }
 
     /// The size cap the stash records, in bytes, or None.
     #[getter]
     fn max_size(&self, py: Python<'_>) -> PyResult<Option<u64>> {
-        self.with(py, objstash::Stash::max_size)
+        self.handle.with(py, objstash::Stash::max_size)
     }
 
     /// Records a size cap (None removes it); eviction down to it runs in the background.
     fn set_max_size(&self, py: Python<'_>, max_size: Option<i128>) -> PyResult<()> {
         let cap = max_size.map(|bytes| convert::unsigned("max_size", bytes)).transpose()?;
-        self.waiting(py, move |s| s.set_max_size(cap))
+        self.handle.waiting(py, move |s| s.set_max_size(cap))
     }
 
     /// Evicts least recently used objects until the files fit `max_size` bytes; returns
     /// (objects, stored bytes) evicted.
     fn trim_to(&self, py: Python<'_>, max_size: i128) -> PyResult<(u64, u64)> {
         let size = convert::unsigned("max_size", max_size)?;
-        let done = self.waiting(py, move |s| s.trim_to(size))?;
+        let done = self.handle.waiting(py, move |s| s.trim_to(size))?;
         Ok((done.objects, done.stored_bytes))
     }
 
@@ -299,7 +233,7 @@ impl Stash {
     /// bytes) evicted.
     fn evict_unused_since(&self, py: Python<'_>, seconds: f64) -> PyResult<(u64, u64)> {
         let age = seconds_arg("seconds", seconds)?;
-        let done = self.waiting(py, move |s| s.evict_unused_since(age))?;
+        let done = self.handle.waiting(py, move |s| s.evict_unused_since(age))?;
         Ok((done.objects, done.stored_bytes))
     }
 
@@ -337,7 +271,7 @@ impl Stash {
         crate::sigterm::keep();
         let name = convert::name(name)?;
         let key = convert::key(key)?;
-        Ok(self.with(py, |s| s.name(&[(&name[..], key)]))?[0])
+        Ok(self.handle.with(py, |s| s.name(&[(&name[..], key)]))?[0])
     }
 
     /// The object under `key` opened as a binary file object (`read`, `readinto`, `seek`,
@@ -363,7 +297,7 @@ impl Stash {
         default: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         let key = convert::key(key)?;
-        match self.with(py, |s| s.get(&key))? {
+        match self.handle.with(py, |s| s.get(&key))? {
             Some(found) => Ok(Some(PyBytes::new(py, &found).into_any())),
             None => Ok(default),
         }
@@ -376,7 +310,7 @@ impl Stash {
         key: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let parsed = convert::key(key)?;
-        match self.with(py, |s| s.get(&parsed))? {
+        match self.handle.with(py, |s| s.get(&parsed))? {
             Some(found) => Ok(PyBytes::new(py, &found)),
             None => Err(PyKeyError::new_err(key.clone().unbind())),
         }
@@ -389,20 +323,20 @@ impl Stash {
         keys: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyList>> {
         let keys = convert::keys(keys)?;
-        let found = self.chunked(py, &keys, |_| 0, |s, chunk| s.get_many(chunk))?;
+        let found = self.handle.chunked(py, &keys, |_| 0, |s, chunk| s.get_many(chunk))?;
         bytes_list(py, found)
     }
 
     /// Whether an object is stored under `key`.
     fn contains(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         let key = convert::key(key)?;
-        self.with(py, |s| s.contains(&key))
+        self.handle.with(py, |s| s.contains(&key))
     }
 
     /// `key in stash`: False for anything that is not a key, as a mapping's `in` is.
     fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         match convert::try_key(key)? {
-            Some(key) => self.with(py, |s| s.contains(&key)),
+            Some(key) => self.handle.with(py, |s| s.contains(&key)),
             None => Ok(false),
         }
     }
@@ -410,13 +344,13 @@ impl Stash {
     /// The keys among `keys` that are not stored, in input order (as hex str).
     fn missing(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
         let keys = convert::keys(keys)?;
-        let missing = self.chunked(py, &keys, |_| 0, |s, chunk| s.missing(chunk))?;
+        let missing = self.handle.chunked(py, &keys, |_| 0, |s, chunk| s.missing(chunk))?;
         Ok(key_list(&missing))
     }
 
     /// Every stored key (as hex str), read a chunk at a time.
     fn keys(&self, py: Python<'_>) -> PyResult<KeyIterator> {
-        let entries = self.waiting(py, |s| s.entries())?;
+        let entries = self.handle.waiting(py, |s| s.entries())?;
         Ok(KeyIterator { entries: Mutex::new(entries) })
     }
 
@@ -427,13 +361,13 @@ impl Stash {
     /// Deletes the object under `key` and its names; whether one was stored.
     fn remove(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         let key = convert::key(key)?;
-        self.waiting(py, move |s| s.remove(&key))
+        self.handle.waiting(py, move |s| s.remove(&key))
     }
 
     /// Deletes objects (and their names) in one transaction; whether each was stored.
     fn remove_all(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
         let keys = convert::keys(keys)?;
-        self.waiting(py, move |s| s.remove_all(&keys))
+        self.handle.waiting(py, move |s| s.remove_all(&keys))
     }
 
     /// Stores objects under names: a mapping of names to objects, or an iterable of
@@ -442,26 +376,11 @@ impl Stash {
     fn save_named(&self, py: Python<'_>, items: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
         crate::sigterm::keep();
         let held = pairs(items)?;
-        let pairs = held
-            .iter()
-            .map(|(name, object)| Ok((convert::name(name)?, convert::object(object)?)))
-            .collect::<PyResult<Vec<_>>>()?;
-        if let Some((name, _)) =
-            pairs.iter().find(|(name, _)| name.is_empty() || name.len() > objstash::MAX_NAME_LEN)
-        {
-            return Err(errors::raise(
-                py,
-                "BadNameError",
-                format!(
-                    "a name must be 1 to {} bytes long, not {}; nothing of the call was stored",
-                    objstash::MAX_NAME_LEN,
-                    name.len()
-                ),
-            ));
-        }
+        let pairs = named_objects(py, &held)?;
         let data: Vec<Cow<'_, [u8]>> = pairs.iter().map(|(_, o)| Cow::Borrowed(&o[..])).collect();
-        self.check_sizes(py, &data)?;
-        let keys = self.chunked(py, &pairs, |(_, o)| o.len(), |s, chunk| s.save_named(chunk))?;
+        self.handle.check_sizes(py, &data)?;
+        let keys =
+            self.handle.chunked(py, &pairs, |(_, o)| o.len(), |s, chunk| s.save_named(chunk))?;
         Ok(key_list(&keys))
     }
 
@@ -472,7 +391,7 @@ impl Stash {
         name: &Bound<'py, PyAny>,
     ) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let name = convert::name(name)?;
-        let found = self.with(py, |s| s.get_named(&[&name[..]]))?;
+        let found = self.handle.with(py, |s| s.get_named(&[&name[..]]))?;
         Ok(found.into_iter().next().flatten().map(|v| PyBytes::new(py, &v)))
     }
 
@@ -484,14 +403,14 @@ impl Stash {
     ) -> PyResult<Bound<'py, PyList>> {
         let held = convert::collect(names, "names")?;
         let names = convert::names(&held)?;
-        let found = self.chunked(py, &names, |_| 0, |s, chunk| s.get_named(chunk))?;
+        let found = self.handle.chunked(py, &names, |_| 0, |s, chunk| s.get_named(chunk))?;
         bytes_list(py, found)
     }
 
     /// The key `name` maps to, or None.
     fn resolve(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
         let name = convert::name(name)?;
-        let keys = self.with(py, |s| s.resolve(&[&name[..]]))?;
+        let keys = self.handle.with(py, |s| s.resolve(&[&name[..]]))?;
         Ok(keys.into_iter().next().flatten().map(|k| k.to_string()))
     }
 
@@ -503,7 +422,7 @@ impl Stash {
     ) -> PyResult<Vec<Option<String>>> {
         let held = convert::collect(names, "names")?;
         let names = convert::names(&held)?;
-        let keys = self.chunked(py, &names, |_| 0, |s, chunk| s.resolve(chunk))?;
+        let keys = self.handle.chunked(py, &names, |_| 0, |s, chunk| s.resolve(chunk))?;
         Ok(keys.into_iter().map(|k| k.map(|k| k.to_string())).collect())
     }
 
@@ -515,7 +434,7 @@ impl Stash {
     ) -> PyResult<Vec<Bound<'py, PyAny>>> {
         let held = convert::collect(names, "names")?;
         let slices = convert::names(&held)?;
-        let keys = self.chunked(py, &slices, |_| 0, |s, chunk| s.resolve(chunk))?;
+        let keys = self.handle.chunked(py, &slices, |_| 0, |s, chunk| s.resolve(chunk))?;
         Ok(held.into_iter().zip(keys).filter(|(_, k)| k.is_none()).map(|(n, _)| n).collect())
     }
 
@@ -523,33 +442,113 @@ impl Stash {
     fn remove_named(&self, py: Python<'_>, names: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
         let held = convert::collect(names, "names")?;
         let names: Vec<Vec<u8>> = convert::names(&held)?.into_iter().map(Cow::into_owned).collect();
-        self.waiting(py, move |s| s.remove_named(&names))
+        self.handle.waiting(py, move |s| s.remove_named(&names))
+    }
+
+    /// Declares `root` (a key) a model of `members` (keys; the root need not be listed),
+    /// under `name` if given: they are kept and evicted together, and the root reads as
+    /// absent while any member is not stored. The model as it stands (an
+    /// `objstash.Model`: `complete` says whether the root can be read).
+    #[pyo3(signature = (root, members, name=None))]
+    fn declare_model<'py>(
+        &self,
+        py: Python<'py>,
+        root: &Bound<'py, PyAny>,
+        members: &Bound<'py, PyAny>,
+        name: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        crate::sigterm::keep();
+        let root = convert::key(root)?;
+        let members = convert::keys(members)?;
+        let name = models::optional_name(name)?;
+        let model = self.handle.waiting(py, move |s| match name {
+            Some(name) => s.declare_named_model(name, &root, &members),
+            None => s.declare_model(&root, &members),
+        })?;
+        models::model_object(py, &model)
+    }
+
+    /// The model of `root` (an `objstash.Model`: `complete` says whether it is whole, in
+    /// one read), or None.
+    fn model<'py>(
+        &self,
+        py: Python<'py>,
+        root: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let root = convert::key(root)?;
+        let model = self.handle.with(py, |s| s.model(&root))?;
+        model.map(|m| models::model_object(py, &m)).transpose()
+    }
+
+    /// Every model (`objstash.Model`), least recently used first.
+    fn models<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let all = self.handle.waiting(py, objstash::Stash::models)?;
+        all.iter().map(|m| models::model_object(py, m)).collect()
+    }
+
+    /// Pins the model of `root` (never evicted); whether there is one.
+    fn pin_model(&self, py: Python<'_>, root: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let root = convert::key(root)?;
+        self.handle.waiting(py, move |s| s.pin_model(&root))
+    }
+
+    /// Unpins the model of `root` (a use now); whether there is one.
+    fn unpin_model(&self, py: Python<'_>, root: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let root = convert::key(root)?;
+        self.handle.waiting(py, move |s| s.unpin_model(&root))
+    }
+
+    /// Removes the model of `root`: its root and every member no other model lists;
+    /// whether there was one.
+    fn remove_model(&self, py: Python<'_>, root: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let root = convert::key(root)?;
+        self.handle.waiting(py, move |s| s.remove_model(&root))
+    }
+
+    /// Every object of the complete model of `root`, root included, as (key, bytes) pairs
+    /// in the order the file holds them (one sweep of the file), each checked; None when
+    /// `root` is no complete model.
+    fn read_model<'py>(
+        &self,
+        py: Python<'py>,
+        root: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyList>>> {
+        let root = convert::key(root)?;
+        let objects = self.handle.waiting(py, move |s| s.read_model(&root))?;
+        objects.map(|objects| models::objects_list(py, objects)).transpose()
+    }
+
+    /// Begins assembling a model whose root comes last: objects saved into the assembly,
+    /// or held by it when found stored, stay until its root is declared (`finish`) or it
+    /// is given up (leaving a `with` block unfinished, `give_up`, or dropped).
+    fn assemble(&self, py: Python<'_>) -> PyResult<models::Assembly> {
+        models::Assembly::begin(py, &self.handle)
     }
 
     /// Returns once everything saved and removed before is committed (on disk in safe
     /// mode).
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        self.waiting(py, objstash::Stash::flush)
+        self.handle.waiting(py, objstash::Stash::flush)
     }
 
     /// Uploads, in packs, every stored object the remote lacks (as a dict: the package
     /// makes it `objstash.PushReport`).
     fn _push<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let report = self.waiting(py, |s| s.remote().ok_or_else(remote::none)?.push())?;
+        let report = self.handle.waiting(py, |s| s.remote().ok_or_else(remote::none)?.push())?;
         remote::push_report(py, &report)
     }
 
     /// Fetches every remote object the stash lacks, each checked (as a dict: the package
     /// makes it `objstash.PullReport`).
     fn _pull<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let report = self.waiting(py, |s| s.remote().ok_or_else(remote::none)?.pull())?;
+        let report = self.handle.waiting(py, |s| s.remote().ok_or_else(remote::none)?.pull())?;
         remote::pull_report(py, &report)
     }
 
     /// Lists what the remote gained since the last refresh (as a dict: the package makes
     /// it `objstash.RemoteStatus`).
     fn _remote_status<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let status = self.waiting(py, |s| s.remote().ok_or_else(remote::none)?.refresh())?;
+        let status = self.handle.waiting(py, |s| s.remote().ok_or_else(remote::none)?.refresh())?;
         remote::status(py, &status)
     }
 
@@ -565,8 +564,9 @@ impl Stash {
         let options = objstash::CollectOptions::default()
             .grace(remote::duration("grace", grace)?)
             .orphan_grace(remote::duration("orphan_grace", orphan_grace)?);
-        let report =
-            self.waiting(py, move |s| s.remote().ok_or_else(remote::none)?.collect(&options))?;
+        let report = self
+            .handle
+            .waiting(py, move |s| s.remote().ok_or_else(remote::none)?.collect(&options))?;
         remote::collect_report(py, &report)
     }
 
@@ -592,15 +592,16 @@ impl Stash {
             let since = remote::duration("unused_since", time)?;
             options = options.unused_since(std::time::UNIX_EPOCH + since);
         }
-        let report =
-            self.waiting(py, move |s| s.remote().ok_or_else(remote::none)?.trim(&options))?;
+        let report = self
+            .handle
+            .waiting(py, move |s| s.remote().ok_or_else(remote::none)?.trim(&options))?;
         remote::trim_report(py, &report)
     }
 
     /// Compacts the remote's indexes into key-sharded files (as a dict: generation,
     /// packs, entries, shards, bytes, requests, ms, text).
     fn _remote_compact<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let r = self.waiting(py, |s| s.remote().ok_or_else(remote::none)?.compact())?;
+        let r = self.handle.waiting(py, |s| s.remote().ok_or_else(remote::none)?.compact())?;
         let d = PyDict::new(py);
         d.set_item("generation", &r.generation)?;
         d.set_item("packs", r.packs)?;
@@ -616,7 +617,7 @@ impl Stash {
     /// The records of the remote's last collection and trim, as text (None where none
     /// ran).
     fn _remote_records(&self, py: Python<'_>) -> PyResult<(Option<String>, Option<String>)> {
-        self.waiting(py, |s| {
+        self.handle.waiting(py, |s| {
             let tier = s.remote().ok_or_else(remote::none)?;
             let collection = tier.last_collection()?.map(|c| c.to_string());
             Ok((collection, tier.last_trim()?))
@@ -627,21 +628,22 @@ impl Stash {
     /// indexes, refreshed first if due): no request per key.
     fn remote_missing(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
         let keys = convert::keys(keys)?;
-        let missing =
-            self.waiting(py, move |s| s.remote().ok_or_else(remote::none)?.missing(&keys))?;
+        let missing = self
+            .handle
+            .waiting(py, move |s| s.remote().ok_or_else(remote::none)?.missing(&keys))?;
         Ok(key_list(&missing))
     }
 
     /// With `write_behind`: returns once everything saved before was uploaded (without
     /// it, pushes everything the remote lacks).
     fn flush_remote(&self, py: Python<'_>) -> PyResult<()> {
-        self.waiting(py, |s| s.remote().ok_or_else(remote::none)?.flush())
+        self.handle.waiting(py, |s| s.remote().ok_or_else(remote::none)?.flush())
     }
 
     /// The remote's URL (`s3://bucket/prefix`), or None for a stash without one.
     #[getter]
     fn remote_url(&self, py: Python<'_>) -> PyResult<Option<String>> {
-        self.with(py, |s| Ok(s.remote().map(|r| r.url().to_string())))
+        self.handle.with(py, |s| Ok(s.remote().map(|r| r.url().to_string())))
     }
 
     /// Flushes and closes the stash; later calls raise ClosedError. Closing twice is fine.
@@ -666,7 +668,7 @@ impl Stash {
     }
 
     fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
-        Ok(self.waiting(py, objstash::Stash::len)? as usize)
+        Ok(self.handle.waiting(py, objstash::Stash::len)? as usize)
     }
 
     /// The path of the database file.
@@ -679,18 +681,18 @@ impl Stash {
     /// file or directory cannot be written.
     #[getter]
     fn read_only(&self, py: Python<'_>) -> PyResult<bool> {
-        self.with(py, |s| Ok(s.is_read_only()))
+        self.handle.with(py, |s| Ok(s.is_read_only()))
     }
 
     /// The largest object a save accepts, in bytes.
     #[getter]
     fn max_object_size(&self, py: Python<'_>) -> PyResult<u64> {
-        self.with(py, |s| Ok(s.max_object_size()))
+        self.handle.with(py, |s| Ok(s.max_object_size()))
     }
 
     /// The size report as a dict (the package turns it into `objstash.Stats`).
     fn _stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = self.waiting(py, objstash::Stash::stats)?;
+        let s = self.handle.waiting(py, objstash::Stash::stats)?;
         let d = PyDict::new(py);
         d.set_item("objects", s.objects)?;
         d.set_item("raw_bytes", s.raw_bytes)?;
@@ -716,7 +718,7 @@ impl Stash {
 
     /// The integrity report as a dict (the package turns it into `objstash.VerifyReport`).
     fn _verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let r = self.waiting(py, objstash::Stash::verify)?;
+        let r = self.handle.waiting(py, objstash::Stash::verify)?;
         let d = PyDict::new(py);
         d.set_item("ok", r.is_ok())?;
         d.set_item("checked", r.checked)?;
@@ -738,23 +740,23 @@ impl Stash {
     /// The stash's settings: layout, durability, codec.
     #[getter]
     fn layout(&self, py: Python<'_>) -> PyResult<String> {
-        self.with(py, |s| Ok(s.layout().to_string()))
+        self.handle.with(py, |s| Ok(s.layout().to_string()))
     }
 
     /// Where the stash keeps its objects' stored bytes: "rows" or "file".
     #[getter]
     fn values(&self, py: Python<'_>) -> PyResult<String> {
-        self.with(py, |s| Ok(s.values().to_string()))
+        self.handle.with(py, |s| Ok(s.values().to_string()))
     }
 
     #[getter]
     fn durability(&self, py: Python<'_>) -> PyResult<String> {
-        self.with(py, |s| Ok(s.durability().to_string()))
+        self.handle.with(py, |s| Ok(s.durability().to_string()))
     }
 
     #[getter]
     fn codec(&self, py: Python<'_>) -> PyResult<String> {
-        self.with(py, |s| Ok(s.codec().to_string()))
+        self.handle.with(py, |s| Ok(s.codec().to_string()))
     }
 
     fn __repr__(&self) -> String {

@@ -169,10 +169,11 @@ impl Writer {
         self.shared.schema.uses_apart && self.cap.is_none()
     }
 
-    /// Objects last used at or after this are spared: the grace period, and the oldest save
-    /// call under way on this handle (what it saved is not evicted before it returns).
+    /// Objects last used at or after this are spared: those used within the grace period
+    /// (with none, a use this very millisecond is not), and since the oldest save call
+    /// under way on this handle (what it saved is not evicted before it returns).
     fn spared_since(&self, now: i64) -> i64 {
-        let grace = now.saturating_sub(self.grace);
+        let grace = now.saturating_sub(self.grace).saturating_add(1);
         self.shared.uses.oldest_save().map_or(grace, |started| grace.min(started))
     }
 
