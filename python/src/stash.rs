@@ -68,12 +68,15 @@ pub(crate) fn pairs<'py>(
     convert::collect(&items, "(name, object) pairs")?.iter().map(|item| item.extract()).collect()
 }
 
+/// A name's bytes and its object's.
+pub(crate) type NamedBytes<'a> = (Cow<'a, [u8]>, Cow<'a, [u8]>);
+
 /// The (name, object) bytes of `held` pairs, names checked: a name out of bounds raises
 /// `BadNameError` before anything is stored.
 pub(crate) fn named_objects<'a>(
     py: Python<'_>,
     held: &'a [(Bound<'_, PyAny>, Bound<'_, PyAny>)],
-) -> PyResult<Vec<(Cow<'a, [u8]>, Cow<'a, [u8]>)>> {
+) -> PyResult<Vec<NamedBytes<'a>>> {
     let pairs = held
         .iter()
         .map(|(name, object)| Ok((convert::name(name)?, convert::object(object)?)))
