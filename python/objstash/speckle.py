@@ -16,10 +16,24 @@ stores; ``end_write`` waits for them and commits. Objects saved and not yet hand
 are read back from the buffers, so a transport always reads its own writes; an error of
 the background save is raised by the next ``save_object`` or ``end_write``.
 
-Reads follow a receive: when ``get_object`` reads an object that lists its children (a
-``__closure``), the transport reads those children ahead, ``COPY_CHUNK`` at a time in one
-batch call each (read and checked in parallel), so the deserializer's one-by-one requests
-are served from memory. At most ``READ_AHEAD_MAX`` objects are held ahead.
+Models. Speckle's clients trust a cached root to mean a cached model: ``receive`` reads
+the root from the local cache and, if it is there, never asks the server. The transport
+keeps that promise under a size cap. Each write (``begin_write`` to ``end_write``: a send,
+or a copy from a server) is an objstash assembly: what it saves, and what ``has_objects``
+finds already cached, is kept until the write ends; then its last object, the root, is
+declared a model of the objects its ``__closure`` lists. From then on the cache keeps and
+evicts the model whole, and reads the root as absent whenever an object of its closure is
+not cached (removed, evicted, lost to damage), so a receive falls back to the server
+rather than deserializing part of a model. A root cached without a model (by a transport
+from before models, or without its closure) is trusted only once its whole closure is
+found, and is then declared.
+
+Reads follow a receive: ``get_object`` of a model's root reads the whole model in one
+sweep of the file (``Stash.read_model``: the order the objects were saved in, which a
+cold page cache reads sequentially), so the deserializer's one-by-one requests are served
+from memory. For an object that lists children without being a model's root, the children
+are read ahead ``COPY_CHUNK`` at a time in one batch call each, at most
+``READ_AHEAD_MAX`` held ahead.
 
 With a remote, the cache is a team's: objects sent on one machine are pushed in the
 background, and a receive on another machine reads them through by id.
@@ -33,12 +47,14 @@ import json
 import os
 import queue
 import threading
+import warnings
 from typing import Any, Dict, List, Optional, Tuple
 
-from specklepy.logging.exceptions import SpeckleException
+from specklepy.logging.exceptions import SpeckleException, SpeckleWarning
 from specklepy.transports.abstract_transport import AbstractTransport
 
-from objstash import Stash
+import objstash
+from objstash import Assembly, Stash
 from objstash.speckle_paths import default_base_path
 
 #: Objects buffered before they are handed to objstash in one batch.
@@ -72,8 +88,9 @@ class ObjstashTransport(AbstractTransport):
     on the cache's own objects compresses to 0.35x the bytes of SQLiteTransport's cache
     (gzip: 0.48x) and stores faster (python/bench/transports.py). ``values="file"`` makes
     a new cache keep the objects' bytes in a file beside its database (faster reads; see
-    the README). ``max_size`` (bytes) caps the cache: the least recently used objects are
-    evicted to stay within it.
+    the README). ``max_size`` (bytes) caps the cache: the least recently used models (and
+    objects saved outside any model) are evicted whole to stay within it; a model larger
+    than the cap stays until the next one needs the room.
 
     ``remote`` (a URL ``s3://bucket/prefix`` or an ``objstash.Remote``) shares the cache
     with a team: after each ``end_write`` the objects and their ids are pushed in the
@@ -122,12 +139,25 @@ class ObjstashTransport(AbstractTransport):
                     f"ObjstashTransport could not open {path}: {ex}"
                 ) from ex
         self.stash = stash
+        # The write under way: its assembly (begun by begin_write, a first save_object or
+        # has_objects), the key of each object it saved or held, by id, and its last
+        # object (the root of what a send or a copy writes).
+        self._assembly: Optional[Assembly] = None
+        self._keys: Dict[str, str] = {}
+        self._last: Optional[Tuple[str, str]] = None
+        # Ids of the objects of the model read or written last: read as objects, not as
+        # roots; the first one asked for reads that model whole, unless it was already.
+        self._members: set = set()
+        self._members_root: Optional[str] = None
+        self._members_read = False
         self._buffer: Dict[str, str] = {}
         # Batches handed to the background saver and not saved yet, by id; at most two
         # batches wait for it (bounded memory when objstash is the slower side).
         self._inflight: Dict[str, str] = {}
         self._lock = threading.Lock()
-        self._batches: "queue.Queue[Optional[Dict[str, str]]]" = queue.Queue(maxsize=2)
+        self._batches: "queue.Queue[Optional[Tuple[Optional[Assembly], Dict[str, str]]]]" = (
+            queue.Queue(maxsize=2)
+        )
         self._saver: Optional[threading.Thread] = None
         self._error: Optional[BaseException] = None
         # Read ahead: children listed by an object read, in order, not fetched yet
@@ -156,10 +186,19 @@ class ObjstashTransport(AbstractTransport):
 
     def begin_write(self) -> None:
         self.saved_obj_count = 0
+        self._assembling()
+
+    def _assembling(self) -> Optional[Assembly]:
+        """The assembly of the write under way, begun if none is (None for a read-only
+        cache, which assembles nothing)."""
+        if self._assembly is None and not self.stash.read_only:
+            self._assembly = self.stash.assemble()
+        return self._assembly
 
     def save_object(self, id: str, serialized_object: str) -> None:
         """Buffers an object under its id; the buffer goes to objstash in batches."""
         self._raise_saver_error()
+        self._assembling()
         self._fetched.pop(id, None)
         # Kept as str: objstash stores a str as its UTF-8 bytes, read without a copy.
         previous = self._buffer.get(id)
@@ -167,6 +206,7 @@ class ObjstashTransport(AbstractTransport):
             self._buffer_bytes -= len(previous)
         self._buffer[id] = serialized_object
         self._buffer_bytes += len(serialized_object)
+        self._last = (id, serialized_object)
         self.saved_obj_count += 1
         if len(self._buffer) >= BATCH_OBJECTS or self._buffer_bytes >= BATCH_BYTES:
             self._send_buffer()
@@ -182,13 +222,63 @@ class ObjstashTransport(AbstractTransport):
         self.save_object(id, serialized_object)
 
     def end_write(self) -> None:
-        """Hands over what is buffered and waits until everything is committed."""
+        """Hands over what is buffered, waits until everything is committed, and declares
+        the model of the write's root (its last object, if it lists a ``__closure``)."""
         self._send_buffer()
         self._batches.join()
-        self._raise_saver_error()
+        try:
+            self._raise_saver_error()
+            self._declare_model()
+        finally:
+            self._end_assembly()
         self.stash.flush()
         if self.stash.remote_url is not None:
             self._push_in_background()
+
+    def _declare_model(self) -> None:
+        """Finishes the write's assembly as the model of its root and the root's closure.
+        A root whose closure is not all cached (a member no write saved and the cache does
+        not hold) is not left readable: its id is removed, so a receive asks the server."""
+        assembly, last = self._assembly, self._last
+        if assembly is None or last is None or '"__closure"' not in last[1]:
+            return
+        root_id, text = last
+        closure = list((json.loads(text).get("__closure") or {}).keys())
+        with self._lock:
+            keys = dict(self._keys)
+        root_key = keys.get(root_id)
+        if root_key is None:
+            return
+        unknown = [c for c in closure if c not in keys]
+        if unknown:
+            # Cached by an earlier write: held now, or missing.
+            for child, key in zip(unknown, assembly.hold_named(unknown)):
+                if key is not None:
+                    keys[child] = key
+        absent = [c for c in closure if c not in keys]
+        if absent:
+            self.stash.remove_named([root_id])
+            warnings.warn(
+                f"{self.name}: object {root_id} lists {len(absent)} objects this cache "
+                f"does not hold (e.g. {absent[0]}); it is not cached, so a receive of it "
+                "asks the server",
+                SpeckleWarning,
+                stacklevel=3,
+            )
+            return
+        model = assembly.finish(root_key, [keys[c] for c in closure], root_id)
+        if model.complete:
+            # A receive reads what its copy wrote: its objects, not roots, read whole.
+            self._members, self._members_root, self._members_read = set(closure), root_key, False
+
+    def _end_assembly(self) -> None:
+        """Ends the write: its assembly is finished or given up."""
+        assembly, self._assembly = self._assembly, None
+        self._last = None
+        with self._lock:
+            self._keys = {}
+        if assembly is not None:
+            assembly.give_up()
 
     # The remote ----------------------------------------------------------------------
 
@@ -232,19 +322,26 @@ class ObjstashTransport(AbstractTransport):
         if self._saver is None:
             self._saver = threading.Thread(target=self._save_batches, daemon=True)
             self._saver.start()
-        self._batches.put(batch)
+        self._batches.put((self._assembly, batch))
 
     def _save_batches(self) -> None:
-        """The background saver: one ``save_named`` per batch, in order."""
+        """The background saver: one ``save_named`` per batch, in order, into the
+        assembly of the write that saved it."""
         while True:
-            batch = self._batches.get()
-            if batch is None:
+            work = self._batches.get()
+            if work is None:
                 self._batches.task_done()
                 return
+            assembly, batch = work
             try:
                 items: List[Tuple[str, str]] = list(batch.items())
                 # Once save_named returns, every read sees the objects (before commit).
-                self.stash.save_named(items)
+                target = assembly if assembly is not None and assembly.active else self.stash
+                keys = target.save_named(items)
+                if assembly is not None:
+                    with self._lock:
+                        if self._assembly is assembly:
+                            self._keys.update(zip(batch.keys(), keys))
             except BaseException as ex:  # raised in the caller's thread, see below
                 self._error = ex
             finally:
@@ -274,12 +371,75 @@ class ObjstashTransport(AbstractTransport):
             fetched = self._fetched.pop(id, None)
             if fetched is not None:
                 return fetched
-        data = self.stash.get_named(id)
-        if data is None:
+        if id in self._members:
+            # An object of the model read or written last: an object, not a root.
+            if not self._members_read and self._members_root is not None:
+                self._members_read = True
+                self._read_model(self._members_root)
+                fetched = self._fetched.pop(id, None)
+                if fetched is not None:
+                    return fetched
+            data = self.stash.get_named(id)
+            return None if data is None else data.decode("utf-8")
+        key = self.stash.resolve(id)
+        if key is None:
+            if self.stash.remote_url is None:
+                return None
+            data = self.stash.get_named(id)  # read through the remote, and kept
+            key = None if data is None else objstash.key_of(data)
+        else:
+            whole = self._read_model(key)
+            if whole is not None:
+                return whole
+            data = self.stash.get(key)
+        if data is None or key is None:
             return None
         text = data.decode("utf-8")
         if '"__closure"' in text:
-            self._plan_read_ahead(text)
+            return self._trust_root(id, key, text)
+        return text
+
+    def _read_model(self, key: str) -> Optional[str]:
+        """The root's JSON if `key` is the root of a complete model, whose objects are then
+        read (in one sweep of the file) to serve the requests that follow; else None."""
+        objects = self.stash.read_model(key)
+        if objects is None:
+            return None
+        by_key = dict(objects)
+        root = by_key.pop(key).decode("utf-8")
+        children = list((json.loads(root).get("__closure") or {}).keys())
+        self._fetched.clear()
+        self._ahead.clear()
+        self._ahead_ids.clear()
+        self._members, self._members_root, self._members_read = set(children), key, True
+        for child, child_key in zip(children, self.stash.resolve_many(children)):
+            data = by_key.get(child_key) if child_key is not None else None
+            if data is not None:
+                self._fetched[child] = data.decode("utf-8")
+        return root
+
+    def _trust_root(self, id: str, key: str, text: str) -> Optional[str]:
+        """A root cached without a model (or just read through the remote, with its closure
+        then): None unless its whole closure is cached; then it is declared a model (where
+        the cache can be written) and read whole."""
+        children = list((json.loads(text).get("__closure") or {}).keys())
+        keys = self.stash.resolve_many(children)
+        if self.stash.remote_url is not None and None in keys:
+            # A root read through the remote: its model comes through too, or it is absent.
+            lacking = [c for c, k in zip(children, keys) if k is None]
+            for start in range(0, len(lacking), COPY_CHUNK):
+                self.stash.get_many_named(lacking[start : start + COPY_CHUNK])
+            keys = self.stash.resolve_many(children)
+        found = [k for k in keys if k is not None]
+        if len(found) < len(keys) or self.stash.missing(found):
+            return None  # part of a model: the server has the rest
+        if not self.stash.read_only:
+            model = self.stash.declare_model(key, found, id)
+            if model.complete:
+                whole = self._read_model(key)
+                if whole is not None:
+                    return whole
+        self._plan_read_ahead(text)
         return text
 
     def _unsaved(self, id: str) -> Optional[str]:
@@ -315,17 +475,30 @@ class ObjstashTransport(AbstractTransport):
         """Many objects in one call (read and checked in parallel), None where absent."""
         # Unsaved objects first: one that leaves the buffers meanwhile is in the stash by
         # then (the saver forgets a batch only once save_named has returned).
-        unsaved = [self._unsaved(id) for id in ids]
-        found = self.stash.get_many_named(ids)
-        return [
-            text if text is not None else None if data is None else data.decode("utf-8")
-            for text, data in zip(unsaved, found)
-        ]
+        unsaved = [self._unsaved(id) or self._fetched.pop(id, None) for id in ids]
+        wanted = [id for id, text in zip(ids, unsaved) if text is None]
+        found = iter(self.stash.get_many_named(wanted) if wanted else [])
+        texts = []
+        for text in unsaved:
+            if text is None:
+                data = next(found)
+                text = None if data is None else data.decode("utf-8")
+            texts.append(text)
+        return texts
 
     def has_objects(self, id_list: List[str]) -> Dict[str, bool]:
+        """Which objects are cached, in one call. Those found are held for the write that
+        follows (a copy from a server asks before it saves what is missing): kept until
+        it ends, so the model it completes is whole."""
         unsaved = {id for id in id_list if self._unsaved(id) is not None}  # first, as above
-        missing = set(self.stash.missing_named(id_list))
-        return {id: id in unsaved or id not in missing for id in id_list}
+        assembly = self._assembling()
+        if assembly is None:
+            missing = set(self.stash.missing_named(id_list))
+            return {id: id in unsaved or id not in missing for id in id_list}
+        held = assembly.hold_named(id_list)
+        with self._lock:
+            self._keys.update((id, key) for id, key in zip(id_list, held) if key is not None)
+        return {id: id in unsaved or key is not None for id, key in zip(id_list, held)}
 
     def copy_object_and_children(
         self, id: str, target_transport: AbstractTransport
@@ -363,6 +536,7 @@ class ObjstashTransport(AbstractTransport):
                 self._batches.put(None)
                 self._saver.join()
                 self._saver = None
+            self._end_assembly()
             self._raise_saver_error()
             self.flush_remote()
             if self.push_error is not None:

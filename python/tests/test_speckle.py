@@ -18,6 +18,7 @@ from specklepy.transports.memory import MemoryTransport  # noqa: E402
 from specklepy.transports.sqlite import SQLiteTransport  # noqa: E402
 
 import objstash  # noqa: E402
+from objstash import Stash  # noqa: E402
 from objstash.speckle import ObjstashTransport  # noqa: E402
 from speckle_model import base, build_model  # noqa: E402
 
@@ -184,15 +185,27 @@ def test_read_ahead_serves_any_order_and_stays_bounded(tmp_path, monkeypatch):
     model = build_model(150, seed=11)
     memory = MemoryTransport()
     root_id = operations.send(model, [memory], use_default_cache=False)
-    with ObjstashTransport(base_path=str(tmp_path)) as t:
-        operations.send(model, [t], use_default_cache=False)
     children = list(json.loads(memory.objects[root_id])["__closure"])
-    with ObjstashTransport(base_path=str(tmp_path)) as t:
+    # Objects cached without a model (as by a transport from before models), read through
+    # a handle that cannot declare one: the children are read ahead a chunk at a time.
+    path = str(tmp_path / "loose.db")
+    with Stash(path) as stash:
+        stash.save_named(list(memory.objects.items()))
+    with ObjstashTransport(stash=Stash(path, read_only=True)) as t:
         assert t.get_object(root_id) == memory.objects[root_id]
         # Against the order the read ahead guesses: every answer still right.
         for child in reversed(children):
             assert t.get_object(child) == memory.objects[child]
             assert len(t._fetched) <= 20
+    # A model's root reads the whole model at once; each object leaves memory once asked.
+    with ObjstashTransport(base_path=str(tmp_path)) as t:
+        operations.send(model, [t], use_default_cache=False)
+    with ObjstashTransport(base_path=str(tmp_path)) as t:
+        assert t.get_object(root_id) == memory.objects[root_id]
+        assert len(t._fetched) == len(children)
+        for n, child in enumerate(reversed(children)):
+            assert t.get_object(child) == memory.objects[child]
+            assert len(t._fetched) == len(children) - n - 1
         # A name saved again is not served stale from the read ahead.
         t.get_object(root_id)
         t.get_object(children[0])

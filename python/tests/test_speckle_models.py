@@ -1,0 +1,171 @@
+"""A capped ObjstashTransport returns exactly the model sent, or falls back to the server,
+whatever the cap and the order of sends and receives, with models sharing objects and
+models larger than the cap; with no server it raises, never returning part of a model.
+
+Real specklepy against a Speckle server's object endpoints on loopback
+(``speckle_server.py``): the cases of issue #66's "What a new user found". Before models,
+a cap evicted single objects, and a receive found the root and deserialized a partial
+model (``root cached: True, children cached: 170 / 2828``)."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+
+pytest.importorskip("specklepy")
+
+from specklepy.api import operations  # noqa: E402
+from specklepy.logging.exceptions import SpeckleException  # noqa: E402
+from specklepy.transports.server import ServerTransport  # noqa: E402
+
+import objstash  # noqa: E402
+from objstash.speckle import ObjstashTransport  # noqa: E402
+from speckle_model import build_model  # noqa: E402
+from speckle_server import SpeckleServer  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+MB = 1000 * 1000
+
+
+@pytest.fixture(scope="module")
+def server():
+    server = SpeckleServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def models():
+    """Four models of about 2,800 objects each, sharing their levels."""
+    return [build_model(1250, seed=seed) for seed in range(4)]
+
+
+_serialized: dict = {}
+
+
+def serialized(model) -> str:
+    """``operations.serialize`` of a model sent, computed once."""
+    if id(model) not in _serialized:
+        _serialized[id(model)] = operations.serialize(model)
+    return _serialized[id(model)]
+
+
+def transport(server: SpeckleServer) -> ServerTransport:
+    return ServerTransport(stream_id="stream", token="token", url=server.url)
+
+
+def receive_exactly(root_id, model, server, cache) -> None:
+    """A receive through the cache (with the server to fall back on) gives the model
+    sent, and warns of nothing (specklepy warns of placeholders it could not resolve)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        received = operations.receive(
+            root_id, remote_transport=transport(server), local_transport=cache
+        )
+    assert operations.serialize(received) == serialized(model)
+
+
+def closure(cache: ObjstashTransport, root_id: str) -> list:
+    return list(json.loads(cache.get_object(root_id))["__closure"])
+
+
+def cached_root_means_cached_model(cache: ObjstashTransport, root_id: str) -> None:
+    """The invariant, as a Speckle client relies on it: a root the cache returns comes with
+    its whole closure."""
+    root = cache.stash.get_named(root_id)
+    if root is not None:
+        children = list(json.loads(root)["__closure"])
+        assert cache.stash.missing_named(children) == [], "a cached root without its model"
+
+
+@pytest.mark.parametrize("cap_mb", [1.5, 3, 5])
+@pytest.mark.parametrize("order", ["as sent", "reversed"])
+def test_a_capped_cache_always_receives_the_model_sent(tmp_path, server, models, cap_mb, order):
+    with ObjstashTransport(path=str(tmp_path / "cache.db"), max_size=int(cap_mb * MB)) as cache:
+        ids = [operations.send(m, [cache, transport(server)]) for m in models]
+        assert len(closure(cache, ids[-1])) > 2_500
+        sequence = list(range(len(models)))
+        if order == "reversed":
+            sequence.reverse()
+        for i in sequence + sequence:
+            receive_exactly(ids[i], models[i], server, cache)
+            for root_id in ids:
+                cached_root_means_cached_model(cache, root_id)
+        assert cache.stash.verify().ok
+        stats = cache.stash.stats()
+        assert stats.evicted_objects > 0, "the cap evicted"
+
+
+def test_a_model_larger_than_the_cap_is_received_every_time(tmp_path, server, models):
+    with ObjstashTransport(path=str(tmp_path / "cache.db"), max_size=300_000) as cache:
+        root_id = operations.send(models[0], [cache, transport(server)])
+        for _ in range(3):
+            receive_exactly(root_id, models[0], server, cache)
+        model = cache.stash.model(cache.stash.resolve(root_id))
+        assert model is not None and model.complete and model.stored_bytes > 300_000
+        # The next model needs the room: the first goes whole, and comes back whole.
+        other = operations.send(models[1], [cache, transport(server)])
+        receive_exactly(other, models[1], server, cache)
+        cached_root_means_cached_model(cache, root_id)
+        receive_exactly(root_id, models[0], server, cache)
+        cached_root_means_cached_model(cache, other)
+
+
+def test_a_copy_keeps_the_children_it_found_while_it_saves_the_others(tmp_path, server, models):
+    # A root gone and some of its children kept: the copy from the server fetches only what
+    # has_objects calls missing; the others, the oldest in the cache, stay while it saves.
+    with ObjstashTransport(path=str(tmp_path / "cache.db"), max_size=2 * MB) as cache:
+        root_id = operations.send(models[2], [cache, transport(server)])
+        children = closure(cache, root_id)
+        keep = set(children[::3])
+        gone = cache.stash.resolve_many([c for c in children if c not in keep])
+        cache.stash.remove_all(gone)
+        assert cache.get_object(root_id) is None, "the root of a model missing objects"
+        for other in (models[0], models[1]):
+            operations.send(other, [cache, transport(server)])
+        before = server.requests["POST api/getobjects"]
+        receive_exactly(root_id, models[2], server, cache)
+        assert server.requests["POST api/getobjects"] == before + 1
+        cached_root_means_cached_model(cache, root_id)
+        assert cache.stash.model(cache.stash.resolve(root_id)).complete
+
+
+def test_with_no_server_a_model_not_cached_whole_is_an_error_not_part_of_a_model(
+    tmp_path, server, models
+):
+    with ObjstashTransport(path=str(tmp_path / "cache.db"), max_size=int(1.5 * MB)) as cache:
+        ids = [operations.send(m, [cache, transport(server)]) for m in models]
+        # The oldest went whole to make room: no local answer, and no server to ask.
+        assert cache.stash.resolve(ids[0]) is None, "evicted with its name"
+        with pytest.raises(SpeckleException, match="Could not find the specified object"):
+            operations.receive(ids[0], local_transport=cache)
+        # A member removed from the newest: its root reads as absent until it comes back.
+        children = closure(cache, ids[-1])
+        assert cache.stash.remove(cache.stash.resolve(children[5]))
+        with pytest.raises(SpeckleException, match="Could not find the specified object"):
+            operations.receive(ids[-1], local_transport=cache)
+        receive_exactly(ids[-1], models[-1], server, cache)
+        received = operations.receive(ids[-1], local_transport=cache)
+        assert operations.serialize(received) == serialized(models[-1])
+
+
+def test_a_cache_from_before_models_trusts_a_root_only_with_its_closure(tmp_path, server, models):
+    # Objects saved by name with no model, some of a closure missing: the root is not
+    # returned (the receive asks the server); once whole, the root is declared a model.
+    path = str(tmp_path / "old.db")
+    root_id = operations.send(models[3], [transport(server)], use_default_cache=False)
+    with objstash.Stash(path) as stash:
+        stash.save_named([(i, t) for i, t in server.objects.items()])
+        children = list(json.loads(server.objects[root_id])["__closure"])
+        stash.remove_named(children[:3])
+    with ObjstashTransport(path=path) as cache:
+        assert cache.get_object(root_id) is None
+        receive_exactly(root_id, models[3], server, cache)
+    with ObjstashTransport(path=path) as cache:
+        model = cache.stash.model(cache.stash.resolve(root_id))
+        assert model is not None and model.complete
+        assert cache.get_object(root_id) == server.objects[root_id]
