@@ -122,6 +122,24 @@ pub fn missing(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Writes an object to `dir/<first two hex digits>/<other 62>`, making the subdirectory
+/// unless `made` lists it.
+pub fn write_object(
+    dir: &Path,
+    key: &Key,
+    bytes: &[u8],
+    made: &mut HashSet<String>,
+) -> Result<(), Failure> {
+    let hex = key.to_string();
+    let sub = dir.join(&hex[..2]);
+    if made.insert(hex[..2].to_string()) {
+        std::fs::create_dir_all(&sub)
+            .map_err(|e| Failure::io(format!("creating {}", sub.display()), e))?;
+    }
+    let path = sub.join(&hex[2..]);
+    std::fs::write(&path, bytes).map_err(|e| Failure::io(format!("writing {}", path.display()), e))
+}
+
 pub fn export(stash: &Stash, dir: &Path, out: &mut Out) -> Result<ExitCode, Failure> {
     let bar = crate::progress(stash.len()?, out.quiet, "objects");
     let (mut count, mut corrupt) = (0u64, Vec::new());
@@ -147,15 +165,7 @@ pub fn export(stash: &Stash, dir: &Path, out: &mut Out) -> Result<ExitCode, Fail
                 corrupt.push(key.to_string());
                 continue;
             };
-            let hex = key.to_string();
-            let sub = dir.join(&hex[..2]);
-            if made.insert(hex[..2].to_string()) {
-                std::fs::create_dir_all(&sub)
-                    .map_err(|e| Failure::io(format!("creating {}", sub.display()), e))?;
-            }
-            let path = sub.join(&hex[2..]);
-            std::fs::write(&path, bytes)
-                .map_err(|e| Failure::io(format!("writing {}", path.display()), e))?;
+            write_object(dir, key, &bytes, &mut made)?;
             count += 1;
         }
         bar.inc(batch.len() as u64);

@@ -16,6 +16,7 @@ mod bound;
 mod check;
 mod fetch;
 mod manage;
+mod models;
 mod output;
 #[cfg(feature = "remote")]
 mod remote;
@@ -222,6 +223,18 @@ enum Command {
         #[arg(required = true)]
         keys: Vec<String>,
     },
+    /// List models, least recently used first: root, name, objects, stored bytes, whether
+    /// complete (a model's root reads as absent while one of its objects is not stored).
+    #[command(after_help = "Example:\n  objstash --db cache.db models --json")]
+    Models,
+    /// See to one model: show, put, declare, pin, unpin, rm, export.
+    #[command(
+        after_help = "Example:\n  objstash --db cache.db model put root.json parts/*.json --name v1\n  objstash --db cache.db model show <ROOT>\n  objstash --db cache.db model export <ROOT> ./v1"
+    )]
+    Model {
+        #[command(subcommand)]
+        action: models::ModelAction,
+    },
     /// Upload every stored object the remote lacks, in packs; an interrupted push is
     /// resumed by the next one.
     #[cfg(feature = "remote")]
@@ -309,6 +322,9 @@ impl Command {
             Command::Has { keys } if keys != &["-"] => keys,
             Command::Rm { keys } => keys,
             Command::Pin { keys } | Command::Unpin { keys } if keys != &["-"] => keys,
+            Command::Model { action } => {
+                return action.keys().into_iter().try_for_each(|key| parse_key(key).map(drop));
+            }
             #[cfg(feature = "remote")]
             Command::Remote { action: RemoteAction::Missing { keys } } if keys != &["-"] => keys,
             _ => &[],
@@ -322,7 +338,12 @@ impl Command {
         if matches!(self, Command::Pull) {
             return true;
         }
-        matches!(self, Command::Put { .. } | Command::Import { .. })
+        matches!(
+            self,
+            Command::Put { .. }
+                | Command::Import { .. }
+                | Command::Model { action: models::ModelAction::Put { .. } }
+        )
     }
 }
 
@@ -450,6 +471,8 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         }
         Command::Pin { keys } => bound::pin(&stash, keys, true, &mut out)?,
         Command::Unpin { keys } => bound::pin(&stash, keys, false, &mut out)?,
+        Command::Models => models::list(&stash, &mut out)?,
+        Command::Model { action } => models::run(&stash, action, &mut out)?,
         #[cfg(feature = "remote")]
         Command::Push => remote::push(&stash, &mut out)?,
         #[cfg(feature = "remote")]

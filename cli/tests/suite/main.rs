@@ -1,9 +1,11 @@
 //! The command line's tests, one test binary: `commands` runs every command as a user
-//! would; `remote` runs the remote commands against a real S3 server.
+//! would; `models` the model commands; `remote` runs the remote commands against a real S3
+//! server.
 
 mod bad_input;
 mod commands;
 mod common;
+mod models;
 #[cfg(feature = "remote")]
 mod remote;
 #[allow(dead_code)]
