@@ -2,10 +2,15 @@
 # The Python benchmarks in the tests' virtual environment (the installed wheel):
 # `python/bench/run.sh [--elements N] [--rounds R]` runs the Speckle transport benchmark
 # (python/bench/transports.py); `python/bench/run.sh interrupt [--rounds R]` how long
-# Ctrl-C takes to interrupt long calls (python/bench/interrupt.py).
+# Ctrl-C takes to interrupt long calls (python/bench/interrupt.py); `python/bench/run.sh
+# store [--rounds R]` the transport's share of a send (python/bench/store.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source python/venv.sh
+if [ "${1:-}" = store ]; then
+  shift
+  PATH="$venv_path" exec "$venv/bin/python" python/bench/store.py "$@"
+fi
 if [ "${1:-}" = interrupt ]; then
   shift
   PATH="$venv_path" exec "$venv/bin/python" python/bench/interrupt.py "$@"

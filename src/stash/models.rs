@@ -17,6 +17,7 @@ use rayon::prelude::*;
 use crate::cache::uses;
 use crate::db::models::{self, ModelRow, State};
 use crate::db::row::Place;
+use crate::db::runs::Runs;
 use crate::error::{DbContext, Result};
 use crate::key::Key;
 use crate::report::model::Model;
@@ -159,23 +160,55 @@ impl Stash {
 
     /// Every object of the model of `root`, root included, read in the order the file
     /// holds them (for a model saved together, one sweep of the file) and checked; `None`
-    /// when `root` is no complete model. One read transaction: the objects are those of one
-    /// snapshot. Decoding runs on the stash's threads.
+    /// when `root` is no complete model. The objects are those of one complete model: the
+    /// stash's threads each read and decode a part of its rows, each in a read transaction
+    /// that finds the model unchanged and complete (a member removed or evicted meanwhile
+    /// changes it: the read is then tried again, and `None` if the model is no longer
+    /// whole).
     ///
     /// # Errors
     /// [`Error::Corrupt`](crate::Error::Corrupt) for the first object that does not check;
     /// [`Error::Database`](crate::Error::Database) if a read fails.
     pub fn read_model(&self, root: &Key) -> Result<Option<ModelObjects>> {
-        let rows = self.readers.checkout()?.in_transaction(|conn| {
-            if !models::exist(conn)? {
+        for _ in 0..READ_MODEL_TRIES {
+            let model = self.readers.checkout()?.in_transaction(|conn| {
+                if !models::exist(conn)? {
+                    return Ok(None);
+                }
+                Ok(models::by_root(conn, root)?.filter(|m| m.state == State::Complete))
+            })?;
+            let Some(model) = model else { return Ok(None) };
+            let parts = split_runs(&model.runs, self.pool.current_num_threads());
+            let read: Vec<Option<ModelObjects>> = self.pool.install(|| {
+                parts
+                    .par_iter()
+                    .map(|part| self.read_model_part(&model, part))
+                    .collect::<Result<_>>()
+            })?;
+            if read.iter().all(Option::is_some) {
+                self.shared.uses.record_model(model.id);
+                return Ok(Some(read.into_iter().flatten().flatten().collect()));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Reads and decodes the rows of `part` (runs `(table, start, end)`) of `model`, in a
+    /// read transaction that finds the model as it was read: complete, with the same rows;
+    /// else `None`.
+    fn read_model_part(
+        &self,
+        model: &ModelRow,
+        part: &[(u16, i64, i64)],
+    ) -> Result<Option<ModelObjects>> {
+        self.readers.checkout()?.in_transaction(|conn| {
+            let now = models::by_id(conn, model.id)?;
+            if now.is_none_or(|m| m.state != State::Complete || m.runs != model.runs) {
                 return Ok(None);
             }
-            let Some(model) = models::by_root(conn, root)? else { return Ok(None) };
-            if model.state != State::Complete {
-                return Ok(None);
-            }
-            let mut rows = Vec::with_capacity(model.runs.len() as usize);
-            for (table, start, end) in model.runs.runs() {
+            let mut objects =
+                Vec::with_capacity(part.iter().map(|(_, s, e)| (e - s) as usize).sum());
+            for &(table, start, end) in part {
                 let table = &self.shared.schema.tables[usize::from(table)];
                 let sql = &table.models.run;
                 let mut stmt = conn.prepare_cached(sql).context(|| table.name.clone())?;
@@ -183,35 +216,58 @@ impl Stash {
                 while let Some(row) = found.next().context(|| table.name.clone())? {
                     let row = sql.columns.read(row);
                     let read = (|| -> rusqlite::Result<_> {
-                        Ok((row.key()?, row.raw_len()?, row.data()?.to_vec(), row.place()?))
+                        Ok((row.key()?, row.raw_len()?, row.data()?, row.place()?))
                     })();
                     let (Some(key), raw_len, data, place) = read.context(|| table.name.clone())?
                     else {
                         continue;
                     };
                     // A value in the file is read inside the snapshot that found its row.
-                    let data = match place {
-                        Some(place) => value_log::read_value(
-                            self.shared.values.as_ref(),
-                            &key,
-                            Place::pack(place),
-                        )?,
-                        None => data,
+                    let object = match place {
+                        Some(place) => {
+                            let stored = value_log::read_value(
+                                self.shared.values.as_ref(),
+                                &key,
+                                Place::pack(place),
+                            )?;
+                            self.decode_unrecorded(&key, raw_len, &stored)?
+                        }
+                        None => self.decode_unrecorded(&key, raw_len, data)?,
                     };
-                    rows.push((key, raw_len, data));
+                    objects.push((key, object));
                 }
             }
-            Ok(Some((model.id, rows)))
-        })?;
-        let Some((id, rows)) = rows else { return Ok(None) };
-        self.shared.uses.record_model(id);
-        let objects = self.pool.install(|| {
-            rows.into_par_iter()
-                .map(|(key, raw_len, data)| Ok((key, self.decode(&key, raw_len, &data, None)?)))
-                .collect::<Result<Vec<_>>>()
-        })?;
-        Ok(Some(objects))
+            Ok(Some(objects))
+        })
     }
+}
+
+/// How many times [`Stash::read_model`] reads a model that changes under it.
+const READ_MODEL_TRIES: usize = 3;
+
+/// Rows below which a model is read by one thread.
+const READ_MODEL_MIN_PART: i64 = 2_048;
+
+/// The runs of `runs` cut into at most `parts` parts of about as many rows each, in order.
+fn split_runs(runs: &Runs, parts: usize) -> Vec<Vec<(u16, i64, i64)>> {
+    let total = runs.len() as i64;
+    let parts = (total / READ_MODEL_MIN_PART).clamp(1, parts.max(1) as i64);
+    let each = ((total + parts - 1) / parts).max(1);
+    let mut out = vec![Vec::new()];
+    let mut filled = 0;
+    for (table, mut start, end) in runs.runs() {
+        while start < end {
+            if filled == each {
+                out.push(Vec::new());
+                filled = 0;
+            }
+            let take = (end - start).min(each - filled);
+            out.last_mut().expect("one part at least").push((table, start, start + take));
+            start += take;
+            filled += take;
+        }
+    }
+    out
 }
 
 /// A model being assembled: objects saved into it, or found stored and held by it, stay

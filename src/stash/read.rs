@@ -333,12 +333,22 @@ impl Stash {
         data: &[u8],
         used: Option<i64>,
     ) -> Result<Vec<u8>> {
-        let object = if manifest::is_manifest(data) {
-            self.assemble_chunks(key, raw_len, data)?
-        } else {
-            codec::decode_checked(key, raw_len, data, &self.dicts)?
-        };
+        let object = self.decode_unrecorded(key, raw_len, data)?;
         self.shared.uses.record_read(key, used);
         Ok(object)
+    }
+
+    /// [`Stash::decode`] without recording a use (a model's read records the model's).
+    pub(super) fn decode_unrecorded(
+        &self,
+        key: &Key,
+        raw_len: i64,
+        data: &[u8],
+    ) -> Result<Vec<u8>> {
+        if manifest::is_manifest(data) {
+            self.assemble_chunks(key, raw_len, data)
+        } else {
+            codec::decode_checked(key, raw_len, data, &self.dicts)
+        }
     }
 }

@@ -13,7 +13,7 @@
 //! misses (an insert of one asks `objstash_model_missing`). The roots that must not be
 //! read are in `Shared`, where producers look before a save shows in the pending map.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use rusqlite::{OptionalExtension, params};
 
@@ -39,7 +39,23 @@ pub(crate) struct Models {
     pub on: bool,
     /// Keys some model misses (a superset of what the database says).
     pub missing: HashSet<Key>,
+    /// The rows this writer inserted into or held for each assembly under way, by key: a
+    /// declaration finds its members there instead of looking each up (a tenth of the cost
+    /// of saving them, `notes/performance.md`). A hint: whatever it lacks is looked up, and
+    /// it is forgotten whenever another connection may have changed the rows.
+    pub assembled: HashMap<i64, HashMap<Key, Held>>,
 }
+
+/// A row an assembly holds, as the writer saw it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Held {
+    pub table: u16,
+    pub rowid: i64,
+    pub stored: i64,
+}
+
+/// The most rows [`Models::assembled`] remembers: beyond, declarations look rows up.
+const ASSEMBLED_MAX: usize = 4 << 20;
 
 /// What a transaction changed of models, applied to the writer's memory once it commits
 /// (a transaction rolled back leaves the memory as it was).
@@ -49,12 +65,22 @@ pub(crate) struct ModelChanges {
     pub missing: Vec<Key>,
     /// Roots that may be read again.
     pub readable: Vec<Key>,
+    /// Rows inserted into or held for assemblies: `(assembly, key, row)`.
+    pub held: Vec<(i64, Key, Held)>,
 }
 
 impl Models {
     /// Applies what a committed transaction changed.
     pub(crate) fn apply(&mut self, changes: &mut ModelChanges) {
         self.missing.extend(changes.missing.drain(..));
+        let mut count: usize = self.assembled.values().map(HashMap::len).sum();
+        for (id, key, held) in changes.held.drain(..) {
+            if count < ASSEMBLED_MAX
+                && self.assembled.entry(id).or_default().insert(key, held).is_none()
+            {
+                count += 1;
+            }
+        }
     }
 }
 
@@ -357,6 +383,9 @@ impl Tx<'_> {
         stored: i64,
     ) -> Result<(), Stop> {
         let table = self.table_of(key);
+        for held in self.models.assembled.values_mut() {
+            held.remove(key);
+        }
         for mut model in models::all(self.conn)? {
             if !model.runs.remove(table, rowid) && model.id != home {
                 continue;
@@ -464,7 +493,14 @@ impl Tx<'_> {
         }
         let mut declared = Declared { objects: listed.len() as u64, missing: 0 };
         let (mut bytes, mut root_stored) = (0u64, false);
+        let known = assembly.and_then(|id| self.models.assembled.remove(&id)).unwrap_or_default();
         for key in &listed {
+            if let Some(held) = known.get(key) {
+                model.runs.insert(held.table, held.rowid);
+                bytes += held.stored.max(0) as u64;
+                root_stored |= key == root;
+                continue;
+            }
             match self.find(key)? {
                 Some(found) => {
                     if found.model.is_none() {
@@ -525,7 +561,10 @@ impl Tx<'_> {
                     if found.model.is_none() {
                         self.tag(key, found.rowid, id)?;
                     }
-                    model.runs.insert(self.table_of(key), found.rowid);
+                    let table = self.table_of(key);
+                    model.runs.insert(table, found.rowid);
+                    let held = Held { table, rowid: found.rowid, stored: found.stored_len };
+                    self.written.models.held.push((id, *key, held));
                     stored.push(true);
                 }
                 None => stored.push(false),
@@ -539,6 +578,7 @@ impl Tx<'_> {
     /// Gives an assembly up: what it held goes back to being loose (or to another model).
     fn give_up(&mut self, id: i64) -> Result<(), Stop> {
         self.write_run()?;
+        self.models.assembled.remove(&id);
         if let Some(model) = models::by_id(self.conn, id)?
             && model.state == State::Assembling
         {

@@ -340,6 +340,8 @@ impl Writer {
             .query_row("PRAGMA data_version", [], |r| r.get(0))
             .stop(|| "reading the data version".into())?;
         if self.models_seen != Some(data_version) {
+            // Another connection committed: what this writer saw of assemblies may be gone.
+            self.models.assembled.clear();
             self.models.missing = models::every_missing(&self.conn)?.into_iter().collect();
             let withheld = models::withheld_roots(&self.conn)?.into_iter().collect();
             self.shared.set_withheld(withheld);

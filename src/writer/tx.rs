@@ -26,7 +26,7 @@ use crate::key::Key;
 use crate::large::chunks;
 use crate::large::manifest;
 use crate::values::value_space::{self, Appender};
-use crate::writer::models::{ModelChanges, Models};
+use crate::writer::models::{Held, ModelChanges, Models};
 use crate::writer::pending::Row;
 use crate::writer::pending_names::NameRow;
 
@@ -171,6 +171,8 @@ impl Tx<'_> {
                 if let Some(assembly) = tagged {
                     let index = self.shared.schema.layout.table_of(&row.key) as u16;
                     assembled.push((assembly, index, rowid));
+                    let held = Held { table: index, rowid, stored: row.data.len() as i64 };
+                    self.written.models.held.push((assembly, row.key, held));
                 }
                 self.stored_member(&row.key, rowid, row.data.len() as i64, tagged)?;
             } else {
