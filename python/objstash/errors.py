@@ -25,7 +25,10 @@ class Error(Exception):
 
 
 class CorruptError(Error):
-    """A stored object failed its hash check; its bytes are never returned."""
+    """A stored object failed its hash check; its bytes are never returned. ``key`` is the
+    damaged object's key where one object is to blame (else None)."""
+
+    key: str | None = None
 
 
 class NotFoundError(Error, FileNotFoundError):

@@ -402,7 +402,21 @@ class ObjstashTransport(AbstractTransport):
     def _read_model(self, key: str) -> Optional[str]:
         """The root's JSON if `key` is the root of a complete model, whose objects are then
         read (in one sweep of the file) to serve the requests that follow; else None."""
-        objects = self.stash.read_model(key)
+        try:
+            objects = self.stash.read_model(key)
+        except objstash.CorruptError as ex:
+            if ex.key is None or self.stash.read_only:
+                raise
+            # A damaged object of the model: removed, which makes the root absent until
+            # the model is whole again, so a receive asks the server.
+            self.stash.remove(ex.key)
+            warnings.warn(
+                f"{self.name}: object {ex.key} of the model of {key} was damaged ({ex}); "
+                "it was removed, and the model is read from the server",
+                SpeckleWarning,
+                stacklevel=3,
+            )
+            return None
         if objects is None:
             return None
         by_key = dict(objects)

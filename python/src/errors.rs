@@ -95,7 +95,15 @@ pub fn raise(py: Python<'_>, name: &str, message: String) -> PyErr {
 
 /// The Python exception for a library error.
 pub fn to_py(e: objstash::Error) -> PyErr {
-    Python::attach(|py| raise(py, class_of(&e), message(&e)))
+    Python::attach(|py| {
+        let err = raise(py, class_of(&e), message(&e));
+        // A damaged object names its key, for a program that removes it and fetches it
+        // again (the Speckle transport does).
+        if let objstash::Error::Corrupt { key, .. } = &e {
+            let _ = err.value(py).setattr("key", key.to_string());
+        }
+        err
+    })
 }
 
 /// The Python exception for a failed call on a handle.

@@ -169,3 +169,26 @@ def test_a_cache_from_before_models_trusts_a_root_only_with_its_closure(tmp_path
         model = cache.stash.model(cache.stash.resolve(root_id))
         assert model is not None and model.complete
         assert cache.get_object(root_id) == server.objects[root_id]
+
+
+def test_a_damaged_object_of_a_model_sends_the_receive_to_the_server(tmp_path, server, models):
+    import sqlite3
+
+    path = str(tmp_path / "cache.db")
+    with ObjstashTransport(path=path, codec="gzip") as cache:
+        root_id = operations.send(models[1], [cache, transport(server)])
+        child = closure(cache, root_id)[7]
+        key = cache.stash.resolve(child)
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "UPDATE objects SET data = randomblob(length(data)) WHERE key = ?", (bytes.fromhex(key),)
+        )
+    with ObjstashTransport(path=path) as cache:
+        # No server: an error, never part of a model.
+        with pytest.warns(Warning, match="damaged"):
+            with pytest.raises(SpeckleException, match="Could not find the specified object"):
+                operations.receive(root_id, local_transport=cache)
+        # With one: the model sent, and whole in the cache again.
+        receive_exactly(root_id, models[1], server, cache)
+        assert cache.stash.verify().ok
+        assert cache.stash.model(cache.stash.resolve(root_id)).complete
