@@ -127,6 +127,7 @@ pub mod writer_benchmark;
 pub use crate::codec::Codec;
 pub use crate::db::names::MAX_NAME_LEN;
 pub use crate::error::{Error, Result};
+pub use crate::files::stash_files;
 pub use crate::key::{Key, ParseKeyError};
 pub use crate::open::builder::StashBuilder;
 pub use crate::open::repair::repair;

@@ -33,6 +33,15 @@ pub fn get(
                 Failure::NotFound(format!("no object named {name:?} in the stash"))
             })?,
         };
+    if let Some(path) = output
+        && crate::own_files::is_stash_file(stash.path(), path)
+    {
+        return Err(Failure::Usage(format!(
+            "{} is a file of the stash itself: writing an object over it would destroy the \
+             stash; give another path",
+            path.display()
+        )));
+    }
     let mut reader = stash
         .open_reader(&key)?
         .ok_or_else(|| Failure::NotFound(format!("no object {key} in the stash")))?;

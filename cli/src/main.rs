@@ -18,6 +18,7 @@ mod fetch;
 mod manage;
 mod models;
 mod output;
+mod own_files;
 #[cfg(feature = "remote")]
 mod remote;
 mod store;

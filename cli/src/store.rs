@@ -81,6 +81,12 @@ pub fn put(
     if name.is_some() && files.len() > 1 {
         return Err(Failure::Usage("--name names one object: give one file (or stdin)".into()));
     }
+    if let Some(own) = files.iter().find(|f| crate::own_files::is_stash_file(stash.path(), f)) {
+        return Err(Failure::Usage(format!(
+            "{} is a file of the stash itself; nothing was stored",
+            own.display()
+        )));
+    }
     let (mut stored, mut failed) = (Vec::new(), Vec::new());
     for file in files {
         let key = save_file(stash, file, name);
@@ -121,12 +127,24 @@ pub fn put(
     Ok(if failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
+/// Skipped entries named one by one on stderr; the rest are counted.
+const SKIPPED_NAMED: usize = 20;
+
 pub fn import(stash: &Stash, dir: &Path, out: &mut Out) -> Result<ExitCode, Failure> {
     if !dir.is_dir() {
         return Err(Failure::Usage(format!("{} is not a directory", dir.display())));
     }
     let (mut files, mut skipped, mut failed) = (Vec::new(), Vec::new(), Vec::new());
     walk(dir, &mut files, &mut skipped, &mut failed, out);
+    // The stash's own files, when it lives in the directory: storing them would store the
+    // stash in itself (and read files the writer is changing).
+    files.retain(|file| {
+        let own = crate::own_files::is_stash_file(stash.path(), file);
+        if own {
+            skipped.push(Skipped { path: lossy(file), kind: "file of the stash itself" });
+        }
+        !own
+    });
     files.sort();
     let bar = crate::progress(files.len() as u64, out.quiet, "files");
     let before = stash.stats()?;
@@ -205,7 +223,21 @@ pub fn import(stash: &Stash, dir: &Path, out: &mut Out) -> Result<ExitCode, Fail
             out.warn(&format!("{} files could not be imported (listed above)", failed.len()));
         }
         if !skipped.is_empty() {
-            out.say(&format!("{} entries skipped (not regular files)", skipped.len()));
+            let mut kinds: Vec<(&str, usize)> = Vec::new();
+            for entry in &skipped {
+                match kinds.iter_mut().find(|(kind, _)| *kind == entry.kind) {
+                    Some((_, n)) => *n += 1,
+                    None => kinds.push((entry.kind, 1)),
+                }
+            }
+            let counts: Vec<String> = kinds.iter().map(|(kind, n)| format!("{n} {kind}")).collect();
+            let unnamed = skipped.len().saturating_sub(SKIPPED_NAMED);
+            let more = if unnamed > 0 {
+                format!("; {unnamed} not named above (--json lists them all)")
+            } else {
+                String::new()
+            };
+            out.say(&format!("skipped {} ({}){more}", skipped.len(), counts.join(", ")));
         }
     }
     Ok(code)
@@ -256,7 +288,9 @@ fn walk(
             files.push(path);
         } else {
             let kind = if kind.is_symlink() { "symbolic link" } else { "special file" };
-            out.say(&format!("skipped {kind} {}", path.display()));
+            if skipped.len() < SKIPPED_NAMED {
+                out.say(&format!("skipped {kind} {}", path.display()));
+            }
             skipped.push(Skipped { path: lossy(&path), kind });
         }
     }

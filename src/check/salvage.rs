@@ -52,7 +52,7 @@ pub(crate) fn salvage(
     problem: String,
 ) -> Result<RecoveryReport> {
     log::warn!("objstash: {} is damaged ({problem}); salvaging what verifies", path.display());
-    let fresh_path = sibling(path, ".recovering");
+    let fresh_path = sibling(path, files::RECOVERING);
     files::remove_if_present(&fresh_path)?;
     files::remove_if_present(&sibling(&fresh_path, "-journal"))?;
 

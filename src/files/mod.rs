@@ -23,6 +23,21 @@ pub(crate) const GATE: &str = "-open";
 /// (`value_log.rs`).
 pub(crate) const VALUES: &str = "-values";
 
+/// Suffix of the new file a salvage builds before it replaces the database.
+pub(crate) const RECOVERING: &str = ".recovering";
+
+/// The files a stash at `path` keeps, or may make: the database, SQLite's journals, the
+/// lock files, the file of values and a salvage's new file. Writing over any of them (an
+/// object written to a path a user gave, a file imported) damages or reads the stash
+/// itself: the command line refuses such paths.
+pub fn stash_files(path: &Path) -> Vec<PathBuf> {
+    let mut files = vec![path.to_path_buf()];
+    for suffix in JOURNALS.iter().chain(&[LOCK, GATE, VALUES, RECOVERING]) {
+        files.push(sibling(path, suffix));
+    }
+    files
+}
+
 /// `path` with `suffix` appended to its file name.
 pub(crate) fn sibling(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_owned();

@@ -150,11 +150,18 @@ fn open_read_only(options: &Options, path: PathBuf) -> Result<Stash> {
     let conn = open_connection(&path, true, statements, options.busy_timeout)?;
     let layout = meta::read_layout(&conn)?.unwrap_or_default();
     check_layout(&path, options.layout, layout)?;
-    let settings = options.settle(
-        &path,
+    let (durability, codec) = (
         meta::read_setting(&conn, "durability").ok().flatten(),
         meta::read_setting(&conn, "codec").ok().flatten(),
-    )?;
+    );
+    let settings = options.settle(&path, durability, codec)?;
+    // A handle that cannot write cannot record a change: it would report a setting the
+    // stash does not have.
+    if settings.durability != durability.unwrap_or_default()
+        || settings.codec != codec.unwrap_or_default()
+    {
+        return Err(Error::ReadOnly { path });
+    }
     let schema = Schema::read(&conn, layout)?;
     let prepared = Prepared { conn, schema, settings, recovery: None };
     options.start(path, prepared, hold, true)

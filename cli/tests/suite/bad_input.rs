@@ -1,6 +1,7 @@
-//! The edges of the file system, met as a user meets them: a disk that fills up and a
-//! stash that may not be written. Each test mounts a tmpfs, so each needs root: they are
-//! ignored for everyone else and `.ci/run` runs them as root (`--ignored bad_input::`, with the library's).
+//! The edges of the file system, met as a user meets them: a disk that fills up, a stash
+//! that may not be written, paths that are the stash's own files. The tests that mount a
+//! tmpfs need root: they are ignored for everyone else and `.ci/run` runs them as root
+//! (`--ignored bad_input::`, with the library's).
 
 use speckle_gen::noise;
 
@@ -36,5 +37,76 @@ fn put_prints_no_key_for_an_object_a_full_disk_kept_out() -> TestResult {
     let out = env.run(&["put", "--json", s(&file)]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(!stdout(&out).contains(&key_of(&big)), "{}", stdout(&out));
+    Ok(())
+}
+
+/// `config durability safe` on a stash that cannot be written printed the new value and
+/// exited 0, recording nothing. A change that cannot be recorded is an error, and `config`
+/// shows what the stash records.
+#[test]
+#[ignore = "mounts a tmpfs: needs root; .ci/run runs it with --ignored as root"]
+fn config_on_a_read_only_stash_records_nothing_and_says_so() -> TestResult {
+    let fs = Tmpfs::mount("16m").expect(NEEDS_ROOT);
+    let env = Env::with_db(fs.path().join("ro.db"));
+    let file = env.file("a.json", br#"{"a":1}"#);
+    assert!(env.run(&["put", s(&file)]).status.success());
+    assert!(fs.remount_read_only(), "remounting read-only");
+    for change in [&["config", "durability", "safe"][..], &["config", "codec", "zstd-dict"]] {
+        let out = env.run(change);
+        assert_ne!(out.status.code(), Some(0), "{change:?}: {}", stdout(&out));
+        assert!(stderr(&out).contains("read-only"), "{change:?}: {}", stderr(&out));
+        assert!(!stdout(&out).contains("safe") && !stdout(&out).contains("zstd"));
+    }
+    let out = env.run(&["config", "max-size", "1MiB"]);
+    assert_ne!(out.status.code(), Some(0), "{}", stdout(&out));
+    let shown = env.run(&["config"]);
+    assert!(shown.status.success(), "{}", stderr(&shown));
+    let text = stdout(&shown);
+    assert!(text.contains("durability  fast") && text.contains("codec       gzip"), "{text}");
+    assert!(text.contains("max-size    none"), "{text}");
+    Ok(())
+}
+
+/// `get KEY -o` the stash's own file truncated the stash to the object's bytes. The
+/// stash's files are refused as outputs, and `import` of the directory holding the stash
+/// skips them (it stored the stash's own files in itself).
+#[test]
+fn the_stash_s_own_files_are_never_written_over_or_imported() -> TestResult {
+    let env = Env::new();
+    let file = env.file("data/a.json", br#"{"a":1}"#);
+    let out = env.run(&["put", s(&file)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let key = key_of(br#"{"a":1}"#);
+    let size = std::fs::metadata(&env.db)?.len();
+    for target in [env.db.clone(), env.root.join("cli.db-wal"), env.root.join("./cli.db")] {
+        let out = env.run(&["get", &key, "-o", s(&target)]);
+        assert_eq!(out.status.code(), Some(2), "{}: {}", target.display(), stderr(&out));
+        assert!(stderr(&out).contains("file of the stash itself"), "{}", stderr(&out));
+    }
+    // Through a hard link too.
+    let link = env.root.join("link.db");
+    std::fs::hard_link(&env.db, &link)?;
+    let out = env.run(&["get", &key, "-o", s(&link)]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    std::fs::remove_file(&link)?;
+    assert!(std::fs::metadata(&env.db)?.len() >= size, "the stash is not cut short");
+    assert!(env.run(&["verify"]).status.success());
+    assert_eq!(env.run(&["get", &key]).stdout, br#"{"a":1}"#);
+    // `put` of the stash's own file stores nothing.
+    let out = env.run(&["put", s(&env.db)]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    // Import of the directory that holds the stash: the other files, and the stash's are
+    // named as skipped.
+    let out = env.run(&["--json", "import", s(&env.root)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_str(stdout(&out).trim())?;
+    assert_eq!(report["files"], 1, "{report}");
+    let skipped = report["skipped"].as_array().expect("a list");
+    assert!(
+        skipped.iter().any(|s| s["kind"] == "file of the stash itself"
+            && s["path"].as_str().is_some_and(|p| p.ends_with("cli.db"))),
+        "{report}"
+    );
+    assert!(env.run(&["verify"]).status.success());
     Ok(())
 }
