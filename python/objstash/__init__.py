@@ -63,10 +63,12 @@ environment as for the AWS tools (``AWS_ACCESS_KEY_ID``, ``AWS_ENDPOINT_URL``, .
 from __future__ import annotations
 
 import atexit
+import logging
 import multiprocessing.util
 import os
 import signal
 import threading
+import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
 
@@ -75,6 +77,7 @@ from objstash._objstash import __version__ as __version__
 from objstash._objstash import Assembly as Assembly
 from objstash._objstash import ObjectReader as ObjectReader
 from objstash._objstash import key_of as key_of
+from objstash._objstash import _repair
 from objstash._objstash import Stash as _Stash
 from objstash._objstash import _after_fork_in_child, _after_fork_in_parent
 from objstash._objstash import _before_fork, _close_all, _take_sigterm
@@ -147,6 +150,49 @@ class VerifyReport:
 
     def __str__(self) -> str:
         return self.text
+
+
+class DataLossWarning(UserWarning):
+    """Opening a stash rebuilt it and objects or names were lost (see
+    ``Stash.recovery_report``): a cache refetches them; an application that kept anything
+    only there learns of it here."""
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    """What a rebuild found and kept: after a crash or damage found at open
+    (``Stash.recovery_report``), or by ``objstash.repair``."""
+
+    trigger: str
+    """"unclean-shutdown", "damage-found" or "repair"."""
+    problem: str | None
+    recovered: int
+    """Objects kept."""
+    dropped: int
+    """Rows that did not verify."""
+    claimed: int | None
+    """Objects the stash recorded before, where it could still be read."""
+    lost: int | None
+    lost_anything: bool
+    names_recovered: int
+    lost_names: int | None
+    damaged_copy: str | None
+    """Where the damaged file was kept, when anything was lost."""
+    text: str = ""
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def repair(path: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> RecoveryReport:
+    """Checks the stash at ``path`` and, if anything is wrong, rebuilds it from every object
+    that verifies; the damaged file is kept aside when anything was lost. Every handle
+    must be closed (``LockedError`` otherwise). A stash whose header is damaged is repaired
+    from its pages."""
+    return RecoveryReport(**_repair(path))
+
+
+_log = logging.getLogger("objstash")
 
 
 @dataclass(frozen=True)
@@ -394,6 +440,25 @@ class Stash(_Stash):
 
         def __init__(self, *args, **kwargs):
             _hook_exits()
+            report = self.recovery_report
+            if report is not None:
+                if report.lost_anything:
+                    _log.warning("%s: %s", self.path, report)
+                    warnings.warn(
+                        f"objstash: {self.path} was rebuilt and lost data: {report}",
+                        DataLossWarning,
+                        stacklevel=2,
+                    )
+                else:
+                    _log.info("%s: %s", self.path, report)
+
+    @property
+    def recovery_report(self) -> RecoveryReport | None:
+        """What opening found if the last session did not close cleanly, or the file was
+        damaged; None otherwise. A rebuild that lost objects or names also warns
+        (``DataLossWarning``) and logs (logger "objstash")."""
+        found = self._recovery()
+        return None if found is None else RecoveryReport(**found)
 
     def save_model(
         self,
@@ -469,6 +534,9 @@ __all__ = [
     "Model",
     "Assembly",
     "key_of",
+    "repair",
+    "RecoveryReport",
+    "DataLossWarning",
     "Stats",
     "VerifyReport",
     "Remote",

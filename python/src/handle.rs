@@ -51,7 +51,7 @@ pub struct Handle {
     /// records (layout, durability, codec, cap) taken from the stash itself.
     reopen: objstash::StashBuilder,
     /// What the first open found after an unclean shutdown; a reopen finds a clean stash.
-    pub recovery: Option<String>,
+    pub recovery: Option<objstash::RecoveryReport>,
     /// How many times the stash was reopened (after forks): what was opened on an earlier
     /// stash (an object reader) is opened again.
     generation: AtomicU64,
@@ -67,7 +67,7 @@ impl Handle {
         reopen: objstash::StashBuilder,
     ) -> objstash::Result<Arc<Handle>> {
         let stash = crate::signals::blocked(|| first.open(&path))?;
-        let recovery = stash.recovery().map(ToString::to_string);
+        let recovery = stash.recovery().cloned();
         let handle = Arc::new(Handle {
             state: RwLock::new(State::Open(Box::new(stash))),
             path,

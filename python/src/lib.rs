@@ -11,6 +11,7 @@ mod convert;
 mod errors;
 mod handle;
 mod models;
+mod recovery;
 mod remote;
 mod signals;
 mod sigterm;
@@ -77,6 +78,7 @@ fn _objstash(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_take_sigterm, m)?)?;
     m.add_function(wrap_pyfunction!(_close_all, m)?)?;
     m.add_function(wrap_pyfunction!(key_of, m)?)?;
+    m.add_function(wrap_pyfunction!(recovery::_repair, m)?)?;
     m.add("MAX_NAME_LEN", objstash::MAX_NAME_LEN)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -737,7 +737,12 @@ impl Stash {
     /// What opening found if the last session did not close cleanly, as text; else None.
     #[getter]
     fn recovery(&self) -> Option<String> {
-        self.handle.recovery.clone()
+        self.handle.recovery.as_ref().map(ToString::to_string)
+    }
+
+    /// The same as a dict (the package makes it `objstash.RecoveryReport`), or None.
+    fn _recovery<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        self.handle.recovery.as_ref().map(|r| crate::recovery::report(py, r)).transpose()
     }
 
     /// The stash's settings: layout, durability, codec.

@@ -25,6 +25,9 @@ pub(crate) enum State {
     OpenSafe,
     /// The owner of an owned stash did not close: a commit may be half-written.
     OpenOwned,
+    /// A writer met damage it could not write past (`writer/run.rs`): the next open alone
+    /// checks the file and rebuilds it from what verifies, whatever the boot.
+    Damaged,
 }
 
 impl State {
@@ -34,6 +37,7 @@ impl State {
             State::OpenFast => "open-fast",
             State::OpenSafe => "open-safe",
             State::OpenOwned => "open-owned",
+            State::Damaged => "damaged",
         }
     }
 }
@@ -133,6 +137,7 @@ pub(crate) fn read_state(conn: &Connection) -> Result<State> {
         Some("open-fast") => State::OpenFast,
         Some("open-safe") => State::OpenSafe,
         Some("open-owned") => State::OpenOwned,
+        Some("damaged") => State::Damaged,
         _ => State::Clean,
     })
 }

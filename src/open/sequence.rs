@@ -467,6 +467,8 @@ fn assess(conn: &Connection, path: &Path, alone: bool) -> Result<Assessment> {
                 meta::read_boot(conn).ok().flatten().is_none_or(|boot| Some(boot) != boot_id())
             }
             Some((State::OpenOwned, _)) => true,
+            // A writer met damage: check it now, not only after a stop of the machine.
+            Some((State::Damaged, _)) => true,
             _ => false,
         };
     let problem = match recorded {
@@ -559,7 +561,9 @@ fn configure(
         };
         meta::write_state(&conn, state)?;
         meta::write_setting(&conn, "boot", boot_id().as_deref().unwrap_or(""))?;
-    } else if durability == Durability::Fast && meta::read_state(&conn)? != State::OpenFast {
+    } else if durability == Durability::Fast
+        && !matches!(meta::read_state(&conn)?, State::OpenFast | State::Damaged)
+    {
         // A handle that opened first in safe mode marked the stash for a session that a
         // power loss cannot damage; this one does not sync, so the next open after a stop
         // of the machine must check the file.

@@ -407,7 +407,10 @@ impl Stash {
             return Ok(());
         }
         let conn = crate::db::readers::open_connection(path, false, Schema::META_STATEMENTS, busy)?;
-        meta::write_state(&conn, meta::State::Clean)?;
+        // A file a writer found damaged stays marked: the next open alone rebuilds it.
+        if meta::read_state(&conn).ok() != Some(meta::State::Damaged) {
+            meta::write_state(&conn, meta::State::Clean)?;
+        }
         conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
             .context(|| format!("checkpointing {}", path.display()))?;
         conn.pragma_update(None, "journal_mode", "DELETE")

@@ -22,13 +22,18 @@ impl Stash {
     /// find. Also compares the count with the recorded total and runs SQLite's integrity
     /// check, which holds a read lock for its duration (the writer waits). Damage that
     /// stops a table's scan is reported as a problem and the other tables are still
-    /// checked. Waits for pending writes to commit.
+    /// checked. Waits for pending writes to commit (a writer that stopped leaves what was
+    /// committed, which is checked).
     ///
     /// # Errors
-    /// As [`Stash::flush`], or [`Error::Database`](crate::Error::Database) if no read
-    /// connection can be opened.
+    /// [`Error::Busy`](crate::Error::Busy) as [`Stash::flush`], or
+    /// [`Error::Database`](crate::Error::Database) if no read connection can be opened.
     pub fn verify(&self) -> Result<VerifyReport> {
-        self.flush()?;
+        match self.flush() {
+            // A writer that stopped (on damage, say) leaves what was committed to check.
+            Ok(()) | Err(crate::error::Error::WriterStopped { .. }) => {}
+            Err(e) => return Err(e),
+        }
         let check = Check {
             connect: || self.readers.checkout(),
             schema: &self.shared.schema,

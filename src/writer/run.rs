@@ -481,6 +481,11 @@ impl Writer {
         if batch.open {
             let _ = self.conn.execute_batch("ROLLBACK");
         }
+        if stop.damaged() {
+            // So that the next open alone rebuilds the file, whatever the boot (where the
+            // meta table's page can still be written).
+            let _ = meta::write_state(&self.conn, meta::State::Damaged);
+        }
         self.shared.stop(stop.clone());
         for entry in batch.entries {
             if let Entry::Op(op) = entry {

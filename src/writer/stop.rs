@@ -13,16 +13,24 @@ use crate::error::{Error, sqlite_code};
 pub(crate) struct Stop {
     reason: String,
     cause: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
+    /// Whether SQLite found the file damaged.
+    damaged: bool,
 }
 
 impl Stop {
     pub(crate) fn new(reason: impl Into<String>) -> Self {
-        Stop { reason: reason.into(), cause: None }
+        Stop { reason: reason.into(), cause: None, damaged: false }
     }
 
     /// A failed SQLite call, described for the user and kept as the cause.
     pub(crate) fn sqlite(what: &str, e: rusqlite::Error) -> Self {
-        Stop { reason: describe(what, &e), cause: Some(Arc::new(e)) }
+        let damaged = sqlite_code(&e) == Some(rusqlite::ErrorCode::DatabaseCorrupt);
+        Stop { reason: describe(what, &e), cause: Some(Arc::new(e)), damaged }
+    }
+
+    /// Whether the writer stopped because SQLite found the file damaged.
+    pub(crate) fn damaged(&self) -> bool {
+        self.damaged
     }
 
     pub(crate) fn reason(&self) -> &str {
@@ -37,7 +45,15 @@ impl Stop {
 
 impl From<Error> for Stop {
     fn from(e: Error) -> Self {
-        Stop { reason: e.to_string(), cause: Some(Arc::new(e)) }
+        let damaged = matches!(&e, Error::Database { source, .. }
+            if source.downcast_ref::<rusqlite::Error>().and_then(sqlite_code)
+                == Some(rusqlite::ErrorCode::DatabaseCorrupt));
+        let reason = if damaged {
+            format!("{e}: the database file is damaged; {REPAIR}")
+        } else {
+            e.to_string()
+        };
+        Stop { reason, cause: Some(Arc::new(e)), damaged }
     }
 }
 
@@ -67,6 +83,10 @@ impl<E: Into<Stop>> From<E> for Failure {
     }
 }
 
+/// What to do about a damaged file.
+const REPAIR: &str = "close every handle and repair it (objstash repair, objstash.repair(path)): \
+                      the next open alone rebuilds it from every object that verifies";
+
 /// A writer failure in words a user can act on.
 fn describe(what: &str, e: &rusqlite::Error) -> String {
     match sqlite_code(e) {
@@ -77,7 +97,7 @@ fn describe(what: &str, e: &rusqlite::Error) -> String {
             format!("{what} failed because the database became read-only ({e})")
         }
         Some(rusqlite::ErrorCode::DatabaseCorrupt) => {
-            format!("{what} failed because the database file is damaged ({e}); reopen to recover")
+            format!("{what} failed because the database file is damaged ({e}); {REPAIR}")
         }
         _ => format!("{what} failed: {e}"),
     }
