@@ -315,6 +315,28 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether the file system had no room for what was written (also when that stopped
+    /// the writer). A trim works on a full disk where the stash keeps a reserve
+    /// ([`Stash::trim_to`](crate::Stash::trim_to)); other writes need space freed first.
+    #[must_use]
+    pub fn is_disk_full(&self) -> bool {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(e) = cause {
+            if let Some(sqlite) = e.downcast_ref::<rusqlite::Error>()
+                && sqlite_code(sqlite) == Some(rusqlite::ErrorCode::DiskFull)
+            {
+                return true;
+            }
+            if let Some(io) = e.downcast_ref::<std::io::Error>()
+                && io.kind() == std::io::ErrorKind::StorageFull
+            {
+                return true;
+            }
+            cause = e.source();
+        }
+        false
+    }
+
     /// The library's error inside an `io::Error` of an
     /// [`ObjectReader`](crate::ObjectReader) (a damaged chunk: [`Error::Corrupt`]), or the
     /// `io::Error` itself when it carries none.

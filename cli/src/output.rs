@@ -70,6 +70,11 @@ fn hint(e: &objstash::Error) -> Option<String> {
         E::TooLarge { .. } => Some("raise the limit with --max-object-size BYTES".to_string()),
         E::LayoutMismatch { .. } => Some("leave --layout out to use the recorded one".to_string()),
         E::DamagedHeader { .. } => Some("objstash repair rebuilds it".to_string()),
+        e if e.is_disk_full() => Some(
+            "the disk is full: `objstash trim --max-size SIZE` gives space back even then (a \
+             stash of 64 MiB or more keeps a reserve for it); reads work meanwhile"
+                .to_string(),
+        ),
         _ => None,
     }
 }

@@ -6,8 +6,10 @@
 //! it parses each page that looks like a table leaf (SQLite file format, section 1.6) and
 //! decodes its cells as `(rowid, key, raw_len, data)` records. What it finds is only
 //! trusted after the caller decompresses it and checks its hash, so a page of garbage can
-//! at worst cost time. Deleted rows are not resurrected because the writer runs with
-//! `secure_delete`, which zeroes deleted content. `verify` and salvage also read the
+//! at worst cost time. Deleted rows are not resurrected: the writer runs with
+//! `secure_delete = FAST`, which zeroes deleted cells on the pages that keep them, and the
+//! pages a delete frees whole are on the file's freelist, which the scan skips (where the
+//! freelist reads as consistent; else every page is read). `verify` and salvage also read the
 //! entries of the key indexes' pages, which point at rows whose own cells are unreadable
 //! or out of the table's reach.
 
@@ -37,9 +39,12 @@ pub(crate) fn scan(
     let file = File::open(path)?;
     let Some((page_size, usable)) = geometry(&file)? else { return Ok(()) };
     let pages = file.metadata()?.len() / page_size as u64;
+    let free = freelist(&file, page_size, pages);
     let mut page = vec![0u8; page_size];
     for number in 1..=pages {
-        if read_at(&file, &mut page, (number - 1) * page_size as u64).is_err() {
+        if free.contains(&number)
+            || read_at(&file, &mut page, (number - 1) * page_size as u64).is_err()
+        {
             continue;
         }
         let start = if number == 1 { 100 } else { 0 };
@@ -114,9 +119,12 @@ fn index_payloads(path: &Path, mut found: impl FnMut(&[u8])) -> std::io::Result<
     // Index cells hold at most this much on their page (file format 1.6).
     let max_local = (usable - 12) * 64 / 255 - 23;
     let pages = file.metadata()?.len() / page_size as u64;
+    let free = freelist(&file, page_size, pages);
     let mut page = vec![0u8; page_size];
     for number in 2..=pages {
-        if read_at(&file, &mut page, (number - 1) * page_size as u64).is_err() {
+        if free.contains(&number)
+            || read_at(&file, &mut page, (number - 1) * page_size as u64).is_err()
+        {
             continue;
         }
         let (header, child) = match page[0] {
@@ -146,6 +154,50 @@ fn index_payloads(path: &Path, mut found: impl FnMut(&[u8])) -> std::io::Result<
 fn read_at(mut file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
     file.seek(SeekFrom::Start(offset))?;
     file.read_exact(buf)
+}
+
+/// The pages on the file's freelist (file format 1.5: a chain of trunk pages from header
+/// offset 32, each listing leaf pages), trunks included: pages a delete freed, whose old
+/// content a scan must not take for rows. Empty unless the whole list reads as consistent
+/// (its count as the header records it, every page within the file, no loop): a damaged
+/// list must not hide live pages.
+fn freelist(file: &File, page_size: usize, pages: u64) -> std::collections::HashSet<u64> {
+    let mut free = std::collections::HashSet::new();
+    let mut header = [0u8; 100];
+    if read_at(file, &mut header, 0).is_err() {
+        return free;
+    }
+    let word = |b: &[u8], at: usize| {
+        u64::from(u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]))
+    };
+    let (mut trunk, count) = (word(&header, 32), word(&header, 36));
+    if count == 0 || count > pages {
+        return free;
+    }
+    let mut page = vec![0u8; page_size];
+    while trunk != 0 {
+        if trunk > pages
+            || !free.insert(trunk)
+            || read_at(file, &mut page, (trunk - 1) * page_size as u64).is_err()
+        {
+            return std::collections::HashSet::new();
+        }
+        let leaves = word(&page, 4) as usize;
+        if leaves > page_size / 4 - 2 {
+            return std::collections::HashSet::new();
+        }
+        for i in 0..leaves {
+            let leaf = word(&page, 8 + 4 * i);
+            if leaf == 0 || leaf > pages || !free.insert(leaf) {
+                return std::collections::HashSet::new();
+            }
+        }
+        trunk = word(&page, 0);
+        if free.len() as u64 > count {
+            return std::collections::HashSet::new();
+        }
+    }
+    if free.len() as u64 == count { free } else { std::collections::HashSet::new() }
 }
 
 /// Page size and usable bytes per page from the file header; `None` if it is damaged.

@@ -4,6 +4,7 @@
 //! belong to a stash (what `stats` counts, what salvage moves aside) is written down once.
 
 pub(crate) mod lock;
+pub(crate) mod reserve;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -27,12 +28,12 @@ pub(crate) const VALUES: &str = "-values";
 pub(crate) const RECOVERING: &str = ".recovering";
 
 /// The files a stash at `path` keeps, or may make: the database, SQLite's journals, the
-/// lock files, the file of values and a salvage's new file. Writing over any of them (an
+/// lock files, the file of values, a salvage's new file and the reserve of disk space. Writing over any of them (an
 /// object written to a path a user gave, a file imported) damages or reads the stash
 /// itself: the command line refuses such paths.
 pub fn stash_files(path: &Path) -> Vec<PathBuf> {
     let mut files = vec![path.to_path_buf()];
-    for suffix in JOURNALS.iter().chain(&[LOCK, GATE, VALUES, RECOVERING]) {
+    for suffix in JOURNALS.iter().chain(&[LOCK, GATE, VALUES, RECOVERING, reserve::RESERVE]) {
         files.push(sibling(path, suffix));
     }
     files

@@ -539,9 +539,11 @@ fn configure(
     }
     conn.pragma_update(None, "synchronous", synchronous)
         .and_then(|()| conn.pragma_update(None, "temp_store", "MEMORY"))
-        // Zeroed deleted content keeps salvage's page scan from resurrecting removed
-        // objects; removes are rare in a cache, so the extra writes are too.
-        .and_then(|()| conn.pragma_update(None, "secure_delete", "ON"))
+        // Deleted cells are zeroed where their page is written anyway; pages freed whole
+        // are on the freelist, which salvage's page scan skips: removed objects are not
+        // resurrected, and a delete does not write every page it frees (`ON` did: a trim
+        // of large objects logged as many bytes as it freed, which a full disk lacks).
+        .and_then(|()| conn.pragma_update(None, "secure_delete", "FAST"))
         .context(|| format!("configuring {}", path.display()))?;
     for (name, value) in [("durability", durability.as_str()), ("codec", settings.codec.as_str())] {
         if meta::read_setting::<String>(&conn, name)?.as_deref() != Some(value) {

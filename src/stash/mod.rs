@@ -391,7 +391,16 @@ impl Stash {
         if let Some(mut hold) = self.hold.take()
             && joined.is_ok()
         {
-            self.mark_closed(&mut hold)?;
+            match self.mark_closed(&mut hold) {
+                // Everything is committed, in the write-ahead log: folding it back needs
+                // room the disk does not have. The next open reads the log as it is.
+                Err(e) if e.is_disk_full() => log::warn!(
+                    "objstash: {} closed with its write-ahead log not folded back ({e}); \
+                     nothing is lost, and the next open reads it",
+                    self.shared.path.display()
+                ),
+                done => done?,
+            }
         }
         joined
     }

@@ -29,6 +29,7 @@ use crate::db::meta;
 use crate::db::models;
 use crate::db::names;
 use crate::error::{Error, Result, sqlite_code};
+use crate::files::reserve;
 use crate::writer::models::Models;
 
 /// Tries of a kept batch after its senders are gone before the writer gives up on it.
@@ -58,6 +59,10 @@ impl Drop for PanicGuard<'_> {
     }
 }
 
+/// Commits between two looks at whether the stash should keep a reserve of disk space
+/// (`files/reserve.rs`); the first commit looks.
+const RESERVE_EVERY: u32 = 256;
+
 impl Writer {
     pub(super) fn new(conn: Connection, shared: Arc<Shared>, config: WriterConfig) -> Result<Self> {
         let objects = meta::read_totals(&conn)?.objects;
@@ -85,6 +90,9 @@ impl Writer {
             filter: None,
             data_version: 0,
             quiet_rows: 0,
+            told_disk_full: false,
+            commits_since_reserve: RESERVE_EVERY,
+            tight: false,
             models: Models::default(),
             models_seen: None,
         };
@@ -107,6 +115,10 @@ impl Writer {
                     Next::Upkeep => {
                         match self.upkeep() {
                             Ok(owed) => upkeep_owed = owed,
+                            Err(stop) if stop.disk_full() => {
+                                self.upkeep_deferred(&stop);
+                                upkeep_owed = false;
+                            }
                             Err(stop) => return self.fail(stop, batch),
                         }
                         continue;
@@ -119,6 +131,10 @@ impl Writer {
                     self.settle(std::mem::take(&mut batch));
                     match self.read_cap().and_then(|()| self.upkeep()) {
                         Ok(owed) => upkeep_owed = owed,
+                        Err(stop) if stop.disk_full() => {
+                            self.upkeep_deferred(&stop);
+                            upkeep_owed = false;
+                        }
                         Err(stop) => return self.fail(stop, Batch::default()),
                     }
                 }
@@ -146,6 +162,10 @@ impl Writer {
             match self.upkeep() {
                 Ok(true) => {}
                 Ok(false) => break,
+                Err(stop) if stop.disk_full() => {
+                    self.upkeep_deferred(&stop);
+                    break;
+                }
                 Err(stop) => return self.fail(stop, Batch::default()),
             }
         }
@@ -157,6 +177,17 @@ impl Writer {
             })
         {
             log::warn!("objstash: the last uses of objects could not be recorded: {stop:?}");
+        }
+    }
+
+    /// Upkeep (recording uses, moving keys, evicting down to a cap) found no room on the
+    /// disk: it is left for later, and the writer goes on; what it records is advisory, and
+    /// saves that need the room fail on their own. Said once per writer.
+    fn upkeep_deferred(&mut self, stop: &Stop) {
+        let _ = self.conn.execute_batch("ROLLBACK");
+        if !self.told_disk_full {
+            self.told_disk_full = true;
+            log::warn!("objstash: upkeep is deferred: {}", stop.reason());
         }
     }
 
@@ -263,6 +294,11 @@ impl Writer {
         }
         self.conn.execute_batch("COMMIT").stop(|| "committing a batch".into())?;
         self.shared.commits.committed();
+        self.commits_since_reserve += 1;
+        if self.commits_since_reserve >= RESERVE_EVERY {
+            self.commits_since_reserve = 0;
+            reserve::ensure(&self.shared.path);
+        }
         batch.open = false;
         self.models.apply(&mut batch.tx.models);
         self.shared.release_withheld(&std::mem::take(&mut batch.tx.models.readable));

@@ -54,6 +54,13 @@ pub(super) struct Writer {
     /// New rows this writer has written since another connection last committed: a filter
     /// is built (again) once they are enough to pay for reading the indexes.
     pub(super) quiet_rows: u64,
+    /// Whether the writer said that upkeep is deferred for want of disk space.
+    pub(super) told_disk_full: bool,
+    /// Commits since the writer last made sure of the reserve of disk space.
+    pub(super) commits_since_reserve: u32,
+    /// A trim under way found the disk full: it goes in small steps, each folded back into
+    /// the file (`upkeep.rs`).
+    pub(super) tight: bool,
     /// What the writer knows of the stash's models (`writer/models.rs`).
     pub(super) models: Models,
     /// SQLite's `data_version` when the writer last read the models' state: another

@@ -15,22 +15,30 @@ pub(crate) struct Stop {
     cause: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
     /// Whether SQLite found the file damaged.
     damaged: bool,
+    /// Whether the disk had no room.
+    full: bool,
 }
 
 impl Stop {
     pub(crate) fn new(reason: impl Into<String>) -> Self {
-        Stop { reason: reason.into(), cause: None, damaged: false }
+        Stop { reason: reason.into(), cause: None, damaged: false, full: false }
     }
 
     /// A failed SQLite call, described for the user and kept as the cause.
     pub(crate) fn sqlite(what: &str, e: rusqlite::Error) -> Self {
         let damaged = sqlite_code(&e) == Some(rusqlite::ErrorCode::DatabaseCorrupt);
-        Stop { reason: describe(what, &e), cause: Some(Arc::new(e)), damaged }
+        let full = sqlite_code(&e) == Some(rusqlite::ErrorCode::DiskFull);
+        Stop { reason: describe(what, &e), cause: Some(Arc::new(e)), damaged, full }
     }
 
     /// Whether the writer stopped because SQLite found the file damaged.
     pub(crate) fn damaged(&self) -> bool {
         self.damaged
+    }
+
+    /// Whether the disk had no room for what the writer wrote.
+    pub(crate) fn disk_full(&self) -> bool {
+        self.full
     }
 
     pub(crate) fn reason(&self) -> &str {
@@ -53,7 +61,8 @@ impl From<Error> for Stop {
         } else {
             e.to_string()
         };
-        Stop { reason, cause: Some(Arc::new(e)), damaged }
+        let full = e.is_disk_full();
+        Stop { reason, cause: Some(Arc::new(e)), damaged, full }
     }
 }
 

@@ -14,7 +14,9 @@ use crate::db::meta;
 use crate::db::models;
 use crate::db::names;
 use crate::db::use_table;
+use crate::error::Error;
 use crate::error::sqlite_code;
+use crate::files::reserve;
 use crate::key::Key;
 use crate::report::stats::Evicted;
 
@@ -28,6 +30,9 @@ const IDLE_LOG_BYTES: u64 = 1 << 20;
 /// high-water mark: each frees about one batch, and a batch of saves adds a little more
 /// than one (its rows' index entries and page slack).
 const EVICT_STEPS: usize = 4;
+/// Pages one step of a trim on a full disk may free or move (`Writer::tight`): what a
+/// reserve's room holds many times over.
+const TIGHT_PAGES: u64 = 64;
 
 impl Writer {
     /// Reads the size cap the stash records (another handle may have changed it) and sizes
@@ -61,6 +66,34 @@ impl Writer {
                     let job = self.jobs.pop_front().expect("a job is under way");
                     let busy = "another process held the stash's write lock";
                     job.trim.answer.send(Err(self.shared.busy_error(busy)));
+                }
+                Err(Failure::Fatal(stop))
+                    if stop.disk_full() && (!self.tight || reserve::release(&self.shared.path)) =>
+                {
+                    // The disk is full: the trim goes on in small steps, each folded back
+                    // into the file, first in what the log can take, then in the reserve's
+                    // room.
+                    let _ = self.conn.execute_batch("ROLLBACK");
+                    self.tight = true;
+                    self.fold_log();
+                }
+                Err(Failure::Fatal(stop)) if stop.disk_full() => {
+                    // The trim fails, and says why; the writer goes on (reads and saves
+                    // that fit are not stopped by a trim that could not start).
+                    let _ = self.conn.execute_batch("ROLLBACK");
+                    let job = self.jobs.pop_front().expect("a job is under way");
+                    job.trim.answer.send(Err(Error::Io {
+                        context: format!(
+                            "trimming {}: the disk is full, and SQLite needs room in its \
+                             write-ahead log to delete objects before the file can shrink \
+                             ({}); nothing was lost: free a few MB more than the stash's \
+                             -wal file holds, and trim again",
+                            self.shared.path.display(),
+                            stop.reason()
+                        ),
+                        source: std::io::Error::from(std::io::ErrorKind::StorageFull),
+                    }));
+                    return Ok(false);
                 }
                 Err(Failure::Fatal(stop)) => return Err(stop),
             }
@@ -201,8 +234,9 @@ impl Writer {
             }
             (_, Some(size)) => {
                 let space = self.space()?;
+                let step_pages = if self.tight { TIGHT_PAGES } else { self.step_pages() };
                 if space.in_use() > size {
-                    let need = (space.in_use() - size).min(self.step_pages() * space.page_size);
+                    let need = (space.in_use() - size).min(step_pages * space.page_size);
                     let need = self.stored_for(need, &space)?;
                     let evicted = self.evict(self.spared_since(now), need, true)?;
                     if evicted.objects == 0 {
@@ -211,7 +245,7 @@ impl Writer {
                     evicted
                 } else if space.pages * space.page_size > size && space.free > 0 {
                     if self.incremental {
-                        self.vacuum(space.free.min(self.step_pages()))?;
+                        self.vacuum(space.free.min(step_pages))?;
                     } else {
                         self.convert()?;
                     }
@@ -230,7 +264,18 @@ impl Writer {
             job.done.objects += step.objects;
             job.done.stored_bytes += step.stored_bytes;
         }
+        if self.tight {
+            self.fold_log();
+        }
         Ok(())
+    }
+
+    /// Copies the write-ahead log into the file and truncates it: on a full disk, what
+    /// lets the next small step of a trim write at all.
+    fn fold_log(&self) {
+        if let Err(e) = self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
+            log::debug!("objstash: folding the log back on a full disk: {e}");
+        }
     }
 
     /// Makes a stash created before incremental vacuum give its free pages back: a full
@@ -274,6 +319,9 @@ impl Writer {
             log::debug!("objstash: checkpoint after a trim: {e}");
         }
         self.checkpoint_owed = false;
+        self.tight = false;
+        // A reserve spent on a full disk is made again, where the trim left room for it.
+        reserve::ensure(&self.shared.path);
         if let Some(job) = self.jobs.pop_front() {
             job.trim.answer.send(Ok(job.done));
         }

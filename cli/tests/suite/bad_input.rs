@@ -110,3 +110,64 @@ fn the_stash_s_own_files_are_never_written_over_or_imported() -> TestResult {
     assert!(env.run(&["verify"]).status.success());
     Ok(())
 }
+
+/// A full disk: reads printed their output and then failed on close (the write-ahead log
+/// could not be folded back), a trim evicted what it could and left the files as large,
+/// and a lowered cap evicted nothing. Reads work on a full disk; a trim gives space back
+/// even then (a stash of 64 MiB or more keeps a reserve of disk space for it); the next
+/// save works after it.
+#[test]
+#[ignore = "mounts a tmpfs: needs root; .ci/run runs it with --ignored as root"]
+fn a_full_disk_reads_and_trims_and_then_saves_again() -> TestResult {
+    let fs = Tmpfs::mount("200m").expect(NEEDS_ROOT);
+    let env = Env::with_db(fs.path().join("full.db"));
+    // Five directories of 1,000 incompressible 50 kB files: 250 MB for 200 MB of disk.
+    let mut full = false;
+    for d in 0..5u64 {
+        for i in 0..1000u64 {
+            env.file(&format!("src{d}/{i}.bin"), &noise(d * 1000 + i, 50_000));
+        }
+        let out = env.run(&["import", s(&env.root.join(format!("src{d}")))]);
+        if !out.status.success() {
+            assert!(stderr(&out).contains("full"), "{}", stderr(&out));
+            full = true;
+            break;
+        }
+    }
+    assert!(full, "the disk filled up");
+    let listed = env.run(&["ls"]);
+    assert!(listed.status.success(), "ls on a full disk: {}", stderr(&listed));
+    let key = stdout(&listed)
+        .lines()
+        .next()
+        .expect("a key")
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    for read in [&["get", &key][..], &["stats"], &["verify"], &["has", &key]] {
+        let out = env.run(read);
+        assert!(out.status.success(), "{read:?} on a full disk: {}", stderr(&out));
+    }
+    let copy = env.root.join("copy.bin");
+    let out = env.run(&["get", &key, "-o", s(&copy)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(key_of(&std::fs::read(&copy)?), key);
+
+    let out = env.run(&["trim", "--max-size", "60MiB"]);
+    assert!(out.status.success(), "a trim on a full disk: {}", stderr(&out));
+    let files: u64 = ["", "-wal"]
+        .iter()
+        .filter_map(|suffix| std::fs::metadata(format!("{}{suffix}", env.db.display())).ok())
+        .map(|m| m.len())
+        .sum();
+    assert!(files <= 64 << 20, "the files gave the space back: {files} bytes");
+    let more = env.file("after.bin", &noise(99_999, 50_000));
+    let out = env.run(&["put", s(&more)]);
+    assert!(out.status.success(), "a save after the trim: {}", stderr(&out));
+    let out = env.run(&["config", "max-size", "40MiB"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(std::fs::metadata(&env.db)?.len() <= 42 << 20);
+    assert!(env.run(&["verify"]).status.success());
+    Ok(())
+}
