@@ -150,14 +150,16 @@ class ObjstashTransport(AbstractTransport):
         self._members: set = set()
         self._members_root: Optional[str] = None
         self._members_read = False
+        # Whether the write under way is a copy (it asked has_objects first).
+        self._copied = False
         self._buffer: Dict[str, str] = {}
         # Batches handed to the background saver and not saved yet, by id; at most two
         # batches wait for it (bounded memory when objstash is the slower side).
         self._inflight: Dict[str, str] = {}
         self._lock = threading.Lock()
-        self._batches: "queue.Queue[Optional[Tuple[Optional[Assembly], Dict[str, str]]]]" = (
-            queue.Queue(maxsize=2)
-        )
+        # Work for the background saver: (assembly, batch) to save, ("declare", assembly,
+        # last object, keys) to declare a send's model, None to stop.
+        self._batches: "queue.Queue[Any]" = queue.Queue(maxsize=2)
         self._saver: Optional[threading.Thread] = None
         self._error: Optional[BaseException] = None
         # Read ahead: children listed by an object read, in order, not fetched yet
@@ -222,30 +224,48 @@ class ObjstashTransport(AbstractTransport):
         self.save_object(id, serialized_object)
 
     def end_write(self) -> None:
-        """Hands over what is buffered, waits until everything is committed, and declares
-        the model of the write's root (its last object, if it lists a ``__closure``)."""
+        """Hands over what is buffered and waits until everything is committed. The write's
+        root (its last object, if it lists a ``__closure``) is declared a model of it: at
+        once after a copy from a server (the receive that follows reads the model), by the
+        background saver after a send (off the sender's path; until then the objects are
+        held, and the root reads as cached only with them)."""
         self._send_buffer()
         self._batches.join()
+        assembly, last, keys = self._take_write()
+        copied, self._copied = self._copied, False
         try:
             self._raise_saver_error()
-            self._declare_model()
+            if assembly is not None and copied:
+                self._declare_model(assembly, last, keys)
+            self.stash.flush()
+            if assembly is not None and not copied:
+                self._start_saver()
+                self._batches.put(("declare", assembly, last, keys))
+                assembly = None  # the saver's now
         finally:
-            self._end_assembly()
-        self.stash.flush()
+            if assembly is not None:
+                assembly.give_up()  # nothing if it was finished
         if self.stash.remote_url is not None:
             self._push_in_background()
 
-    def _declare_model(self) -> None:
-        """Finishes the write's assembly as the model of its root and the root's closure.
+    def _take_write(self) -> Tuple[Optional[Assembly], Optional[Tuple[str, str]], Dict[str, str]]:
+        """Ends the write under way: its assembly, last object and keys by id."""
+        assembly, last = self._assembly, self._last
+        self._assembly, self._last = None, None
+        with self._lock:
+            keys, self._keys = self._keys, {}
+        return assembly, last, keys
+
+    def _declare_model(
+        self, assembly: Assembly, last: Optional[Tuple[str, str]], keys: Dict[str, str]
+    ) -> None:
+        """Finishes a write's assembly as the model of its root and the root's closure.
         A root whose closure is not all cached (a member no write saved and the cache does
         not hold) is not left readable: its id is removed, so a receive asks the server."""
-        assembly, last = self._assembly, self._last
-        if assembly is None or last is None or '"__closure"' not in last[1]:
+        if last is None or '"__closure"' not in last[1]:
             return
         root_id, text = last
         closure = list((json.loads(text).get("__closure") or {}).keys())
-        with self._lock:
-            keys = dict(self._keys)
         root_key = keys.get(root_id)
         if root_key is None:
             return
@@ -272,11 +292,8 @@ class ObjstashTransport(AbstractTransport):
             self._members, self._members_root, self._members_read = set(closure), root_key, False
 
     def _end_assembly(self) -> None:
-        """Ends the write: its assembly is finished or given up."""
-        assembly, self._assembly = self._assembly, None
-        self._last = None
-        with self._lock:
-            self._keys = {}
+        """Ends the write under way unfinished: its assembly is given up."""
+        assembly, _, _ = self._take_write()
         if assembly is not None:
             assembly.give_up()
 
@@ -319,19 +336,32 @@ class ObjstashTransport(AbstractTransport):
         with self._lock:
             self._inflight.update(self._buffer)
         batch, self._buffer, self._buffer_bytes = self._buffer, {}, 0
+        self._start_saver()
+        self._batches.put((self._assembly, batch))
+
+    def _start_saver(self) -> None:
         if self._saver is None:
             self._saver = threading.Thread(target=self._save_batches, daemon=True)
             self._saver.start()
-        self._batches.put((self._assembly, batch))
 
     def _save_batches(self) -> None:
         """The background saver: one ``save_named`` per batch, in order, into the
-        assembly of the write that saved it."""
+        assembly of the write that saved it; and the declarations of sends' models."""
         while True:
             work = self._batches.get()
             if work is None:
                 self._batches.task_done()
                 return
+            if work[0] == "declare":
+                _, assembly, last, keys = work
+                try:
+                    self._declare_model(assembly, last, keys)
+                except BaseException as ex:  # raised in the caller's thread, see below
+                    self._error = ex
+                finally:
+                    assembly.give_up()  # nothing if it was finished
+                    self._batches.task_done()
+                continue
             assembly, batch = work
             try:
                 items: List[Tuple[str, str]] = list(batch.items())
@@ -509,6 +539,7 @@ class ObjstashTransport(AbstractTransport):
         if assembly is None:
             missing = set(self.stash.missing_named(id_list))
             return {id: id in unsaved or id not in missing for id in id_list}
+        self._copied = True
         held = assembly.hold_named(id_list)
         with self._lock:
             self._keys.update((id, key) for id, key in zip(id_list, held) if key is not None)

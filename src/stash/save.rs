@@ -207,8 +207,13 @@ impl Stash {
     fn send_new(&self, key: Key, object: &[u8], assembly: Option<i64>) -> Result<bool> {
         self.writer()?;
         if object.len() > CHUNKED_ABOVE {
-            // Committed, not queued (`stash/large.rs`).
+            // Committed, not queued (`stash/large.rs`); held for the assembly it was
+            // saved into, as a queued row is tagged.
             self.save_chunked(object)?;
+            if let Some(assembly) = assembly {
+                let hold = Hold { assembly, keys: vec![key], stored: Vec::new() };
+                self.send(Message::Op(unasked(HoldQuietly(hold))))?;
+            }
             return Ok(false);
         }
         // A duplicate earlier in the same batch call may have been queued meanwhile.

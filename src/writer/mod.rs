@@ -91,6 +91,9 @@ pub(crate) struct Shared {
     /// Roots of models that must not be read (incomplete, or being evicted): a save of
     /// one never shows in the pending map (`writer/models.rs`).
     withheld: RwLock<HashSet<Key>>,
+    /// Whether `withheld` may hold a key: set before a key goes in, so that a save that
+    /// finds it clear needs no lock (a stash without models never takes it).
+    any_withheld: AtomicBool,
     /// Whether the object tables have their `model` column, committed: reads then record
     /// a read of a member as a use of its model.
     models: AtomicBool,
@@ -120,6 +123,7 @@ impl Shared {
             values,
             first: FirstGeneration::default(),
             withheld: RwLock::new(HashSet::new()),
+            any_withheld: AtomicBool::new(false),
             models: AtomicBool::new(models),
             stopped: Mutex::new(None),
         }
@@ -130,6 +134,16 @@ impl Shared {
     /// hold the lock that hiding a root takes, so that a root is never pending while its
     /// model misses a member.
     pub(crate) fn show_pending(&self, row: &Row) -> bool {
+        if !self.any_withheld.load(Ordering::SeqCst) {
+            self.pending.insert(row.clone());
+            // A root withheld meanwhile (`withhold` sets the flag before it takes the key
+            // out of the pending map) is taken out again here.
+            if !self.any_withheld.load(Ordering::SeqCst) || !self.withheld(&row.key) {
+                return true;
+            }
+            self.pending.forget(&row.key);
+            return false;
+        }
         let withheld = self.withheld.read().unwrap_or_else(|p| p.into_inner());
         let shown = !withheld.contains(&row.key);
         if shown {
@@ -141,6 +155,9 @@ impl Shared {
     /// Whether `key` is the root of a model that must not be read (as far as this handle
     /// knows: the writer settles it against the database).
     pub(crate) fn withheld(&self, key: &Key) -> bool {
+        if !self.any_withheld.load(Ordering::SeqCst) {
+            return false;
+        }
         let withheld = self.withheld.read().unwrap_or_else(|p| p.into_inner());
         !withheld.is_empty() && withheld.contains(key)
     }
@@ -149,6 +166,7 @@ impl Shared {
     /// now on, and takes it out now; inside the transaction that hides it, before its
     /// commit.
     pub(crate) fn withhold(&self, key: Key) {
+        self.any_withheld.store(true, Ordering::SeqCst);
         let mut withheld = self.withheld.write().unwrap_or_else(|p| p.into_inner());
         withheld.insert(key);
         self.pending.forget(&key);
@@ -168,6 +186,9 @@ impl Shared {
     /// The roots that must not be read, as the database says (the writer, when another
     /// connection may have changed them).
     pub(crate) fn set_withheld(&self, keys: HashSet<Key>) {
+        if !keys.is_empty() {
+            self.any_withheld.store(true, Ordering::SeqCst);
+        }
         let mut withheld = self.withheld.write().unwrap_or_else(|p| p.into_inner());
         for key in &keys {
             self.pending.forget(key);
