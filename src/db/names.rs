@@ -147,6 +147,18 @@ pub(crate) fn indexed_by_key(conn: &Connection) -> Result<bool> {
 }
 
 /// The key `name` maps to in the database, whose names table stores names in `form`.
+/// Every name with its key, as given (in the table's order).
+pub(crate) fn all(conn: &Connection, form: NameForm) -> Result<Vec<(Vec<u8>, Key)>> {
+    let rows: Vec<(Vec<u8>, Vec<u8>)> = conn
+        .prepare(&format!("SELECT name, key FROM {TABLE}"))
+        .and_then(|mut stmt| stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect())
+        .context(|| "listing the names".to_string())?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(name, key)| Some((form.name(&name), Key::from_slice(&key)?)))
+        .collect())
+}
+
 pub(crate) fn lookup(conn: &Connection, form: NameForm, name: &[u8]) -> Result<Option<Key>> {
     let mut stmt = conn
         .prepare_cached(&format!("SELECT key FROM {TABLE} WHERE name = ?1"))

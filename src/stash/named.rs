@@ -151,6 +151,23 @@ impl Stash {
         self.by_parts(names, |part| self.resolve_part(part))
     }
 
+    /// Every name saved, with the key it maps to, in the names table's order, after what
+    /// is pending commits: a listing (Speckle's `GetAllObjects` reads the objects of these).
+    ///
+    /// # Errors
+    /// As [`Stash::flush`]; [`Error::Database`](crate::Error::Database) if the read fails.
+    pub fn names(&self) -> Result<Vec<(Vec<u8>, Key)>> {
+        if !self.is_read_only() {
+            self.flush()?;
+        }
+        let reader = self.readers.checkout()?;
+        if !self.shared.names.table_exists(&reader)? {
+            return Ok(Vec::new());
+        }
+        let form = self.shared.names.form(&reader)?;
+        reader.in_transaction(|conn| names::all(conn, form))
+    }
+
     /// The objects saved under `names`, in input order; `None` for a name not saved. Every
     /// object is checked against its key, as [`Stash::get`] does. Like
     /// [`Stash::get_many`], the names are sorted and split into one part per thread, each
