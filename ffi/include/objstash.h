@@ -74,6 +74,8 @@ typedef struct ObjstashOptions {
   // Record a durability or codec that differs from the recorded one (else that is
   // `OBJSTASH_STATUS_SETTINGS`).
   bool reconfigure;
+  // Evict objects used moments ago too (no grace period): for tests and one-off trims.
+  bool no_eviction_grace;
 } ObjstashOptions;
 
 // Bytes the caller lends for a call: `data` may be null only when `len` is 0.

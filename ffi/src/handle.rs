@@ -44,6 +44,8 @@ pub struct ObjstashOptions {
     /// Record a durability or codec that differs from the recorded one (else that is
     /// `OBJSTASH_STATUS_SETTINGS`).
     pub reconfigure: bool,
+    /// Evict objects used moments ago too (no grace period): for tests and one-off trims.
+    pub no_eviction_grace: bool,
 }
 
 fn setting<T>(value: i32, what: &str, choices: &[T]) -> Result<Option<T>, Failure>
@@ -104,6 +106,9 @@ pub extern "C" fn objstash_open(
         }
         if options.max_size > 0 {
             builder = builder.max_size(options.max_size);
+        }
+        if options.no_eviction_grace {
+            builder = builder.eviction_grace(std::time::Duration::ZERO);
         }
         let stash = builder.open(path)?;
         let handle = ObjstashStash { stash: RwLock::new(Some(stash)), path: PathBuf::from(path) };

@@ -1,0 +1,281 @@
+// The .NET binding under Mono (.NET Framework 4.x): every member of the cache manager and
+// of Stash, threads, a second process, bad input, dispose twice, models whole or absent
+// after eviction. Built and run by dotnet/run-tests.sh (./test.sh runs it); prints
+// "N passed, N failed" and exits 1 on any failure.
+
+using System;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.IO;
+using System.Linq;
+using System.Text;
+using System.Threading;
+using Objstash;
+
+static class Tests
+{
+    static int passed, failed;
+
+    static void Check(bool ok, string what)
+    {
+        if (ok) { passed++; return; }
+        failed++;
+        Console.Error.WriteLine("failed: " + what);
+    }
+
+    static void Throws<T>(Action action, string what, Func<T, bool> also = null) where T : Exception
+    {
+        try
+        {
+            action();
+            Check(false, what + ": no exception");
+        }
+        catch (T e)
+        {
+            Check(also == null || also(e), what + ": " + e.Message);
+        }
+        catch (Exception e)
+        {
+            Check(false, what + ": " + e.GetType().Name + ": " + e.Message);
+        }
+    }
+
+    static string dir;
+
+    static string PathOf(string name) => Path.Combine(dir, name);
+
+    static byte[] Utf8(string s) => Encoding.UTF8.GetBytes(s);
+
+    /// <summary>A Speckle-shaped object: its id is a hash of its content.</summary>
+    static (string id, string json) Obj(int seed, int i, string extra = "")
+    {
+        string body = "{\"speckle_type\":\"Objects.Geometry.Point\",\"x\":" + i + ",\"y\":" + seed + extra;
+        string id = Stash.KeyOf(Utf8(body)).Substring(0, 32);
+        return (id, body + ",\"id\":\"" + id + "\"}");
+    }
+
+    static void CacheManagerMembers()
+    {
+        string path = PathOf("members.db");
+        var cache = new ObjstashJsonCacheManager(path);
+        Check(cache.Path == path, "Path");
+        var a = Obj(1, 1);
+        cache.SaveObject(a.id, a.json);
+        Check(cache.GetObject(a.id) == a.json, "GetObject after SaveObject");
+        Check(cache.HasObject(a.id), "HasObject");
+        Check(!cache.HasObject("0123456789abcdef0123456789abcdef"), "HasObject of an unknown id");
+        Check(cache.GetObject("0123456789abcdef0123456789abcdef") == null, "GetObject of an unknown id");
+        cache.UpdateObject(a.id, "{\"updated\":true}");
+        Check(cache.GetObject(a.id) == "{\"updated\":true}", "UpdateObject");
+        var many = Enumerable.Range(0, 25_000).Select(i => Obj(2, i)).ToList();
+        cache.SaveObjects(many);
+        Check(many.All(o => cache.GetObject(o.id) == o.json), "SaveObjects across batches, each read back");
+        var all = cache.GetAllObjects();
+        Check(all.Count == 25_001, "GetAllObjects counts " + all.Count);
+        Check(all.Any(x => x.Item1 == many[777].id && x.Item2 == many[777].json), "GetAllObjects holds each"); // Item1/Item2: mcs does not read tuple names from another assembly
+        cache.DeleteObject(many[5].id);
+        Check(!cache.HasObject(many[5].id) && cache.GetObject(many[5].id) == null, "DeleteObject");
+        cache.DeleteObject("not an id that is saved");
+        cache.Dispose();
+        cache.Dispose(); // twice is fine
+        Throws<ObjectDisposedException>(() => cache.GetObject(a.id), "a disposed cache");
+        using (var again = new ObjstashJsonCacheManager(path))
+            Check(again.GetObject(many[9].id) == many[9].json, "reopened, everything is there");
+    }
+
+    static void StashRoundTrip()
+    {
+        using (var s = Stash.Open(PathOf("stash.db"), new StashOptions { Layout = "bucketed", Durability = "safe" }))
+        {
+            string key = s.Save(Utf8("{\"wall\":17}"));
+            Check(key == Stash.KeyOf(Utf8("{\"wall\":17}")) && key.Length == 64, "Save and KeyOf");
+            Check(Encoding.UTF8.GetString(s.Get(key)) == "{\"wall\":17}", "Get");
+            var keys = s.SaveAll(new[] { Utf8("a"), new byte[0], Utf8("c") });
+            var got = s.GetMany(new[] { keys[0], keys[1], Stash.KeyOf(Utf8("never")) });
+            Check(got[0].Length == 1 && got[1] != null && got[1].Length == 0 && got[2] == null, "GetMany: present, empty, absent");
+            Check(s.Contains(keys[2]) && s.Missing(new[] { keys[2], Stash.KeyOf(Utf8("never")) }).SequenceEqual(new[] { false, true }), "Contains and Missing");
+            Check(s.Remove(new[] { keys[2], keys[2] }).SequenceEqual(new[] { true, false }), "Remove");
+            s.SaveNamed(new[] { "wall-17", "beam-3" }, new[] { Utf8("{\"w\":17}"), Utf8("{\"b\":3}") });
+            Check(Encoding.UTF8.GetString(s.GetNamed(new[] { "beam-3" })[0]) == "{\"b\":3}", "GetNamed");
+            Check(s.Resolve(new[] { "wall-17", "nope" })[1] == null, "Resolve");
+            Check(s.Names().Count == 2, "Names");
+            Check(s.RemoveNamed(new[] { "beam-3" })[0], "RemoveNamed");
+            s.Flush();
+            var stats = s.Stats();
+            Check(stats.Objects == 5 && stats.Names == 1 && stats.FileBytes > 0, "Stats " + stats.Objects);
+            var report = s.Verify();
+            Check(report.Ok && report.Checked == 5 && report.Text.Contains("5 objects"), "Verify: " + report.Text);
+            Check(!s.IsReadOnly, "IsReadOnly");
+        }
+        string text = Stash.Repair(PathOf("stash.db"), out bool lost);
+        Check(!lost && text.Length > 0, "Repair of a sound stash: " + text);
+        Check(Stash.Version.Length > 0, "Version");
+    }
+
+    static void Threads()
+    {
+        using (var cache = new ObjstashJsonCacheManager(PathOf("threads.db")))
+        {
+            int errors = 0;
+            var threads = Enumerable.Range(0, 8).Select(t => new Thread(() =>
+            {
+                for (int i = 0; i < 500; i++)
+                {
+                    var o = Obj(100 + t, i);
+                    cache.SaveObject(o.id, o.json);
+                    if (cache.GetObject(o.id) != o.json || !cache.HasObject(o.id)) Interlocked.Increment(ref errors);
+                }
+            })).ToList();
+            threads.ForEach(th => th.Start());
+            threads.ForEach(th => th.Join());
+            Check(errors == 0, "8 threads saving and reading: " + errors + " errors");
+            Check(cache.GetAllObjects().Count == 4000, "4,000 objects from 8 threads");
+        }
+    }
+
+    static void SecondProcess(string self)
+    {
+        string path = PathOf("shared.db");
+        using (var cache = new ObjstashJsonCacheManager(path))
+        {
+            var mine = Obj(200, 1);
+            cache.SaveObject(mine.id, mine.json);
+            var child = Process.Start(new ProcessStartInfo("mono", "\"" + self + "\" --child \"" + path + "\"")
+            {
+                UseShellExecute = false,
+            });
+            for (int i = 0; i < 1000; i++)
+            {
+                var o = Obj(201, i);
+                cache.SaveObject(o.id, o.json);
+            }
+            child.WaitForExit();
+            Check(child.ExitCode == 0, "the second process saved its objects");
+            var theirs = Obj(202, 999);
+            Check(cache.GetObject(theirs.id) == theirs.json, "an object of the second process, read here");
+            Check(cache.GetAllObjects().Count == 2001, "both processes' objects");
+        }
+    }
+
+    static int Child(string path)
+    {
+        using (var cache = new ObjstashJsonCacheManager(path))
+            cache.SaveObjects(Enumerable.Range(0, 1000).Select(i => Obj(202, i)));
+        return 0;
+    }
+
+    static void BadInput()
+    {
+        Throws<ArgumentNullException>(() => Stash.Open(null), "a null path");
+        Throws<ArgumentException>(() => Stash.Open(PathOf("bad.db"), new StashOptions { Codec = "lzma" }), "an unknown codec");
+        Throws<ObjstashException>(() => Stash.Open(PathOf("absent.db"), new StashOptions { MustExist = true }), "a stash that is not there",
+            e => e.Status == ObjstashStatus.NotFound);
+        File.WriteAllText(PathOf("notes.txt"), "not a database");
+        Throws<ObjstashException>(() => new ObjstashJsonCacheManager(PathOf("notes.txt")), "a file that is not a stash",
+            e => e.Status == ObjstashStatus.NotAStash);
+        Check(File.ReadAllText(PathOf("notes.txt")) == "not a database", "the foreign file is untouched");
+        using (var s = Stash.Open(PathOf("bad.db")))
+        {
+            Throws<ObjstashException>(() => s.Get("abc"), "a key that is not 64 hex digits", e => e.Status == ObjstashStatus.InvalidArgument);
+            Throws<ArgumentNullException>(() => s.Get(null), "a null key");
+            Throws<ArgumentNullException>(() => s.SaveAll(new byte[][] { Utf8("x"), null }), "a null object");
+            Throws<ObjstashException>(() => s.SaveNamed(new[] { "" }, new[] { Utf8("x") }), "an empty name",
+                e => e.Status == ObjstashStatus.InvalidArgument);
+            Check(s.Stats().Objects == 0, "nothing of a refused call was stored");
+            var cache = new ObjstashJsonCacheManager(s);
+            Throws<ArgumentNullException>(() => cache.SaveObject(null, "{}"), "a null id");
+            Throws<ArgumentNullException>(() => cache.GetObject(null), "GetObject(null)");
+            cache.Dispose(); // leaves the stash open
+            Check(s.Stats().Objects == 0, "the stash outlives a cache over it");
+        }
+        var closed = Stash.Open(PathOf("bad.db"));
+        closed.Dispose();
+        closed.Dispose();
+        Throws<ObjectDisposedException>(() => closed.Flush(), "a disposed stash");
+        using (var ro = Stash.Open(PathOf("bad.db"), new StashOptions { ReadOnly = true }))
+            Throws<ObjstashException>(() => ro.Save(Utf8("x")), "a save on a read-only handle", e => e.Status == ObjstashStatus.ReadOnly);
+    }
+
+    static void ModelsAfterEviction()
+    {
+        using (var s = Stash.Open(PathOf("models.db"), new StashOptions { NoEvictionGrace = true }))
+        {
+            var models = new List<(string root, List<byte[]> members)>();
+            for (int m = 0; m < 3; m++)
+            {
+                var members = Enumerable.Range(0, 2000).Select(i => Utf8(Obj(300 + m, i, ",\"pad\":\"" + new string('x', 400) + "\"").json)).ToList();
+                var model = s.SaveModel(Utf8("{\"root\":" + m + "}"), members, "model " + m);
+                Check(model.Complete && model.Objects == 2001 && model.Name == "model " + m, "SaveModel " + m);
+                models.Add((model.Root, members));
+            }
+            Check(s.PinModel(models[2].root), "PinModel");
+            var read = s.ReadModel(models[0].root);
+            Check(read != null && read.Count == 2001, "ReadModel whole");
+            ulong evicted = s.TrimTo(1);
+            Check(evicted > 0, "TrimTo evicted " + evicted);
+            foreach (var model in models)
+            {
+                string root = model.root;
+                var members = model.members;
+                var whole = s.ReadModel(root);
+                var rootRead = s.Get(root);
+                if (whole == null)
+                {
+                    Check(rootRead == null, "an evicted model's root reads as absent");
+                }
+                else
+                {
+                    var keys = members.Select(Stash.KeyOf).ToList();
+                    Check(rootRead != null && s.Missing(keys).All(x => !x) && whole.Count == 2001, "a kept model is whole");
+                }
+            }
+            Check(s.GetModel(models[2].root).Pinned && s.ReadModel(models[2].root) != null, "the pinned model stayed");
+            Check(s.UnpinModel(models[2].root) && s.RemoveModel(models[2].root), "UnpinModel and RemoveModel");
+            Check(s.GetModel(models[2].root) == null, "removed");
+            // Declared over stored objects with one missing: the root reads as absent.
+            string loose = s.Save(Utf8("{\"loose root\":1}"));
+            var declared = s.DeclareModel(loose, new[] { Stash.KeyOf(Utf8("not stored")) });
+            Check(declared.Missing == 1 && s.Get(loose) == null, "a declared model missing an object hides its root");
+        }
+        // Through the cache manager: a root whose closure is not all cached is not returned.
+        using (var cache = new ObjstashJsonCacheManager(PathOf("closure.db")))
+        {
+            var children = Enumerable.Range(0, 50).Select(i => Obj(400, i)).ToList();
+            string closure = string.Join(",", children.Select(c => "\"" + c.id + "\":1"));
+            var root = Obj(401, 0, ",\"__closure\":{" + closure + "}");
+            cache.SaveObjects(children.Skip(1).Concat(new[] { root }));
+            Check(cache.GetObject(root.id) == null, "a root without its whole closure reads as absent");
+            cache.SaveObject(children[0].id, children[0].json);
+            Check(cache.GetObject(root.id) == root.json, "with its closure whole, the root is there");
+            var key = cache.Stash.Resolve(new[] { root.id })[0];
+            Check(cache.Stash.GetModel(key) != null && cache.Stash.GetModel(key).Complete, "and it is kept as a model");
+            cache.DeleteObject(children[7].id);
+            Check(cache.GetObject(root.id) == null, "a child deleted: the root reads as absent again");
+        }
+    }
+
+    static int Main(string[] args)
+    {
+        if (args.Length == 2 && args[0] == "--child") return Child(args[1]);
+        dir = Path.Combine(Path.GetTempPath(), "objstash-dotnet-" + Guid.NewGuid().ToString("N"));
+        Directory.CreateDirectory(dir);
+        string self = typeof(Tests).Assembly.Location;
+        var parts = new (string, Action)[]
+        {
+            ("the cache manager's members", CacheManagerMembers),
+            ("Stash", StashRoundTrip),
+            ("threads", Threads),
+            ("a second process", () => SecondProcess(self)),
+            ("bad input", BadInput),
+            ("models after eviction", ModelsAfterEviction),
+        };
+        foreach (var part in parts)
+        {
+            try { part.Item2(); }
+            catch (Exception e) { Check(false, part.Item1 + ": " + e); }
+        }
+        try { Directory.Delete(dir, true); } catch (IOException) { }
+        Console.WriteLine(passed + " passed, " + failed + " failed");
+        return failed == 0 ? 0 : 1;
+    }
+}
