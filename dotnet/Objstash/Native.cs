@@ -130,6 +130,7 @@ namespace Objstash
 
         [DllImport(Lib)] internal static extern ObjstashStatus objstash_key_of(NativeBytes data, [Out] byte[] key);
         [DllImport(Lib)] internal static extern ObjstashStatus objstash_save_all(StashHandle handle, NativeBytes[] objects, UIntPtr n, [Out] byte[] keys);
+        [DllImport(Lib)] internal static extern ObjstashStatus objstash_get(StashHandle handle, byte[] key, out NativeBuffer found);
         [DllImport(Lib)] internal static extern ObjstashStatus objstash_get_many(StashHandle handle, byte[] keys, UIntPtr n, [Out] NativeBuffer[] outs);
         [DllImport(Lib)] internal static extern ObjstashStatus objstash_missing(StashHandle handle, byte[] keys, UIntPtr n, [Out] byte[] missing);
         [DllImport(Lib)] internal static extern ObjstashStatus objstash_remove(StashHandle handle, byte[] keys, UIntPtr n, [Out] byte[] removed);
@@ -139,6 +140,8 @@ namespace Objstash
 
         [DllImport(Lib)] internal static extern ObjstashStatus objstash_save_named(StashHandle handle, NativeBytes[] names, NativeBytes[] objects, UIntPtr n, [Out] byte[] keys);
         [DllImport(Lib)] internal static extern ObjstashStatus objstash_get_named(StashHandle handle, NativeBytes[] names, UIntPtr n, [Out] NativeBuffer[] outs);
+        [DllImport(Lib)] internal static extern ObjstashStatus objstash_get_one_named(StashHandle handle, byte[] name, UIntPtr len, out NativeBuffer found);
+        [DllImport(Lib)] internal static extern ObjstashStatus objstash_has_one_named(StashHandle handle, byte[] name, UIntPtr len, out byte has);
         [DllImport(Lib)] internal static extern ObjstashStatus objstash_resolve(StashHandle handle, NativeBytes[] names, UIntPtr n, [Out] byte[] keys, [Out] byte[] found);
         [DllImport(Lib)] internal static extern ObjstashStatus objstash_remove_named(StashHandle handle, NativeBytes[] names, UIntPtr n, [Out] byte[] removed);
         [DllImport(Lib)] internal static extern ObjstashStatus objstash_names(StashHandle handle, out IntPtr names, out IntPtr keys, out UIntPtr n);

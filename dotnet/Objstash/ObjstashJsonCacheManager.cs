@@ -14,7 +14,7 @@ namespace Objstash
     public class ObjstashJsonCacheManager : IDisposable
     {
         /// <summary>Objects saved per native call by SaveObjects.</summary>
-        public const int Batch = 10_000;
+        public const int Batch = 10000;
 
         private readonly Stash _stash;
         private readonly bool _owns;
@@ -70,7 +70,7 @@ namespace Objstash
         public string GetObject(string id)
         {
             if (id == null) throw new ArgumentNullException(nameof(id));
-            var data = _stash.GetNamed(new[] { id })[0];
+            var data = _stash.GetNamed(id);
             if (data == null) return null;
             string json = Encoding.UTF8.GetString(data);
             if (json.IndexOf("\"__closure\"", StringComparison.Ordinal) < 0 || _members.Contains(id))
@@ -134,8 +134,7 @@ namespace Objstash
         public bool HasObject(string objectId)
         {
             if (objectId == null) throw new ArgumentNullException(nameof(objectId));
-            var key = _stash.Resolve(new[] { objectId })[0];
-            return key != null && !_stash.Missing(new[] { key })[0];
+            return _stash.HasNamed(objectId);
         }
 
         public void Dispose()

@@ -195,7 +195,13 @@ namespace Objstash
 
         /// <summary>The object under <paramref name="key"/>, checked against it; null when it
         /// is not stored.</summary>
-        public byte[] Get(string key) => GetMany(new[] { key })[0];
+        public byte[] Get(string key)
+        {
+            var flat = Keys.Parse(new[] { key }, nameof(key));
+            Check(Native.objstash_get(Handle, flat, out NativeBuffer found));
+            try { return Buffers.Copy(found); }
+            finally { Native.objstash_free(found.Data); }
+        }
 
         /// <summary>The objects under <paramref name="keys"/>, in order (null where not stored),
         /// read in one snapshot and checked in parallel.</summary>
@@ -271,6 +277,27 @@ namespace Objstash
                 Check(Native.objstash_get_named(Handle, pinned.Bytes, (UIntPtr)names.Count, buffers));
                 return Buffers.Take(buffers);
             }
+        }
+
+        /// <summary>The object saved under <paramref name="name"/>, or null: one native
+        /// call with nothing to pin but the name (a loop of single reads).</summary>
+        public byte[] GetNamed(string name)
+        {
+            if (name == null) throw new ArgumentNullException(nameof(name));
+            var bytes = Encoding.UTF8.GetBytes(name);
+            Check(Native.objstash_get_one_named(Handle, bytes, (UIntPtr)bytes.Length, out NativeBuffer found));
+            try { return Buffers.Copy(found); }
+            finally { Native.objstash_free(found.Data); }
+        }
+
+        /// <summary>Whether <paramref name="name"/> maps to an object that is stored (not a
+        /// root whose model misses objects).</summary>
+        public bool HasNamed(string name)
+        {
+            if (name == null) throw new ArgumentNullException(nameof(name));
+            var bytes = Encoding.UTF8.GetBytes(name);
+            Check(Native.objstash_has_one_named(Handle, bytes, (UIntPtr)bytes.Length, out byte has));
+            return has != 0;
         }
 
         /// <summary>The keys <paramref name="names"/> map to (null where none is saved).</summary>

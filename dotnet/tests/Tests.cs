@@ -67,11 +67,11 @@ static class Tests
         Check(cache.GetObject("0123456789abcdef0123456789abcdef") == null, "GetObject of an unknown id");
         cache.UpdateObject(a.id, "{\"updated\":true}");
         Check(cache.GetObject(a.id) == "{\"updated\":true}", "UpdateObject");
-        var many = Enumerable.Range(0, 25_000).Select(i => Obj(2, i)).ToList();
+        var many = Enumerable.Range(0, 25000).Select(i => Obj(2, i)).ToList();
         cache.SaveObjects(many);
         Check(many.All(o => cache.GetObject(o.id) == o.json), "SaveObjects across batches, each read back");
         var all = cache.GetAllObjects();
-        Check(all.Count == 25_001, "GetAllObjects counts " + all.Count);
+        Check(all.Count == 25001, "GetAllObjects counts " + all.Count);
         Check(all.Any(x => x.Item1 == many[777].id && x.Item2 == many[777].json), "GetAllObjects holds each"); // Item1/Item2: mcs does not read tuple names from another assembly
         cache.DeleteObject(many[5].id);
         Check(!cache.HasObject(many[5].id) && cache.GetObject(many[5].id) == null, "DeleteObject");

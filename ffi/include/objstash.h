@@ -246,6 +246,22 @@ enum ObjstashStatus objstash_get_named(const struct ObjstashStash *handle,
                                        size_t n,
                                        struct ObjstashBuffer *out);
 
+// The object saved under one name (`len` bytes at `name`): `*out` a buffer to
+// `objstash_free`, or `{NULL, 0}` when none is. The call a loop of single reads makes
+// (no array to marshal).
+enum ObjstashStatus objstash_get_one_named(const struct ObjstashStash *handle,
+                                           const uint8_t *name,
+                                           size_t len,
+                                           struct ObjstashBuffer *out);
+
+// Whether one name (`len` bytes at `name`) maps to an object that is stored (`*out`): a
+// name whose object is gone, or whose object is the root of a model that misses objects,
+// answers false.
+enum ObjstashStatus objstash_has_one_named(const struct ObjstashStash *handle,
+                                           const uint8_t *name,
+                                           size_t len,
+                                           bool *out);
+
 // The keys `n` names map to into `out_keys[n]`, and whether each is saved into
 // `out_found[n]`.
 enum ObjstashStatus objstash_resolve(const struct ObjstashStash *handle,

@@ -54,6 +54,51 @@ pub extern "C" fn objstash_get_named(
     })
 }
 
+/// The object saved under one name (`len` bytes at `name`): `*out` a buffer to
+/// `objstash_free`, or `{NULL, 0}` when none is. The call a loop of single reads makes
+/// (no array to marshal).
+#[unsafe(no_mangle)]
+pub extern "C" fn objstash_get_one_named(
+    handle: *const ObjstashStash,
+    name: *const u8,
+    len: usize,
+    out: *mut ObjstashBuffer,
+) -> ObjstashStatus {
+    guard(|| {
+        let name = bytes(ObjstashBytes { data: name, len }, "name")?;
+        let out = slot(out, "out")?;
+        let found = with(handle, |s| Ok(s.get_named(&[name])?.pop().flatten()))?;
+        *out = match found {
+            Some(object) => crate::memory::buffer(&object)?,
+            None => ObjstashBuffer::NONE,
+        };
+        Ok(())
+    })
+}
+
+/// Whether one name (`len` bytes at `name`) maps to an object that is stored (`*out`): a
+/// name whose object is gone, or whose object is the root of a model that misses objects,
+/// answers false.
+#[unsafe(no_mangle)]
+pub extern "C" fn objstash_has_one_named(
+    handle: *const ObjstashStash,
+    name: *const u8,
+    len: usize,
+    out: *mut bool,
+) -> ObjstashStatus {
+    guard(|| {
+        let name = bytes(ObjstashBytes { data: name, len }, "name")?;
+        let out = slot(out, "out")?;
+        *out = with(handle, |s| {
+            Ok(match s.resolve(&[name])?.pop().flatten() {
+                Some(key) => s.missing(&[key])?.is_empty(),
+                None => false,
+            })
+        })?;
+        Ok(())
+    })
+}
+
 /// The keys `n` names map to into `out_keys[n]`, and whether each is saved into
 /// `out_found[n]`.
 #[unsafe(no_mangle)]
