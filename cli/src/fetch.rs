@@ -26,13 +26,22 @@ pub fn get(
     output: Option<&Path>,
     out: &mut Out,
 ) -> Result<ExitCode, Failure> {
-    let key =
-        match object {
-            Object::Key(key) => parse_key(key)?,
-            Object::Name(name) => stash.resolve(&[name])?.pop().flatten().ok_or_else(|| {
-                Failure::NotFound(format!("no object named {name:?} in the stash"))
-            })?,
-        };
+    let key = match object {
+        Object::Key(key) => parse_key(key)?,
+        Object::Name(name) => match stash.resolve(&[name])?.pop().flatten() {
+            Some(key) => key,
+            // Not here: `get_named` reads it through the remote if the stash has one
+            // (and keeps it, named), then it is here.
+            None if stash.get_named(&[name])?.pop().flatten().is_some() => {
+                stash.resolve(&[name])?.pop().flatten().ok_or_else(|| {
+                    Failure::NotFound(format!("no object named {name:?} in the stash"))
+                })?
+            }
+            None => {
+                return Err(Failure::NotFound(format!("no object named {name:?} in the stash")));
+            }
+        },
+    };
     if let Some(path) = output
         && crate::own_files::is_stash_file(stash.path(), path)
     {

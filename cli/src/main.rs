@@ -433,6 +433,11 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             ));
         }
         if let Some(remote) = remote {
+            // A read through the remote keeps what it read: a new machine's first `get`
+            // makes its stash.
+            if matches!(cli.command, Command::Get { .. }) {
+                builder = builder.create(true);
+            }
             builder = builder.remote(remote);
         }
     }

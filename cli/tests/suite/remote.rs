@@ -196,3 +196,42 @@ fn remote_commands_without_a_remote_are_usage_errors() -> TestResult {
     assert!(text(&out.stderr).contains("s3://"), "{}", text(&out.stderr));
     Ok(())
 }
+
+/// The README's read-through on a new machine: `get KEY` failed with "there is no stash"
+/// (only put and import created one), and `get --name` never read through (it resolved
+/// locally). Both read through the remote, and the first makes the stash.
+#[test]
+fn a_new_machine_reads_through_by_key_and_by_name() -> TestResult {
+    let server = s3::S3Server::start();
+    let dir = tempfile::tempdir()?;
+    let (a, fresh, other) =
+        (dir.path().join("a.db"), dir.path().join("new.db"), dir.path().join("other.db"));
+    let file = dir.path().join("wall.json");
+    std::fs::write(&file, br#"{"wall":17}"#)?;
+    let out = run(&server, &a, "nm", &["put", "--name", "wall-17", file.to_str().unwrap()], b"");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let key = text(&out.stdout).trim().to_string();
+    assert!(run(&server, &a, "nm", &["push"], b"").status.success());
+
+    assert!(!fresh.exists());
+    let out = run(&server, &fresh, "nm", &["get", &key], b"");
+    assert!(out.status.success(), "a new machine's get: {}", text(&out.stderr));
+    assert_eq!(out.stdout, br#"{"wall":17}"#);
+    assert!(fresh.exists(), "the read made the stash");
+
+    let out = run(&server, &other, "nm", &["get", "--name", "wall-17"], b"");
+    assert!(out.status.success(), "get --name through the remote: {}", text(&out.stderr));
+    assert_eq!(out.stdout, br#"{"wall":17}"#);
+    // Kept, named, here: read again with no remote at all.
+    let out = Command::new(env!("CARGO_BIN_EXE_objstash"))
+        .arg("--db")
+        .arg(&other)
+        .args(["get", "--name", "wall-17"])
+        .env_remove("OBJSTASH_REMOTE")
+        .output()?;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // A name the remote does not have either: not found, exit 1.
+    let out = run(&server, &other, "nm", &["get", "--name", "beam-3"], b"");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    Ok(())
+}
