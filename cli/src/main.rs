@@ -83,6 +83,11 @@ struct Cli {
     #[cfg(feature = "remote")]
     #[arg(long, global = true, value_name = "SIZE")]
     pack_size: Option<String>,
+    /// How long a request to the remote may take, its retries included (default 30s): a
+    /// server that stops answering fails a command after it, with a message.
+    #[cfg(feature = "remote")]
+    #[arg(long, global = true, value_name = "AGE", value_parser = parse_age_arg)]
+    remote_timeout: Option<std::time::Duration>,
     #[command(subcommand)]
     command: Command,
 }
@@ -423,7 +428,12 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
     #[cfg(feature = "remote")]
     {
         let pack_size = cli.pack_size.as_deref().map(bound::parse_size).transpose()?;
-        let remote = remote::config(cli.remote.as_deref(), cli.endpoint.as_deref(), pack_size)?;
+        let remote = remote::config(
+            cli.remote.as_deref(),
+            cli.endpoint.as_deref(),
+            pack_size,
+            cli.remote_timeout,
+        )?;
         let needs_remote =
             matches!(cli.command, Command::Push | Command::Pull | Command::Remote { .. });
         if needs_remote && remote.is_none() {

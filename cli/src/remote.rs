@@ -19,16 +19,17 @@ pub fn config(
     url: Option<&str>,
     endpoint: Option<&str>,
     pack_size: Option<u64>,
+    timeout: Option<std::time::Duration>,
 ) -> Result<Option<RemoteConfig>, Failure> {
     let config = match url {
         Some(url) => Some(RemoteConfig::new(url)?),
         None => RemoteConfig::from_env()?,
     };
     let Some(mut config) = config else {
-        if endpoint.is_some() || pack_size.is_some() {
+        if endpoint.is_some() || pack_size.is_some() || timeout.is_some() {
             return Err(Failure::Usage(
-                "--endpoint and --pack-size need a remote: --remote s3://bucket/prefix or \
-                 OBJSTASH_REMOTE"
+                "--endpoint, --pack-size and --remote-timeout need a remote: --remote \
+                 s3://bucket/prefix or OBJSTASH_REMOTE"
                     .into(),
             ));
         }
@@ -39,6 +40,9 @@ pub fn config(
     }
     if let Some(bytes) = pack_size {
         config = config.pack_size(bytes);
+    }
+    if let Some(timeout) = timeout {
+        config = config.timeout(timeout);
     }
     Ok(Some(config))
 }

@@ -86,6 +86,8 @@ pub(crate) struct Client {
     store: Arc<AmazonS3>,
     prefix: String,
     url: String,
+    /// How long a request may take with its retries, in words for errors.
+    budget: String,
     requests: Arc<AtomicU64>,
     /// Bytes of indexes read (pack indexes, compacted shards, their manifest): what a
     /// machine downloads to know where objects are.
@@ -110,6 +112,11 @@ impl Client {
             .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
             .or_else(|| std::env::var("AWS_ENDPOINT").ok())
             .is_some_and(|e| e.starts_with("http://"));
+        // The timeout bounds a request with its retries (a stuck server held a read four
+        // times 30 s): each attempt gets an equal share, and no retry starts after it.
+        let attempts = u32::try_from(config.retries.saturating_add(1)).unwrap_or(u32::MAX);
+        let attempt_timeout =
+            (config.timeout / attempts).max(std::time::Duration::from_millis(500));
         let retry = RetryConfig {
             backoff: BackoffConfig {
                 init_backoff: std::time::Duration::from_millis(100),
@@ -117,7 +124,7 @@ impl Client {
                 base: 2.0,
             },
             max_retries: config.retries,
-            retry_timeout: config.timeout * 2,
+            retry_timeout: config.timeout,
         };
         // Client options replace the builder's (`with_allow_http` included): one set.
         let store = builder
@@ -125,8 +132,8 @@ impl Client {
             .with_client_options(
                 ClientOptions::new()
                     .with_allow_http(plain_http)
-                    .with_timeout(config.timeout)
-                    .with_connect_timeout(std::time::Duration::from_secs(5)),
+                    .with_timeout(attempt_timeout)
+                    .with_connect_timeout(attempt_timeout.min(std::time::Duration::from_secs(5))),
             )
             .build()
             .map_err(|e| Error::remote(format!("setting up {}", config.url()), e))?;
@@ -134,6 +141,7 @@ impl Client {
             store: Arc::new(store),
             prefix: config.prefix.clone(),
             url: config.url(),
+            budget: format!("{:?} in {attempts} attempts", config.timeout),
             requests: Arc::new(AtomicU64::new(0)),
             index_bytes: Arc::new(AtomicU64::new(0)),
         })
@@ -194,10 +202,13 @@ impl Client {
             Some(after) => self.store.list_with_offset(Some(&folder), &self.path(Part::Log, after)),
             None => self.store.list(Some(&folder)),
         };
-        let metas: Vec<_> = listing
-            .try_collect()
-            .await
-            .map_err(|e| Error::remote(format!("listing the packs of {}", self.url), e))?;
+        let metas: Vec<_> = listing.try_collect().await.map_err(|e| {
+            let doing = format!(
+                "listing the packs of {} (a request gives up after {})",
+                self.url, self.budget
+            );
+            Error::remote(doing, e)
+        })?;
         // A listing comes in pages of 1,000: count the requests it took.
         self.count((metas.len() as u64).saturating_sub(1) / 1_000);
         let mut names: Vec<String> =
@@ -369,7 +380,10 @@ impl Client {
     }
 
     fn error(&self, doing: &str, path: &Path, e: object_store::Error) -> Error {
-        Error::remote(format!("{doing} {path} on {}", self.url), e)
+        Error::remote(
+            format!("{doing} {path} on {} (a request gives up after {})", self.url, self.budget),
+            e,
+        )
     }
 }
 

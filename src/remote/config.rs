@@ -133,7 +133,9 @@ impl RemoteConfig {
         self
     }
 
-    /// How long one request may take (default 30 s).
+    /// How long one request may take, its retries included (default 30 s): each attempt
+    /// gets an equal share, and a request to a server that does not answer fails after
+    /// it with [`Error::Remote`](crate::Error::Remote).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self

@@ -25,6 +25,8 @@ impl Stash {
         let mut wanted: Vec<Location> = Vec::new();
         let mut wanted_bytes = 0;
         let mut named: Vec<Location> = Vec::new();
+        // A key in several packs (concurrent pushes) is fetched and counted once.
+        let mut seen: HashSet<Key> = HashSet::new();
         for pack in remote.packs()? {
             // Chunks come with the manifests that list them, not as objects; names after
             // the objects.
@@ -34,6 +36,7 @@ impl Stash {
                 .filter(|e| e.kind != Kind::Chunk)
                 .partition(|e| e.kind == Kind::Name);
             named.extend(names.into_iter().map(|entry| Location { pack: pack.clone(), entry }));
+            let entries: Vec<_> = entries.into_iter().filter(|e| seen.insert(e.key)).collect();
             let keys: Vec<Key> = entries.iter().map(|e| e.key).collect();
             let missing: HashSet<Key> = self.missing(&keys)?.into_iter().collect();
             report.already_local += (keys.len() - missing.len()) as u64;

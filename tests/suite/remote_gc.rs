@@ -523,3 +523,21 @@ fn collectors_killed_at_random_moments_leave_every_listed_pack_whole() -> TestRe
     assert!(killed_mid_job >= 5, "only {killed_mid_job} kills landed mid-collection");
     Ok(())
 }
+
+/// A pull counted pack entries as objects ("pulled 109,870 objects" for 99,922 distinct
+/// keys): keys that concurrent pushes left in two packs each were fetched and counted
+/// twice. Each is fetched and counted once.
+#[test]
+fn a_pull_fetches_and_counts_a_key_in_two_packs_once() -> TestResult {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir()?;
+    let objects = crate::common::objects(12, 1_000);
+    let (indexes_a, packs_b) = push_twice(&server, dir.path(), "twice", &objects, None)?;
+    assert!(!indexes_a.is_empty() && packs_b > 0);
+    let fresh = open(dir.path(), "fresh.db", server.remote("twice"))?;
+    let pulled = fresh.remote().expect("a remote").pull()?;
+    assert_eq!((pulled.objects, pulled.already_local), (1_000, 0), "{pulled}");
+    assert_eq!(fresh.len()?, 1_000);
+    assert!(fresh.verify()?.is_ok());
+    Ok(())
+}

@@ -235,3 +235,32 @@ fn a_new_machine_reads_through_by_key_and_by_name() -> TestResult {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     Ok(())
 }
+
+/// A server that stops answering (SIGSTOP) held one `get` four times the documented 30 s,
+/// with no message. A request, its retries included, gives up after the timeout
+/// (`--remote-timeout`), and the error says so.
+#[test]
+fn a_server_that_does_not_answer_fails_a_read_with_its_timeout_named() -> TestResult {
+    // Accepts connections and never answers: a stopped server as a client meets it.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let endpoint = format!("http://{}", silent.local_addr()?);
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in silent.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    let dir = tempfile::tempdir()?;
+    let key = objstash::Key::of(b"on a stuck server").to_string();
+    let out = run_at(
+        &endpoint,
+        &dir.path().join("new.db"),
+        "stuck",
+        &["--remote-timeout", "2s", "get", &key],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("gives up after 2s in 4 attempts"), "{stderr}");
+    Ok(())
+}
