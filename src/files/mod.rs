@@ -24,6 +24,10 @@ pub(crate) const GATE: &str = "-open";
 /// (`value_log.rs`).
 pub(crate) const VALUES: &str = "-values";
 
+/// Suffix of the file where closing handles park the uses they did not report to a remote
+/// yet (`remote/usage.rs`).
+pub(crate) const REMOTE_USES: &str = "-remote-uses";
+
 /// Suffix of the new file a salvage builds before it replaces the database.
 pub(crate) const RECOVERING: &str = ".recovering";
 
@@ -33,7 +37,9 @@ pub(crate) const RECOVERING: &str = ".recovering";
 /// itself: the command line refuses such paths.
 pub fn stash_files(path: &Path) -> Vec<PathBuf> {
     let mut files = vec![path.to_path_buf()];
-    for suffix in JOURNALS.iter().chain(&[LOCK, GATE, VALUES, RECOVERING, reserve::RESERVE]) {
+    for suffix in
+        JOURNALS.iter().chain(&[LOCK, GATE, VALUES, RECOVERING, reserve::RESERVE, REMOTE_USES])
+    {
         files.push(sibling(path, suffix));
     }
     files

@@ -83,11 +83,16 @@ pub(crate) enum Condition {
 /// A client of one remote.
 #[derive(Clone)]
 pub(crate) struct Client {
+    /// Reads, listings, deletes: a request gives up after the timeout, retries included.
     store: Arc<AmazonS3>,
+    /// Writes: each attempt gets the whole timeout.
+    uploads: Arc<AmazonS3>,
     prefix: String,
     url: String,
-    /// How long a request may take with its retries, in words for errors.
+    /// How long a read may take with its retries, in words for errors.
     budget: String,
+    /// How long a write may take, in words for errors.
+    upload_budget: String,
     requests: Arc<AtomicU64>,
     /// Bytes of indexes read (pack indexes, compacted shards, their manifest): what a
     /// machine downloads to know where objects are.
@@ -112,36 +117,43 @@ impl Client {
             .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
             .or_else(|| std::env::var("AWS_ENDPOINT").ok())
             .is_some_and(|e| e.starts_with("http://"));
-        // The timeout bounds a request with its retries (a stuck server held a read four
-        // times 30 s): each attempt gets an equal share, and no retry starts after it.
+        // A read's timeout bounds it with its retries (a stuck server held a read four
+        // times 30 s): each attempt gets an equal share, and no retry starts after it. An
+        // upload (a pack of megabytes on a slow link) gets the whole timeout each attempt.
         let attempts = u32::try_from(config.retries.saturating_add(1)).unwrap_or(u32::MAX);
-        let attempt_timeout =
-            (config.timeout / attempts).max(std::time::Duration::from_millis(500));
-        let retry = RetryConfig {
-            backoff: BackoffConfig {
-                init_backoff: std::time::Duration::from_millis(100),
-                max_backoff: std::time::Duration::from_secs(2),
-                base: 2.0,
-            },
-            max_retries: config.retries,
-            retry_timeout: config.timeout,
+        let share = (config.timeout / attempts).max(std::time::Duration::from_millis(500));
+        let build = |attempt: std::time::Duration, total: std::time::Duration| {
+            let retry = RetryConfig {
+                backoff: BackoffConfig {
+                    init_backoff: std::time::Duration::from_millis(100),
+                    max_backoff: std::time::Duration::from_secs(2),
+                    base: 2.0,
+                },
+                max_retries: config.retries,
+                retry_timeout: total,
+            };
+            // Client options replace the builder's (`with_allow_http` included): one set.
+            builder
+                .clone()
+                .with_retry(retry)
+                .with_client_options(
+                    ClientOptions::new()
+                        .with_allow_http(plain_http)
+                        .with_timeout(attempt)
+                        .with_connect_timeout(attempt.min(std::time::Duration::from_secs(5))),
+                )
+                .build()
+                .map_err(|e| Error::remote(format!("setting up {}", config.url()), e))
         };
-        // Client options replace the builder's (`with_allow_http` included): one set.
-        let store = builder
-            .with_retry(retry)
-            .with_client_options(
-                ClientOptions::new()
-                    .with_allow_http(plain_http)
-                    .with_timeout(attempt_timeout)
-                    .with_connect_timeout(attempt_timeout.min(std::time::Duration::from_secs(5))),
-            )
-            .build()
-            .map_err(|e| Error::remote(format!("setting up {}", config.url()), e))?;
+        let store = build(share, config.timeout)?;
+        let uploads = build(config.timeout, config.timeout * attempts)?;
         Ok(Client {
             store: Arc::new(store),
+            uploads: Arc::new(uploads),
             prefix: config.prefix.clone(),
             url: config.url(),
             budget: format!("{:?} in {attempts} attempts", config.timeout),
+            upload_budget: format!("{:?} an attempt, {attempts} attempts", config.timeout),
             requests: Arc::new(AtomicU64::new(0)),
             index_bytes: Arc::new(AtomicU64::new(0)),
         })
@@ -282,7 +294,7 @@ impl Client {
         };
         let options = PutOptions { mode, ..PutOptions::default() };
         self.count(1);
-        match self.store.put_opts(&path, PutPayload::from(bytes), options).await {
+        match self.uploads.put_opts(&path, PutPayload::from(bytes), options).await {
             Ok(result) => Ok(Some(result.e_tag.unwrap_or_default())),
             Err(
                 object_store::Error::AlreadyExists { .. }
@@ -354,12 +366,12 @@ impl Client {
         let mode = if create { PutMode::Create } else { PutMode::Overwrite };
         let options = PutOptions { mode, ..PutOptions::default() };
         self.count(1);
-        match self.store.put_opts(&path, PutPayload::from(bytes.clone()), options).await {
+        match self.uploads.put_opts(&path, PutPayload::from(bytes.clone()), options).await {
             Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => Ok(()),
             // A store without conditional writes: an overwrite writes the same bytes.
             Err(object_store::Error::NotImplemented) if create => {
                 self.count(1);
-                self.store
+                self.uploads
                     .put(&path, PutPayload::from(bytes))
                     .await
                     .map(|_| ())
@@ -380,8 +392,9 @@ impl Client {
     }
 
     fn error(&self, doing: &str, path: &Path, e: object_store::Error) -> Error {
+        let budget = if doing == "writing" { &self.upload_budget } else { &self.budget };
         Error::remote(
-            format!("{doing} {path} on {} (a request gives up after {})", self.url, self.budget),
+            format!("{doing} {path} on {} (a request gives up after {budget})", self.url),
             e,
         )
     }

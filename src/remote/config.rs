@@ -133,9 +133,10 @@ impl RemoteConfig {
         self
     }
 
-    /// How long one request may take, its retries included (default 30 s): each attempt
-    /// gets an equal share, and a request to a server that does not answer fails after
-    /// it with [`Error::Remote`](crate::Error::Remote).
+    /// How long a read may take, its retries included (default 30 s: each attempt gets an
+    /// equal share), so that a server that does not answer fails a read after it with
+    /// [`Error::Remote`](crate::Error::Remote); an upload gets it for each attempt (a pack
+    /// of megabytes on a slow link).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self

@@ -105,6 +105,8 @@ pub(crate) struct Remote {
     failed: Mutex<Option<(Instant, String)>>,
     /// Objects used and not yet reported.
     usage: usage::Usage,
+    /// Where the uses a closing handle did not send wait for a later one (`usage.rs`).
+    parked: std::path::PathBuf,
 }
 
 impl Remote {
@@ -126,6 +128,7 @@ impl Remote {
             refreshed: Mutex::new(None),
             failed: Mutex::new(None),
             usage: usage::Usage::default(),
+            parked: crate::files::sibling(stash, usage::PARKED),
         })
     }
 

@@ -5,8 +5,12 @@
 //! their pack's `added` event), a pull and a read-through (the objects and chunks
 //! fetched) note the keys they used; the notes go
 //! up in batches as one file, `uses/<ms>-<random>.uses`, at the end of a push or a pull,
-//! once 100,000 keys wait, when a note finds the oldest waiting for more than 10 minutes,
-//! and when the stash closes: never a request per read.
+//! once 100,000 keys wait, and when a note or a close finds the oldest waiting for more
+//! than 10 minutes: never a request per read, nor per process. A handle that closes with
+//! a batch not yet due parks it beside the stash (`-remote-uses`, in the report's format,
+//! merged under a lock); the next handle that closes or notes takes the parked uses with
+//! its own, so a machine's short-lived processes (a command line's reads) send one report
+//! per ten minutes between them.
 //!
 //! ```text
 //! "OSTUSES1" | count u32 | count x (key [32] | ms u64)       (integers little-endian)
@@ -32,6 +36,8 @@ const ENTRY: usize = 32 + 8;
 const BATCH: usize = 100_000;
 /// How long a note may wait before a later note sends the batch.
 const WAIT: Duration = Duration::from_secs(600);
+/// Suffix of the file of parked uses beside the stash.
+pub(crate) const PARKED: &str = crate::files::REMOTE_USES;
 
 /// Keys used and not yet reported.
 #[derive(Default)]
@@ -135,7 +141,15 @@ impl super::Remote {
 
     /// Sends the uses noted and not yet reported, in one request.
     pub(crate) fn send_uses(&self) -> Result<()> {
-        let Some(uses) = self.usage.take() else { return Ok(()) };
+        let mut uses = self.usage.take().unwrap_or_default();
+        // What closed handles parked goes up with it.
+        uses.extend(park::take(&self.parked).unwrap_or_else(|e| {
+            log::warn!("objstash: reading the parked uses of the remote: {e}");
+            Vec::new()
+        }));
+        if uses.is_empty() {
+            return Ok(());
+        }
         let name = name(now_ms());
         let sent = self.runtime.block_on(self.client.put(Part::Uses, &name, encode(&uses), false));
         if sent.is_err() {
@@ -144,8 +158,10 @@ impl super::Remote {
         sent
     }
 
-    /// Sends the uses not yet reported as the handle closes, unless the remote failed in
-    /// the last minute (a close does not wait for a remote that is down).
+    /// As the handle closes: sends the uses not yet reported with those parked beside the
+    /// stash if they are due (the oldest waited 10 minutes, or a batch's worth), else parks
+    /// them there; parks them too if the remote failed in the last minute (a close does not
+    /// wait for a remote that is down).
     pub(crate) fn send_uses_at_close(&self) -> Result<()> {
         let failing = self
             .failed
@@ -153,7 +169,80 @@ impl super::Remote {
             .unwrap_or_else(PoisonError::into_inner)
             .as_ref()
             .is_some_and(|(at, _)| at.elapsed() < Duration::from_secs(60));
-        if failing { Ok(()) } else { self.send_uses() }
+        let Some(mut uses) = self.usage.take() else { return Ok(()) };
+        let parked = park::take(&self.parked).unwrap_or_else(|e| {
+            log::warn!("objstash: reading the parked uses of the remote: {e}");
+            Vec::new()
+        });
+        uses.extend(parked);
+        let oldest = uses.iter().map(|(_, ms)| *ms).min().unwrap_or(u64::MAX);
+        let due = uses.len() >= BATCH || now_ms().saturating_sub(oldest) >= WAIT.as_millis() as u64;
+        if due && !failing {
+            let sent = self.runtime.block_on(self.client.put(
+                Part::Uses,
+                &name(now_ms()),
+                encode(&uses),
+                false,
+            ));
+            if sent.is_ok() {
+                return Ok(());
+            }
+            park::put(&self.parked, &uses)
+                .map_err(|e| crate::error::Error::io("parking the remote's uses", e))?;
+            return sent;
+        }
+        park::put(&self.parked, &uses)
+            .map_err(|e| crate::error::Error::io("parking the remote's uses", e))
+    }
+}
+
+/// The file of parked uses: the report's format, merged and taken under an exclusive lock
+/// of the file itself, so that handles closing at once lose none.
+mod park {
+    use std::fs::OpenOptions;
+    use std::io::{Read, Seek, SeekFrom, Write};
+    use std::path::Path;
+
+    use super::{decode, encode};
+    use crate::key::Key;
+
+    /// Merges `uses` into the file (the later use of a key wins).
+    pub(super) fn put(path: &Path, uses: &[(Key, u64)]) -> std::io::Result<()> {
+        let mut file =
+            OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+        file.lock()?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        let mut merged: std::collections::HashMap<Key, u64> = if bytes.is_empty() {
+            Default::default()
+        } else {
+            decode(&bytes).unwrap_or_default().into_iter().collect()
+        };
+        for (key, ms) in uses {
+            let at = merged.entry(*key).or_insert(*ms);
+            *at = (*at).max(*ms);
+        }
+        let merged: Vec<(Key, u64)> = merged.into_iter().collect();
+        file.seek(SeekFrom::Start(0))?;
+        file.set_len(0)?;
+        file.write_all(&encode(&merged))?;
+        file.unlock()
+    }
+
+    /// Takes what the file holds, leaving it empty (none if there is no file).
+    pub(super) fn take(path: &Path) -> std::io::Result<Vec<(Key, u64)>> {
+        let mut file = match OpenOptions::new().read(true).write(true).open(path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        file.lock()?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        file.set_len(0)?;
+        file.unlock()?;
+        // A damaged file's uses are lost: they only order a trim.
+        Ok(if bytes.is_empty() { Vec::new() } else { decode(&bytes).unwrap_or_default() })
     }
 }
 

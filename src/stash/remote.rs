@@ -166,6 +166,18 @@ impl RemoteTier<'_> {
         self.remote.last_collection()
     }
 
+    /// Sends now the uses this handle noted (the objects it read through, pulled or found
+    /// pushed) and those closed handles of this machine parked beside the stash. Without
+    /// it they go up within 10 minutes, with a push or a pull, or once 100,000 wait: a
+    /// machine's short-lived processes send one report between them, and a trim on
+    /// another machine sees their uses from then on.
+    ///
+    /// # Errors
+    /// [`Error::Remote`] if the report could not be sent (the uses wait for the next).
+    pub fn report_uses(&self) -> Result<()> {
+        self.remote.send_uses()
+    }
+
     /// Waits until every object saved by this handle before the call is on the remote
     /// (with write-behind on; without it, pushes everything, as [`RemoteTier::push`]).
     ///

@@ -541,3 +541,38 @@ fn a_pull_fetches_and_counts_a_key_in_two_packs_once() -> TestResult {
     assert!(fresh.verify()?.is_ok());
     Ok(())
 }
+
+/// Each command-line `get` that read through put a use report of its own (40 reads, 40
+/// PUTs, files piling up on the remote). A handle that closes with uses not yet due parks
+/// them beside the stash; one report carries every parked use when one is due (here, the
+/// next push's).
+#[test]
+fn short_lived_handles_park_their_uses_and_one_report_carries_them() -> TestResult {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir()?;
+    let rt = tokio::runtime::Runtime::new()?;
+    let store = server.store();
+    let objects = crate::common::objects(13, 10);
+    let keys: Vec<Key> = objects.iter().map(|o| Key::of(o)).collect();
+    let source = open(dir.path(), "source.db", server.remote("park"))?;
+    source.save_all(&objects)?;
+    source.remote().expect("a remote").push()?;
+    source.close()?;
+    let reports = || files(&rt, &store, "park", "uses").len();
+    let before = reports();
+    // Ten short-lived handles on one machine, one read through the remote each.
+    for key in &keys {
+        let reader = open(dir.path(), "reader.db", server.remote("park"))?;
+        assert!(reader.get(key)?.is_some());
+        reader.close()?;
+    }
+    assert_eq!(reports(), before, "no report per process");
+    assert!(dir.path().join("reader.db-remote-uses").exists(), "the uses are parked");
+    // The next report carries them all, in one file.
+    let reader = open(dir.path(), "reader.db", server.remote("park"))?;
+    reader.remote().expect("a remote").push()?;
+    reader.close()?;
+    let after = files(&rt, &store, "park", "uses");
+    assert_eq!(after.len(), before + 1, "{after:?}");
+    Ok(())
+}

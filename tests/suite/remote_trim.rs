@@ -97,6 +97,10 @@ fn packs_unused_for_the_age_go_and_mostly_unused_packs_are_repacked() -> TestRes
     let reader = open(dir.path(), "reader.db", server.remote("age"))?;
     let wanted: Vec<Key> = keys_of(&y).into_iter().chain(keys_of(&z_used)).collect();
     assert!(reader.get_many(&wanted)?.iter().all(Option::is_some));
+    // Its uses go up now, not within the ten minutes a closing handle parks them.
+    if let Some(remote) = reader.remote() {
+        remote.report_uses()?;
+    }
     reader.close()?;
 
     let before_trim = moment();
@@ -145,6 +149,10 @@ fn a_trim_that_cannot_read_what_it_would_repack_leaves_it_and_says_so() -> TestR
     let cut = moment();
     let reader = open(dir.path(), "reader.db", server.remote("unread"))?;
     assert!(reader.get_many(&keys_of(&z_used))?.iter().all(Option::is_some));
+    // Its uses go up now, not within the ten minutes a closing handle parks them.
+    if let Some(remote) = reader.remote() {
+        remote.report_uses()?;
+    }
     reader.close()?;
     // One of Z's packs, which the trim would repack, cannot be read (its body lost).
     let z_bodies: Vec<String> = rt
@@ -184,6 +192,10 @@ fn uses_of_packs_a_trim_could_not_read_survive_its_merge_of_the_reports() -> Tes
     for (name, half) in [("r1.db", &x[..150]), ("r2.db", &x[150..])] {
         let reader = open(dir.path(), name, server.remote("merge"))?;
         assert!(reader.get_many(&keys_of(half))?.iter().all(Option::is_some));
+        // Its uses go up now, not within the ten minutes a closing handle parks them.
+        if let Some(remote) = reader.remote() {
+            remote.report_uses()?;
+        }
         reader.close()?;
     }
     // The first trim cannot read the pack's index: it leaves the pack and says so, and the
@@ -218,6 +230,10 @@ fn beyond_the_size_the_least_recently_used_packs_go() -> TestResult {
     moment();
     let reader = open(dir.path(), "reader.db", server.remote("size"))?;
     assert!(reader.get_many(&keys_of(&x))?.iter().all(Option::is_some));
+    // Its uses go up now, not within the ten minutes a closing handle parks them.
+    if let Some(remote) = reader.remote() {
+        remote.report_uses()?;
+    }
     reader.close()?;
     let t = trimmer(dir.path(), "t.db", server.remote("size"))?;
     let max = pushed_x.bytes;
@@ -274,6 +290,10 @@ fn trims_and_collections_beside_pushing_processes_and_a_reader_lose_nothing_in_u
         let old = open(dir.path(), "old.db", small_packs(server.remote("busy")))?;
         old.save_all(&x)?;
         old.remote().expect("a remote").push()?;
+        // Its uses go up now, not within the ten minutes a closing handle parks them.
+        if let Some(remote) = old.remote() {
+            remote.report_uses()?;
+        }
         old.close()?;
     }
     let cut = moment();
@@ -281,6 +301,10 @@ fn trims_and_collections_beside_pushing_processes_and_a_reader_lose_nothing_in_u
         let stash = Stash::open(dir.path().join(name))?;
         for model in models {
             stash.save_all(&model.iter().rev().cloned().collect::<Vec<_>>())?;
+        }
+        // Its uses go up now, not within the ten minutes a closing handle parks them.
+        if let Some(remote) = stash.remote() {
+            remote.report_uses()?;
         }
         stash.close()?;
     }
@@ -404,6 +428,10 @@ fn trims_killed_at_random_moments_lose_nothing_in_use() -> TestResult {
     let in_use: Vec<Vec<u8>> = y.iter().chain(&z_used).cloned().collect();
     let reader = open(dir.path(), "reader.db", server.remote("trimkill"))?;
     assert!(reader.get_many(&keys_of(&in_use))?.iter().all(Option::is_some));
+    // Its uses go up now, not within the ten minutes a closing handle parks them.
+    if let Some(remote) = reader.remote() {
+        remote.report_uses()?;
+    }
     reader.close()?;
     // Progress of a trim, as the remote shows it: packs taken out, new packs, bodies gone.
     let files =
@@ -459,6 +487,10 @@ fn trims_killed_at_random_moments_lose_nothing_in_use() -> TestResult {
         }
         let fresh = open(dir.path(), &format!("fresh{round}.db"), server.remote("trimkill"))?;
         assert_remote_holds(&fresh, &in_use, &[], &format!("round {round}"))?;
+        // Its uses go up now, not within the ten minutes a closing handle parks them.
+        if let Some(remote) = fresh.remote() {
+            remote.report_uses()?;
+        }
         fresh.close()?;
         if !reached {
             break;
