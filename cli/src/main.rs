@@ -284,11 +284,13 @@ enum RemoteAction {
     /// What the remote holds: objects, packs, the local copy of its indexes.
     Status,
     /// Collects the remote's garbage: duplicate packs of concurrent pushes, packs out of the
-    /// listing for longer than the grace period, bodies of killed pushes. One machine at a
-    /// time (a lease on the remote); safe beside other machines' pushes and reads.
+    /// listing for longer than the grace period plus the clock margin (10 minutes, for
+    /// machines whose clocks disagree), bodies of killed pushes. One machine at a time (a
+    /// lease on the remote: see break-lease); safe beside other machines' pushes and reads.
     Gc {
         /// How long a pack taken out of the listing stays readable before its body is
-        /// deleted (longer than any read or push in flight): e.g. 1h.
+        /// deleted (longer than any read or push in flight), the clock margin (10 minutes)
+        /// added: e.g. 1h.
         #[arg(long, default_value = "1h", value_parser = parse_age_arg)]
         grace: std::time::Duration,
         /// How old a body no push announced must be to be taken for a killed push's.
@@ -312,6 +314,10 @@ enum RemoteAction {
     /// Compacts the remote's pack indexes into key-sharded files: a new machine then reads
     /// the parts it needs (a few requests) instead of every index.
     Compact,
+    /// Clears the collectors' lease of a machine that is gone: a gc or trim killed there
+    /// keeps every other collector out for its lease (10 minutes) plus the clock margin
+    /// (10 minutes). A holder that is alive stops at its next renewal.
+    BreakLease,
     /// The keys the remote lacks; `-` alone reads them from stdin.
     Missing {
         #[arg(required = true)]
@@ -505,6 +511,10 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         }
         #[cfg(feature = "remote")]
         Command::Remote { action: RemoteAction::Compact } => remote::compact(&stash, &mut out)?,
+        #[cfg(feature = "remote")]
+        Command::Remote { action: RemoteAction::BreakLease } => {
+            remote::break_lease(&stash, &mut out)?
+        }
         #[cfg(feature = "remote")]
         Command::Remote { action: RemoteAction::Missing { keys } } => {
             remote::missing(&stash, keys, &mut out)?

@@ -345,3 +345,22 @@ pub fn missing(stash: &Stash, keys: &[String], out: &mut Out) -> Result<ExitCode
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// `remote break-lease`: clears a gone collector's lease; says whose.
+pub fn break_lease(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
+    let remote = stash.remote().ok_or_else(|| Failure::Usage("no remote".into()))?;
+    let holder = remote.break_lease()?;
+    if out.json {
+        #[derive(Serialize)]
+        struct Broken {
+            cleared: Option<String>,
+        }
+        out.json(&Broken { cleared: holder })?;
+    } else {
+        match holder {
+            Some(holder) => out.line(&format!("cleared the lease of {holder}"))?,
+            None => out.line("nobody held the lease")?,
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

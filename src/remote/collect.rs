@@ -106,8 +106,11 @@ pub struct CollectReport {
     /// Bodies of packs taken out of the listing (duplicates, damaged) deleted once their
     /// grace period was over.
     pub deleted: u64,
-    /// Bodies of packs out of the listing kept until their grace period is over.
+    /// Bodies of packs out of the listing kept until their grace period is over (the grace
+    /// plus the clock margin, `RemoteConfig::clock_skew`, since they left the listing).
     pub waiting: u64,
+    /// How long until the first of them may go, if any waits.
+    pub next_deletion_in: Option<std::time::Duration>,
     /// Bodies of killed pushes (no event in the log) deleted.
     pub orphans: u64,
     /// Bytes of bodies deleted.
@@ -143,6 +146,14 @@ impl fmt::Display for CollectReport {
             self.events_removed,
             self.requests
         )?;
+        if let Some(wait) = self.next_deletion_in {
+            write!(
+                f,
+                "\n(a pack out of the listing goes once the grace period and the clock margin \
+                 have passed since it left: the first can go in {} min)",
+                wait.as_secs().div_ceil(60)
+            )?;
+        }
         if self.left_unread > 0 {
             write!(
                 f,
@@ -267,6 +278,11 @@ impl Remote {
         self.runtime.block_on(self.client.put(Part::Control, RECORD, record.encode(), false))?;
         released?;
         Ok(record.report)
+    }
+
+    /// Clears the lease of a holder that is gone (`lease::break_lease`).
+    pub(crate) fn break_lease(&self) -> Result<Option<String>> {
+        self.runtime.block_on(lease::break_lease(&self.client))
     }
 
     /// The record of the last collection, if any ran.
@@ -407,7 +423,12 @@ impl Remote {
                     freed += body.size;
                     deletions.push((Part::Body, name.clone()));
                 }
-                Some((_, What::Gone)) => report.waiting += 1,
+                Some((gone, What::Gone)) => {
+                    report.waiting += 1;
+                    let wait = std::time::Duration::from_millis(gone + grace + margin - now);
+                    report.next_deletion_in =
+                        Some(report.next_deletion_in.map_or(wait, |w| w.min(wait)));
+                }
                 None if body.modified_ms + orphan_grace + margin <= now => {
                     report.orphans += 1;
                     freed += body.size;
@@ -509,6 +530,8 @@ mod tests {
                 events_removed: 6,
                 left_unread: 8,
                 requests: 7,
+                // Not recorded: a moment's figure.
+                next_deletion_in: None,
             },
         };
         assert_eq!(LastCollection::decode(&record.encode()), record);

@@ -98,7 +98,7 @@ impl Lease {
                 let free = recorded.holder == holder
                     || recorded.expires_ms + margin.as_millis() as u64 <= now_ms();
                 if !free {
-                    return Err(busy(client, &recorded));
+                    return Err(busy(client, &recorded, margin));
                 }
                 Condition::Unchanged(tag.unwrap_or_default())
             }
@@ -112,7 +112,7 @@ impl Lease {
                         Recorded { holder: "another machine".into(), expires_ms },
                         |(b, _)| decode(&b),
                     );
-                Err(busy(client, &recorded))
+                Err(busy(client, &recorded, margin))
             }
         }
     }
@@ -147,14 +147,42 @@ impl Lease {
     }
 }
 
-fn busy(client: &Client, recorded: &Recorded) -> Error {
-    let left = recorded.expires_ms.saturating_sub(now_ms()) / 1000;
+fn busy(client: &Client, recorded: &Recorded, margin: Duration) -> Error {
+    let held = recorded.expires_ms.saturating_sub(now_ms()) / 1000;
+    let left = (recorded.expires_ms + margin.as_millis() as u64).saturating_sub(now_ms()) / 1000;
     Error::Remote {
         operation: format!("taking the collection lease of {}", client.url()),
         source: std::sync::Arc::new(std::io::Error::other(format!(
-            "{} holds it for {left} s more: a collection is running there; try again later",
+            "{} holds it: for {held} s more, and others wait {left} s in all (its lease and the \
+             clock margin for machines whose clocks disagree); a collection or trim is running \
+             there, or ran there and was killed: if that machine is gone, `objstash remote \
+             break-lease` (RemoteTier::break_lease) clears it",
             recorded.holder
         ))),
+    }
+}
+
+/// Clears the lease of a holder that is gone (killed): writes it expired, on the condition
+/// that it is still the version read. Returns the holder it cleared, or `None` if nobody
+/// held it. A live holder's next renewal then fails, and it stops.
+pub(crate) async fn break_lease(client: &Client) -> Result<Option<String>> {
+    let Some((bytes, tag)) = client.get_tagged(Part::Control, LEASE).await? else {
+        return Ok(None);
+    };
+    let recorded = decode(&bytes);
+    if recorded.expires_ms == 0 {
+        return Ok(None);
+    }
+    let condition = Condition::Unchanged(tag.unwrap_or_default());
+    match client.put_if(Part::Control, LEASE, encode("", 0), condition).await? {
+        Some(_) => Ok(Some(recorded.holder)),
+        // Taken or renewed meanwhile: a holder that is alive.
+        None => Err(Error::Remote {
+            operation: format!("clearing the collection lease of {}", client.url()),
+            source: std::sync::Arc::new(std::io::Error::other(
+                "its holder renewed it meanwhile: it is alive; nothing was cleared",
+            )),
+        }),
     }
 }
 

@@ -118,6 +118,17 @@ impl RemoteTier<'_> {
         self.remote.collect(options)
     }
 
+    /// Clears the collectors' lease of a machine that is gone (a collection or trim killed
+    /// there keeps every other collector out for its lease, 10 minutes, plus the clock
+    /// margin): the holder it cleared, or `None` if nobody held it. A holder that is alive
+    /// finds its lease gone at its next renewal and stops; what it did stays safe.
+    ///
+    /// # Errors
+    /// [`Error::Remote`] if the remote fails, or the holder renewed it meanwhile.
+    pub fn break_lease(&self) -> Result<Option<String>> {
+        self.remote.break_lease()
+    }
+
     /// Keeps the remote within a size and an age: takes out of the listing the packs whose
     /// objects no machine used within `unused_for` (repacking first the objects still in
     /// use of mostly unused packs), then the least recently used packs beyond `max_size`;

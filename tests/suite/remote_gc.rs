@@ -576,3 +576,34 @@ fn short_lived_handles_park_their_uses_and_one_report_carries_them() -> TestResu
     assert_eq!(after.len(), before + 1, "{after:?}");
     Ok(())
 }
+
+/// A killed collector's lease kept every other collector out for twenty minutes while the
+/// message said "0 s more", and nothing said how to clear it. The message says how long
+/// (its lease and the clock margin) and how; `break_lease` clears a gone holder's lease.
+#[test]
+fn a_dead_collectors_lease_is_named_and_cleared() -> TestResult {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir()?;
+    let rt = tokio::runtime::Runtime::new()?;
+    let store = server.store();
+    // The lease of a collector killed a moment ago: ten minutes to run.
+    let expires =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis() + 600_000;
+    let lease = format!("holder dead-host:4242:0badf00d\nexpires {expires}\n");
+    rt.block_on(
+        store.put(&StorePath::from("lease-test/control/lease"), Bytes::from(lease).into()),
+    )?;
+    let c = collector(dir.path(), "c.db", server.remote("lease-test"))?;
+    let refused = c.remote().expect("a remote").collect(&CollectOptions::default());
+    let message = format!("{:?}", refused.expect_err("the lease is held"));
+    assert!(
+        message.contains("dead-host:4242:0badf00d") && message.contains("break-lease"),
+        "{message}"
+    );
+    assert!(message.contains("clock margin"), "{message}");
+    let cleared = c.remote().expect("a remote").break_lease()?;
+    assert_eq!(cleared.as_deref(), Some("dead-host:4242:0badf00d"));
+    assert_eq!(c.remote().expect("a remote").break_lease()?, None, "nobody holds it now");
+    c.remote().expect("a remote").collect(&CollectOptions::default())?;
+    Ok(())
+}
