@@ -301,7 +301,9 @@ enum RemoteAction {
     /// `--unused-for` go (objects still in use in mostly unused packs are repacked first),
     /// then the least recently used packs beyond `--max-size`.
     Trim {
-        /// The most bytes of packs the remote keeps listed: e.g. 100GiB.
+        /// The most bytes the bucket keeps under the remote's prefix (pack bodies and
+        /// indexes, compacted shards, the log, use reports), once the bodies of packs
+        /// taken out go after the grace: e.g. 100GiB.
         #[arg(long, value_parser = parse_size_arg)]
         max_size: Option<u64>,
         /// Objects no machine pushed, pulled or read through for this long go: e.g. 90d.

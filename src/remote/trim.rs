@@ -87,8 +87,10 @@ impl Default for TrimOptions {
 }
 
 impl TrimOptions {
-    /// The most bytes of packs the remote lists after the trim (least recently used packs
-    /// go first).
+    /// The most bytes the remote holds under its prefix after the trim (least recently
+    /// used packs go first): listed packs, bodies and indexes, with the compacted shards,
+    /// the log, use reports and control files; the bodies of packs taken out go after the
+    /// grace period.
     pub fn max_size(mut self, bytes: u64) -> Self {
         self.max_size = Some(bytes);
         self
@@ -141,9 +143,11 @@ impl TrimOptions {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct TrimReport {
-    /// Bytes of the packs listed before the trim.
+    /// Bytes the remote held under its prefix before the trim: listed packs (bodies and
+    /// indexes), compacted shards, the log, use reports and control files (bodies of packs
+    /// already out of the listing, which go after their grace period, not counted).
     pub size_before: u64,
-    /// Bytes of the packs listed after it.
+    /// The same after it: what `max_size` bounds.
     pub size_after: u64,
     /// Packs taken out because none of their objects was used within the age.
     pub unused: u64,
@@ -211,6 +215,22 @@ struct Plan {
     repack: Vec<Seen>,
     /// Last use, name and bytes of each pack kept.
     kept: Vec<(u64, String, u64)>,
+}
+
+/// The bytes under the remote's prefix that a trim's size counts besides pack bodies.
+struct Sizes {
+    /// Bytes of each listed pack's index, by name.
+    index: HashMap<String, u64>,
+    /// Bytes of the compacted shards, the log, use reports, control files and indexes of
+    /// damaged packs. (The index of a pack taken out goes with its body.)
+    other: u64,
+}
+
+impl Sizes {
+    /// The bytes a listed pack of `body` bytes counts: its body and its index.
+    fn pack(&self, name: &str, body: u64) -> u64 {
+        body + self.index.get(name).copied().unwrap_or(0)
+    }
 }
 
 /// A pack as a trim sees it.
@@ -295,11 +315,15 @@ impl Remote {
                 .copied()
                 .collect();
             let live_bytes = live.iter().map(|e| u64::from(e.len)).sum();
-            report.size_before += body_len;
             let entries = entries.len();
             seen.push(Seen { name, body_len, added: dated, last_use, live, live_bytes, entries });
         }
 
+        // The size is the bucket's under the prefix, not only the pack bodies': every
+        // file but the bodies already out of the listing (they go after their grace).
+        let sizes = self.sizes()?;
+        report.size_before =
+            sizes.other + seen.iter().map(|p| sizes.pack(&p.name, p.body_len)).sum::<u64>();
         let moving = !repack_candidates(&seen, options).is_empty();
         let mut plan = Plan { unused: Vec::new(), repack: Vec::new(), kept: Vec::new() };
         for pack in seen {
@@ -318,7 +342,7 @@ impl Remote {
             }
         }
         let mut out = Vec::new();
-        let taken = self.take_outs(lease, options, &mut report, plan, &mut out);
+        let taken = self.take_outs(lease, options, &mut report, plan, &sizes, &mut out);
         // The catalog forgets every pack taken out at once (in key order), failed or not.
         self.catalog.remove(&out)?;
         taken?;
@@ -331,7 +355,13 @@ impl Remote {
         let (_, since) = self.read_uses(&read)?;
         report.brought_back = self.bring_back(&out, &since)?;
         if report.brought_back > 0 {
-            report.size_after = self.catalog.pack_sizes()?.iter().map(|(_, len)| len).sum();
+            report.size_after = sizes.other
+                + self
+                    .catalog
+                    .pack_sizes()?
+                    .iter()
+                    .map(|(name, len)| sizes.pack(name, *len))
+                    .sum::<u64>();
         }
         if read.len() > 1 || moving {
             self.merge_uses(&read, &uses, unread_indexes == 0)?;
@@ -388,6 +418,7 @@ impl Remote {
         options: &TrimOptions,
         report: &mut TrimReport,
         plan: Plan,
+        sizes: &Sizes,
         out: &mut Vec<String>,
     ) -> Result<()> {
         let Plan { unused, repack, mut kept } = plan;
@@ -429,8 +460,10 @@ impl Remote {
                 }
             }
         }
-        // Over the size: least recently used first (new packs, unnamed here, stay).
-        let mut size: u64 = kept.iter().map(|(_, _, bytes)| bytes).sum();
+        // Over the size: least recently used first (new packs, unnamed here, stay). A pack
+        // counts its body and its index; the rest under the prefix counts as it is.
+        let mut size: u64 =
+            sizes.other + kept.iter().map(|(_, name, bytes)| sizes.pack(name, *bytes)).sum::<u64>();
         if let Some(max) = options.max_size {
             kept.sort();
             for (_, name, bytes) in &kept {
@@ -443,12 +476,27 @@ impl Remote {
                 self.take_out(name, Some(Part::Trimmed))?;
                 self.renew_if_due(lease)?;
                 out.push(name.clone());
-                size -= bytes;
+                size -= sizes.pack(name, *bytes);
                 report.over_size += 1;
             }
         }
         report.size_after = size;
         Ok(())
+    }
+
+    /// The bytes under the prefix a trim's size counts besides the pack bodies: the
+    /// bucket's size is what a user's maximum means.
+    fn sizes(&self) -> Result<Sizes> {
+        self.runtime.block_on(async {
+            let index = self.client.list(Part::Index).await?;
+            let mut other = 0;
+            for part in
+                [Part::Shards, Part::Log, Part::Uses, Part::Control, Part::Moved, Part::Damaged]
+            {
+                other += self.client.list(part).await?.iter().map(|f| f.size).sum::<u64>();
+            }
+            Ok(Sizes { index: index.into_iter().map(|f| (f.name, f.size)).collect(), other })
+        })
     }
 
     /// Brings back the packs of `out` holding a key of `since`: their kept index is listed

@@ -42,6 +42,23 @@ fn keys_of(objects: &[Vec<u8>]) -> Vec<Key> {
     objects.iter().map(|o| Key::of(o)).collect()
 }
 
+/// Every file under `prefix` of the test bucket, with its bytes.
+fn bucket_files(server: &S3Server, prefix: &str) -> anyhow::Result<Vec<(String, u64)>> {
+    use futures::TryStreamExt;
+    use object_store::ObjectStore;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let store = server.store();
+    let metas: Vec<_> = rt.block_on(
+        store.list(Some(&object_store::path::Path::from(prefix))).try_collect::<Vec<_>>(),
+    )?;
+    Ok(metas.into_iter().map(|m| (m.location.to_string(), m.size)).collect())
+}
+
+/// Bytes of every file under `prefix` of the test bucket.
+fn bucket_bytes(server: &S3Server, prefix: &str) -> anyhow::Result<u64> {
+    Ok(bucket_files(server, prefix)?.iter().map(|(_, size)| size).sum())
+}
+
 /// Asserts that a machine reading the remote anew finds every one of `present` with its
 /// bytes and none of `absent`.
 fn assert_remote_holds(
@@ -115,8 +132,9 @@ fn packs_unused_for_the_age_go_and_mostly_unused_packs_are_repacked() -> TestRes
     let kept: Vec<Vec<u8>> = y.iter().chain(&z_used).cloned().collect();
     let gone: Vec<Vec<u8>> = x.iter().chain(&z_unused).cloned().collect();
     assert_remote_holds(&fresh, &kept, &gone, "after the trim")?;
+    // The size counts the packs' bodies and more (indexes, the log, use reports).
     let status = fresh.remote().expect("a remote").refresh()?;
-    assert_eq!(status.bytes, trimmed.size_after, "{status}");
+    assert!(status.bytes > 0 && status.bytes < trimmed.size_after, "{status}: {trimmed}");
 
     // The moved objects kept their last use: the same trim again finds nothing to do.
     let again = t.remote().expect("a remote").trim(&unused_since(cut))?;
@@ -124,7 +142,9 @@ fn packs_unused_for_the_age_go_and_mostly_unused_packs_are_repacked() -> TestRes
     // And a trim that keeps only what was used after the first trim began empties the
     // remote: moving objects into new packs is not a use.
     let all = t.remote().expect("a remote").trim(&unused_since(before_trim))?;
-    assert_eq!(all.size_after, 0, "{all}");
+    assert!(all.unused > 0, "{all}");
+    let emptied = open(dir.path(), "emptied.db", server.remote("age"))?;
+    assert_eq!(emptied.remote().expect("a remote").refresh()?.objects, 0, "{all}");
     assert!(t.remote().expect("a remote").last_trim()?.is_some());
     Ok(())
 }
@@ -222,9 +242,20 @@ fn beyond_the_size_the_least_recently_used_packs_go() -> TestResult {
     let y = crate::common::objects(52, 1_500);
     let a = open(dir.path(), "a.db", small_packs(server.remote("size")))?;
     a.save_all(&x)?;
-    let pushed_x = a.remote().expect("a remote").push()?;
+    a.remote().expect("a remote").push()?;
+    let with_x: std::collections::HashSet<String> =
+        bucket_files(&server, "size")?.into_iter().map(|(name, _)| name).collect();
     a.save_all(&y)?;
     a.remote().expect("a remote").push()?;
+    // Y's packs: their bodies and indexes.
+    let y_bytes: u64 = bucket_files(&server, "size")?
+        .into_iter()
+        .filter(|(name, _)| {
+            !with_x.contains(name)
+                && (name.starts_with("size/packs/") || name.starts_with("size/indexes/"))
+        })
+        .map(|(_, size)| size)
+        .sum();
     a.close()?;
     // X, pushed first, is read later than Y was pushed: Y is the least recently used.
     moment();
@@ -235,8 +266,9 @@ fn beyond_the_size_the_least_recently_used_packs_go() -> TestResult {
         remote.report_uses()?;
     }
     reader.close()?;
+    // Room for everything but Y, and for the trim's lease (a few bytes).
+    let max = bucket_bytes(&server, "size")? - y_bytes + 1_024;
     let t = trimmer(dir.path(), "t.db", server.remote("size"))?;
-    let max = pushed_x.bytes;
     let trimmed = t
         .remote()
         .expect("a remote")
@@ -244,7 +276,51 @@ fn beyond_the_size_the_least_recently_used_packs_go() -> TestResult {
     assert!(trimmed.over_size >= 1 && trimmed.size_after <= max, "{trimmed}");
     assert_eq!(trimmed.unused, 0, "{trimmed}");
     let fresh = open(dir.path(), "fresh.db", server.remote("size"))?;
-    assert_remote_holds(&fresh, &x, &y, "after the trim")?;
+    let what = format!("after a trim to {max} ({y_bytes} of Y): {trimmed}");
+    assert_remote_holds(&fresh, &x, &y, &what)?;
+    Ok(())
+}
+
+#[test]
+fn the_size_a_trim_keeps_to_is_the_buckets_under_the_prefix() -> TestResult {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir()?;
+    let sets: Vec<Vec<Vec<u8>>> = (0..4).map(|i| crate::common::objects(60 + i, 1_000)).collect();
+    for (i, set) in sets.iter().enumerate() {
+        let a = open(dir.path(), &format!("a{i}.db"), small_packs(server.remote("bucket")))?;
+        a.save_all(set)?;
+        a.remote().expect("a remote").push()?;
+        a.close()?;
+    }
+    moment();
+    // The last set is read: its packs are the most recently used, and uses go up.
+    let reader = open(dir.path(), "reader.db", server.remote("bucket"))?;
+    assert!(reader.get_many(&keys_of(&sets[3]))?.iter().all(Option::is_some));
+    reader.remote().expect("a remote").report_uses()?;
+    reader.close()?;
+    let before = bucket_bytes(&server, "bucket")?;
+    let max = before / 2;
+    let t = trimmer(dir.path(), "t.db", server.remote("bucket"))?;
+    let trimmed = t
+        .remote()
+        .expect("a remote")
+        .trim(&TrimOptions::default().max_size(max).grace(Duration::ZERO))?;
+    // The trim counts what a listing of the bucket sums, and its lease (a few bytes).
+    assert!(
+        (before..before + 1_024).contains(&trimmed.size_before) && trimmed.size_after <= max,
+        "{before} bytes before a trim to {max}: {trimmed}"
+    );
+    t.remote().expect("a remote").collect(&CollectOptions::default().grace(Duration::ZERO))?;
+    // Everything under the prefix counts: bodies, indexes, shards, the log and use
+    // reports. Only the record of the trim, written after it, may add to it.
+    let after = bucket_bytes(&server, "bucket")?;
+    let record = t.remote().expect("a remote").last_trim()?.map_or(0, |r| r.len() as u64);
+    assert!(
+        after <= max + record,
+        "{after} bytes under the prefix after a trim to {max} (from {before}): {trimmed}"
+    );
+    let fresh = open(dir.path(), "fresh.db", server.remote("bucket"))?;
+    assert_remote_holds(&fresh, &sets[3], &[], "the most recently used")?;
     Ok(())
 }
 
@@ -268,7 +344,9 @@ fn a_push_that_relied_on_a_pack_a_trim_took_out_sends_its_objects_again() -> Tes
     // A trim takes X out: nobody used it since the cut.
     let t = trimmer(dir.path(), "t.db", server.remote("relied"))?;
     let trimmed = t.remote().expect("a remote").trim(&unused_since(cut))?;
-    assert_eq!(trimmed.size_after, 0, "{trimmed}");
+    assert!(trimmed.unused > 0 && trimmed.size_after < trimmed.size_before, "{trimmed}");
+    let gone = open(dir.path(), "gone.db", server.remote("relied"))?;
+    assert_remote_holds(&gone, &[], &x, "after the trim")?;
     // The machine saves X; its background push finds X on the remote by its stale copy
     // and does not send it, then sees X went and sends it.
     p.save_all(&x)?;
