@@ -337,6 +337,27 @@ impl Error {
         false
     }
 
+    /// Whether the error is damage to the stash: an object that does not verify
+    /// ([`Error::Corrupt`]), a file SQLite finds malformed, or [`Error::Damaged`]. What
+    /// still verifies can be read with [`rescue`](crate::rescue) or kept by
+    /// [`repair`](crate::repair).
+    #[must_use]
+    pub fn is_damage(&self) -> bool {
+        if matches!(self, Error::Corrupt { .. } | Error::Damaged { .. }) {
+            return true;
+        }
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(e) = cause {
+            if let Some(sqlite) = e.downcast_ref::<rusqlite::Error>()
+                && sqlite_code(sqlite) == Some(rusqlite::ErrorCode::DatabaseCorrupt)
+            {
+                return true;
+            }
+            cause = e.source();
+        }
+        false
+    }
+
     /// The library's error inside an `io::Error` of an
     /// [`ObjectReader`](crate::ObjectReader) (a damaged chunk: [`Error::Corrupt`]), or the
     /// `io::Error` itself when it carries none.

@@ -30,7 +30,7 @@
 //! - [`Stash::save`], [`Stash::save_all`] (hash and compress in parallel), [`Stash::get`],
 //!   [`Stash::get_many`], [`Stash::contains`], [`Stash::missing`], [`Stash::remove`],
 //!   [`Stash::remove_all`], [`Stash::flush`], [`Stash::len`], [`Stash::stats`],
-//!   [`Stash::verify`], [`repair`].
+//!   [`Stash::verify`], [`repair`], [`rescue`].
 //! - Names: [`Stash::save_named`] also records each object under a name of the caller's
 //!   own (a Speckle id, a path; up to [`MAX_NAME_LEN`] bytes), read back with
 //!   [`Stash::get_named`], [`Stash::resolve`], [`Stash::missing_named`] and dropped with
@@ -124,6 +124,7 @@ mod settings; // layout, durability, values, codec: parsed and printed alike
 #[cfg(feature = "writer-benchmark")]
 pub mod writer_benchmark;
 
+pub use crate::check::salvage::rescue;
 pub use crate::codec::Codec;
 pub use crate::db::names::MAX_NAME_LEN;
 pub use crate::error::{Error, Result};

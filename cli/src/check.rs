@@ -67,35 +67,77 @@ pub fn stats(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
 
 /// Checks every object. The open that came before may have had to salvage the file: that
 /// is damage found, so it fails the check and its report is part of the output.
-pub fn verify(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
+pub fn verify(stash: &Stash, db: &Path, out: &mut Out) -> Result<ExitCode, Failure> {
     let report = stash.verify()?;
     let salvaged = stash.recovery().filter(|r| r.problem.is_some());
+    // Damage: what a repair would keep, so that this report and the repair's agree.
+    let repairable = (!report.is_ok()).then(|| would_keep(db));
     if out.json {
         #[derive(Serialize)]
         struct Verify {
             checked: u64,
             corrupt: Vec<String>,
             unreachable: Vec<String>,
-            unnamed: u64,
+            damaged_rows_with_unreadable_keys: u64,
             problems: Vec<String>,
             recovery: Option<RecoveryJson>,
+            repair_would_keep: Option<u64>,
+            repair_would_lose: Option<u64>,
         }
         let keys = |keys: &[Key]| keys.iter().map(Key::to_string).collect();
+        let kept = repairable.as_ref().and_then(|r| r.as_ref().ok());
         out.json(&Verify {
             checked: report.checked,
             corrupt: keys(&report.corrupt),
             unreachable: keys(&report.unreachable),
-            unnamed: report.unnamed,
+            damaged_rows_with_unreadable_keys: report.unnamed,
             problems: report.problems.clone(),
             recovery: stash.recovery().map(RecoveryJson::from),
+            repair_would_keep: kept.map(|r| r.recovered),
+            repair_would_lose: kept.and_then(objstash::RecoveryReport::lost),
         })?;
     } else {
         out.line(&report.to_string())?;
+        match &repairable {
+            Some(Ok(kept)) => out.line(&format!(
+                "a repair would keep {} objects{}",
+                kept.recovered,
+                match (kept.lost(), kept.claimed) {
+                    (Some(0), _) => ", all the stash records: nothing would be lost".to_string(),
+                    (Some(lost), Some(claimed)) => {
+                        format!(" of the {claimed} the stash records: {lost} would be lost")
+                    }
+                    _ => "; what the stash held before is unknown".to_string(),
+                }
+            ))?,
+            Some(Err(e)) => out.line(&format!("what a repair would keep is unknown: {e}"))?,
+            None => {}
+        }
         if let Some(salvaged) = salvaged {
             out.line(&format!("before this check, opening the stash {salvaged}"))?;
         }
     }
     Ok(if report.is_ok() && salvaged.is_none() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// What a repair of the damaged stash at `db` would keep: it is rescued into a copy
+/// (beside it, or in the temporary directory where its directory is read-only), which
+/// is removed after.
+fn would_keep(db: &Path) -> objstash::Result<objstash::RecoveryReport> {
+    let mut name = db.as_os_str().to_owned();
+    name.push("-verify-rescue");
+    let beside = std::path::PathBuf::from(name);
+    let elsewhere = std::env::temp_dir().join(format!("objstash-rescue-{}.db", std::process::id()));
+    let mut result = objstash::rescue(db, &beside);
+    for copy in [&beside, &elsewhere] {
+        if copy == &elsewhere && result.is_err() {
+            result = objstash::rescue(db, copy);
+        }
+        for file in objstash::stash_files(copy) {
+            let _ = std::fs::remove_file(file);
+        }
+    }
+    result
 }
 
 /// Repair works on the closed file itself; it takes the stash's lock like an open does.

@@ -51,9 +51,11 @@ pub fn get(
             path.display()
         )));
     }
-    let mut reader = stash
-        .open_reader(&key)?
-        .ok_or_else(|| Failure::NotFound(format!("no object {key} in the stash")))?;
+    let Some(mut reader) = stash.open_reader(&key)? else {
+        // Absent, unless damage on the way hid it: that is said as damage.
+        stash.check_absent(&key)?;
+        return Err(Failure::NotFound(format!("no object {key} in the stash")));
+    };
     // Streamed, one chunk in memory at a time; every chunk is checked before it is written.
     match output {
         Some(path) => {
@@ -158,49 +160,152 @@ pub fn write_object(
     std::fs::write(&path, bytes).map_err(|e| Failure::io(format!("writing {}", path.display()), e))
 }
 
-pub fn export(stash: &Stash, dir: &Path, out: &mut Out) -> Result<ExitCode, Failure> {
+/// `export`: every object to `dir`. A damaged stash is read as far as it can be: the
+/// objects SQLite still reaches first, then, once anything could not be read, every
+/// object that verifies on the file's pages (`objstash::rescue`, what `repair` keeps).
+pub fn export(stash: &Stash, db: &Path, dir: &Path, out: &mut Out) -> Result<ExitCode, Failure> {
     let bar = crate::progress(stash.len()?, out.quiet, "objects");
-    let (mut count, mut corrupt) = (0u64, Vec::new());
-    let mut made = HashSet::new();
-    let mut batch = Vec::with_capacity(EXPORT_BATCH);
-    let mut entries = stash.entries()?.peekable();
-    while entries.peek().is_some() {
-        batch.clear();
-        for entry in entries.by_ref().take(EXPORT_BATCH) {
-            batch.push(entry?.key);
-        }
-        let objects = match stash.get_many(&batch) {
-            Ok(objects) => objects,
-            // One damaged object: read this batch key by key to export the others.
-            Err(objstash::Error::Corrupt { .. }) => {
-                batch.iter().map(|key| stash.get(key).unwrap_or(None)).collect()
-            }
-            Err(e) => return Err(e.into()),
-        };
-        for (key, object) in batch.iter().zip(objects) {
-            let Some(bytes) = object else {
-                bar.suspend(|| out.warn(&format!("skipped corrupt object {key}")));
-                corrupt.push(key.to_string());
-                continue;
-            };
-            write_object(dir, key, &bytes, &mut made)?;
-            count += 1;
-        }
-        bar.inc(batch.len() as u64);
-    }
+    let mut export = Export { dir, made: HashSet::new(), written: HashSet::new() };
+    let mut unread: Vec<Key> = Vec::new();
+    let damage = match export.reachable(stash, &bar, &mut unread)? {
+        Some(stopped) => Some(stopped.to_string()),
+        None if unread.is_empty() => None,
+        None => Some(format!("{} objects could not be read", unread.len())),
+    };
     bar.finish_and_clear();
-    if out.json {
-        #[derive(Serialize)]
-        struct Export {
-            exported: u64,
-            corrupt: Vec<String>,
+    let Some(damage) = damage else {
+        let count = export.written.len() as u64;
+        if out.json {
+            out.json(&ExportReport { exported: count, corrupt: Vec::new(), lost: Some(0) })?;
+        } else {
+            out.say(&format!("exported {count} objects to {}", dir.display()));
         }
-        let ok = corrupt.is_empty();
-        out.json(&Export { exported: count, corrupt })?;
-        return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) });
+        return Ok(ExitCode::SUCCESS);
+    };
+    bar.suspend(|| {
+        out.warn(&format!(
+            "the stash is damaged ({damage}); reading every object that verifies on its pages"
+        ));
+    });
+    let rescued = export.rescued(db)?;
+    unread.retain(|key| !export.written.contains(key));
+    let count = export.written.len() as u64;
+    for key in &unread {
+        out.warn(&format!("skipped corrupt object {key}"));
     }
-    out.say(&format!("exported {count} objects to {}", dir.display()));
-    Ok(if corrupt.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    let lost = rescued.lost();
+    if out.json {
+        let corrupt = unread.iter().map(ToString::to_string).collect();
+        out.json(&ExportReport { exported: count, corrupt, lost })?;
+    } else {
+        let lost = match lost {
+            Some(0) => "none of the objects it records is lost".to_string(),
+            Some(n) => {
+                format!("{n} of the {} objects it records are lost", rescued.claimed.unwrap_or(0))
+            }
+            None => "what it held before is unknown, so objects may be lost".to_string(),
+        };
+        // Lost data is news, `--quiet` or not.
+        out.warn(&format!(
+            "exported {count} objects to {} from a damaged stash: {lost}; `objstash repair` \
+             rebuilds it from the same {} objects",
+            dir.display(),
+            rescued.recovered
+        ));
+    }
+    Ok(ExitCode::from(1))
+}
+
+/// `export --json`'s report.
+#[derive(Serialize)]
+struct ExportReport {
+    exported: u64,
+    /// Keys the stash lists whose objects could not be read anywhere.
+    corrupt: Vec<String>,
+    /// Objects the stash recorded that could not be exported, when its totals could be
+    /// read.
+    lost: Option<u64>,
+}
+
+/// An export under way: what it wrote.
+struct Export<'a> {
+    dir: &'a Path,
+    made: HashSet<String>,
+    written: HashSet<Key>,
+}
+
+impl Export<'_> {
+    fn write(&mut self, key: Key, bytes: &[u8]) -> Result<(), Failure> {
+        if self.written.insert(key) {
+            write_object(self.dir, &key, bytes, &mut self.made)?;
+        }
+        Ok(())
+    }
+
+    /// Writes every object SQLite reaches; `unread` gets the keys listed but not read.
+    /// Stops at damage that stops the listing, and returns it.
+    fn reachable(
+        &mut self,
+        stash: &Stash,
+        bar: &indicatif::ProgressBar,
+        unread: &mut Vec<Key>,
+    ) -> Result<Option<objstash::Error>, Failure> {
+        let mut batch = Vec::with_capacity(EXPORT_BATCH);
+        let mut entries = stash.entries()?.peekable();
+        while entries.peek().is_some() {
+            batch.clear();
+            for entry in entries.by_ref().take(EXPORT_BATCH) {
+                match entry {
+                    Ok(entry) => batch.push(entry.key),
+                    Err(e) if e.is_damage() => return Ok(Some(e)),
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            let objects = match stash.get_many(&batch) {
+                Ok(objects) => objects,
+                // Damage: this batch key by key, to write the others.
+                Err(e) if e.is_damage() => {
+                    batch.iter().map(|key| stash.get(key).ok().flatten()).collect()
+                }
+                Err(e) => return Err(e.into()),
+            };
+            for (key, object) in batch.iter().zip(objects) {
+                match object {
+                    Some(bytes) => self.write(*key, &bytes)?,
+                    None => unread.push(*key),
+                }
+            }
+            bar.inc(batch.len() as u64);
+        }
+        Ok(None)
+    }
+
+    /// Writes every object that verifies on the damaged stash's pages and was not written
+    /// yet: through a rescued copy beside the export, removed after.
+    fn rescued(&mut self, db: &Path) -> Result<objstash::RecoveryReport, Failure> {
+        std::fs::create_dir_all(self.dir)
+            .map_err(|e| Failure::io(format!("creating {}", self.dir.display()), e))?;
+        let copy = self.dir.join(".objstash-rescue.db");
+        let result = (|| {
+            let report = objstash::rescue(db, &copy)?;
+            let rescued = Stash::open(&copy)?;
+            for entry in rescued.entries()? {
+                let key = entry?.key;
+                if self.written.contains(&key) {
+                    continue;
+                }
+                if let Some(bytes) = rescued.get(&key)? {
+                    self.write(key, &bytes)?;
+                }
+            }
+            rescued.close()?;
+            Ok(report)
+        })();
+        for file in objstash::stash_files(&copy) {
+            let _ = std::fs::remove_file(file);
+        }
+        result
+    }
 }
 
 pub fn ls(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {

@@ -484,10 +484,10 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Unname { names } => manage::unname(&stash, names, &mut out)?,
         Command::Has { keys } => fetch::has(&stash, keys, &mut out)?,
         Command::Missing => fetch::missing(&stash, &mut out)?,
-        Command::Export { dir } => fetch::export(&stash, dir, &mut out)?,
+        Command::Export { dir } => fetch::export(&stash, &db, dir, &mut out)?,
         Command::Ls => fetch::ls(&stash, &mut out)?,
         Command::Stats => check::stats(&stash, &mut out)?,
-        Command::Verify => check::verify(&stash, &mut out)?,
+        Command::Verify => check::verify(&stash, &db, &mut out)?,
         Command::Rm { keys } => manage::rm(&stash, keys, &mut out)?,
         Command::Config { .. } => manage::config_show(&stash, &mut out)?,
         Command::Trim { unused_for, max_size } => {

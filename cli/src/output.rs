@@ -70,6 +70,12 @@ fn hint(e: &objstash::Error) -> Option<String> {
         E::TooLarge { .. } => Some("raise the limit with --max-object-size BYTES".to_string()),
         E::LayoutMismatch { .. } => Some("leave --layout out to use the recorded one".to_string()),
         E::DamagedHeader { .. } => Some("objstash repair rebuilds it".to_string()),
+        e if e.is_damage() => Some(
+            "the stash is damaged: `objstash verify` says what a repair would keep, \
+             `objstash export DIR` writes every object that still verifies, `objstash repair` \
+             rebuilds the stash from them"
+                .to_string(),
+        ),
         e if e.is_disk_full() => Some(
             "the disk is full: `objstash trim --max-size SIZE` gives space back even then (a \
              stash of 64 MiB or more keeps a reserve for it); reads work meanwhile"

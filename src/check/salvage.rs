@@ -53,8 +53,58 @@ pub(crate) fn salvage(
 ) -> Result<RecoveryReport> {
     log::warn!("objstash: {} is damaged ({problem}); salvaging what verifies", path.display());
     let fresh_path = sibling(path, files::RECOVERING);
+    let mut report = copy_intact(path, &fresh_path, layout_hint, trigger, problem)?;
+    if report.lost_anything() {
+        report.damaged_copy = Some(files::keep_damaged(path)?);
+    } else {
+        // The old file's journals must not be applied to the new one.
+        for suffix in JOURNALS {
+            files::remove_if_present(&sibling(path, suffix))?;
+        }
+    }
+    fs::rename(&fresh_path, path)
+        .map_err(|e| Error::io(format!("moving the recovered stash onto {}", path.display()), e))?;
+    files::sync_dir(path);
+    log::warn!("objstash: {report}");
+    Ok(report)
+}
+
+/// Writes a stash at `into` holding every object of the damaged stash at `path` that
+/// verifies, with its names, models, pins and settings, and leaves `path` as it is: what
+/// [`repair`](crate::repair) would keep, for a caller that may not or need not replace the
+/// damaged file (an export of a damaged stash, or a check that says what a repair would
+/// keep). `into` must not be a stash in use; whatever is there is replaced. The report's
+/// `damaged_copy` is `None`.
+///
+/// # Errors
+/// [`Error::Io`] or [`Error::Database`] if the copy cannot be written (a full disk, say),
+/// or the damaged file cannot be opened at all.
+pub fn rescue(path: impl AsRef<Path>, into: impl AsRef<Path>) -> Result<RecoveryReport> {
+    let (path, into) = (path.as_ref(), into.as_ref());
+    // Values kept in a file stay where they are in a copy of it.
+    let values = ValueLog::path_of(path);
+    if values.exists() {
+        fs::copy(&values, ValueLog::path_of(into))
+            .map_err(|e| Error::io(format!("copying {}", values.display()), e))?;
+    }
+    let problem = "read as far as it can be".to_string();
+    copy_intact(path, into, None, Trigger::DamageFound, problem)
+}
+
+/// Builds at `fresh_path` a stash of every object of `path` that verifies; the report
+/// counts what was kept and what was claimed.
+fn copy_intact(
+    path: &Path,
+    fresh_path: &Path,
+    layout_hint: Option<Layout>,
+    trigger: Trigger,
+    problem: String,
+) -> Result<RecoveryReport> {
+    let fresh_path = fresh_path.to_path_buf();
     files::remove_if_present(&fresh_path)?;
-    files::remove_if_present(&sibling(&fresh_path, "-journal"))?;
+    for suffix in JOURNALS {
+        files::remove_if_present(&sibling(&fresh_path, suffix))?;
+    }
 
     // A damaged header is rebuilt from the pages in a copy, which everything below reads:
     // trusting it would read every page at the wrong place.
@@ -199,7 +249,7 @@ pub(crate) fn salvage(
         .and_then(|f| f.sync_all())
         .map_err(|e| Error::io(format!("syncing {}", fresh_path.display()), e))?;
 
-    let mut report = RecoveryReport {
+    Ok(RecoveryReport {
         trigger,
         problem: Some(problem),
         recovered,
@@ -208,20 +258,7 @@ pub(crate) fn salvage(
         damaged_copy: None,
         names_recovered,
         names_claimed,
-    };
-    if report.lost_anything() {
-        report.damaged_copy = Some(files::keep_damaged(path)?);
-    } else {
-        // The old file's journals must not be applied to the new one.
-        for suffix in JOURNALS {
-            files::remove_if_present(&sibling(path, suffix))?;
-        }
-    }
-    fs::rename(&fresh_path, path)
-        .map_err(|e| Error::io(format!("moving the recovered stash onto {}", path.display()), e))?;
-    files::sync_dir(path);
-    log::warn!("objstash: {report}");
-    Ok(report)
+    })
 }
 
 /// The damaged file's models, to carry into the fresh one (`models::restore`): each lists

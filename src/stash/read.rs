@@ -86,6 +86,41 @@ impl Stash {
         Ok(found)
     }
 
+    /// Checks that `key`, which a read did not find, is not hidden by damage: the lookup
+    /// runs again on a new connection that checks every page it crosses (SQLite's
+    /// `cell_size_check`), so that a garbled page on the way is damage rather than "no
+    /// such row". Costs a connection, so it is for a caller that must tell a damaged
+    /// stash from an absent object (the command line's `get`), not for every miss.
+    ///
+    /// # Errors
+    /// [`Error::Damaged`](crate::Error::Damaged) if the lookup crosses damage (what still
+    /// verifies is kept by [`repair`](crate::repair)); [`Error::Corrupt`](crate::Error::Corrupt)
+    /// if the object is there but damaged.
+    pub fn check_absent(&self, key: &Key) -> Result<()> {
+        let path = &self.shared.path;
+        let conn = crate::db::readers::open_connection(
+            path,
+            true,
+            self.shared.schema.statement_count(),
+            self.shared.busy,
+        )?;
+        conn.pragma_update(None, "cell_size_check", true)
+            .context(|| format!("checking pages of {}", path.display()))?;
+        match self.read_committed(&conn, key) {
+            // Found now: saved since by another handle, not hidden.
+            Ok(_) => Ok(()),
+            Err(e) if e.is_damage() && !matches!(e, crate::Error::Corrupt { .. }) => {
+                Err(crate::Error::Damaged {
+                    context: format!("reading {key}"),
+                    reason: format!(
+                        "the lookup crosses a damaged page ({e}), so it may be stored there"
+                    ),
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// The committed object under `key`, decoded and checked, read on `conn`.
     fn read_committed(&self, conn: &Connection, key: &Key) -> Result<Option<Vec<u8>>> {
         self.read_decoded(conn, key)?.transpose()
