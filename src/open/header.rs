@@ -100,3 +100,26 @@ fn read_header(path: &Path) -> Result<Option<Header>> {
     let be32 = |at: usize| i32::from_be_bytes(header[at..at + 4].try_into().expect("4 bytes"));
     Ok(Some(Header { application_id: be32(68), user_version: i64::from(be32(60)) }))
 }
+
+/// Whether the stash's write-ahead log ends in part of a frame (or its header is not a
+/// log's): SQLite then drops the frames past the last whole commit without a word, and if
+/// a checkpoint had copied any of them into the file, the file mixes two moments. A log
+/// written by SQLite and cut only by a killed process ends on a frame.
+pub(crate) fn log_is_torn(path: &Path) -> bool {
+    let wal = crate::files::sibling(path, "-wal");
+    let Ok(mut file) = std::fs::File::open(&wal) else { return false };
+    let Ok(len) = file.metadata().map(|m| m.len()) else { return false };
+    if len == 0 {
+        return false;
+    }
+    let mut head = [0u8; 32];
+    if file.read_exact(&mut head).is_err() {
+        return true;
+    }
+    let magic = u32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+    let page_size = u64::from(u32::from_be_bytes([head[8], head[9], head[10], head[11]]));
+    if magic & !1 != 0x377f_0682 || !(512..=65_536).contains(&page_size) {
+        return true;
+    }
+    (len - 32) % (24 + page_size) != 0
+}

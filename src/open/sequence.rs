@@ -297,10 +297,12 @@ impl Options {
                 header = header::recognise(path)?;
             }
         }
+        // Read before SQLite opens the log: a torn one is checked whatever the state says.
+        let torn_log = alone && header.is_some() && header::log_is_torn(path);
         let conn = self.connect(path)?;
         let Some(header) = header else { return self.create(conn, path, alone) };
         format::check_readable(path, header.user_version)?;
-        let found = assess(&conn, path, alone)?;
+        let found = assess(&conn, path, alone, torn_log)?;
         if let Some(stored) = found.layout {
             check_layout(path, self.layout, stored)?;
         }
@@ -442,7 +444,7 @@ struct Assessment {
 /// Reads what the stash records and, when the last session may have left damage, checks
 /// the file. A stash damaged by a crash in mid-commit may not even list its schema; that is
 /// a case for recovery, not an error, once the header says the file is ours.
-fn assess(conn: &Connection, path: &Path, alone: bool) -> Result<Assessment> {
+fn assess(conn: &Connection, path: &Path, alone: bool, torn_log: bool) -> Result<Assessment> {
     let damage = match schema::schema_object_count(conn) {
         Ok(_) => None,
         Err(e) if is_corruption(&e) => Some(format!("its schema cannot be read: {e}")),
@@ -462,15 +464,16 @@ fn assess(conn: &Connection, path: &Path, alone: bool) -> Result<Assessment> {
     // check is needed when the boot it recorded is not this one.
     // An owned stash has no log to recover from: a kill can leave a commit half-written.
     let unclean = alone
-        && match recorded {
-            Some((State::OpenFast, _)) => {
-                meta::read_boot(conn).ok().flatten().is_none_or(|boot| Some(boot) != boot_id())
-            }
-            Some((State::OpenOwned, _)) => true,
-            // A writer met damage: check it now, not only after a stop of the machine.
-            Some((State::Damaged, _)) => true,
-            _ => false,
-        };
+        && (torn_log
+            || match recorded {
+                Some((State::OpenFast, _)) => {
+                    meta::read_boot(conn).ok().flatten().is_none_or(|boot| Some(boot) != boot_id())
+                }
+                Some((State::OpenOwned, _)) => true,
+                // A writer met damage: check it now, not only after a stop of the machine.
+                Some((State::Damaged, _)) => true,
+                _ => false,
+            });
     let problem = match recorded {
         None => Some(damage.unwrap_or_else(|| "its meta table cannot be read".to_string())),
         Some(_) if unclean => recovery::check(conn),
