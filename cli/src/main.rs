@@ -385,6 +385,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
     if cli.json && matches!(cli.command, Command::Get { .. }) {
         return Err(Failure::Usage("get writes the object itself; it takes no --json".into()));
     }
+    check_stdio(&cli.command)?;
     let mut out = Out::stdout(cli.json, cli.quiet);
     match &cli.command {
         Command::Repair => return check::repair(&db, &mut out),
@@ -546,6 +547,59 @@ fn parse_key(text: &str) -> Result<Key, Failure> {
 }
 
 /// Progress on stderr when it is a terminal and messages are wanted.
+/// Refuses a command whose input or result would go through a standard stream the shell
+/// closed (`put <&-`, `get KEY >&-`): Rust puts `/dev/null` on a closed one, so the
+/// command would store an empty object, or print a key or an object nobody gets, and exit 0.
+fn check_stdio(command: &Command) -> Result<(), Failure> {
+    let reads_stdin = match command {
+        Command::Put { files, .. } => {
+            files.is_empty() || files.iter().any(|f| f.as_os_str() == "-")
+        }
+        Command::Missing => true,
+        _ => false,
+    };
+    let result_on_stdout = matches!(
+        command,
+        Command::Put { .. }
+            | Command::Get { output: None, .. }
+            | Command::Ls
+            | Command::Resolve { .. }
+            | Command::Missing
+    );
+    if reads_stdin && was_closed(0) {
+        return Err(Failure::Usage(
+            "stdin is closed: give the files to store, or pipe the object in".into(),
+        ));
+    }
+    if result_on_stdout && was_closed(1) {
+        return Err(Failure::Usage(
+            "stdout is closed: what this command prints would be lost (get takes -o FILE)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether standard stream `fd` was closed when the process started: Rust's runtime then
+/// opened `/dev/null` on it read-write, which a shell's own redirection to `/dev/null`
+/// never does (it opens it read-only or write-only).
+#[cfg(target_os = "linux")]
+fn was_closed(fd: u8) -> bool {
+    let null = std::fs::read_link(format!("/proc/self/fd/{fd}"))
+        .is_ok_and(|target| target == std::path::Path::new("/dev/null"));
+    let read_write = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).is_ok_and(|info| {
+        info.lines()
+            .find_map(|l| l.strip_prefix("flags:"))
+            .and_then(|flags| u32::from_str_radix(flags.trim(), 8).ok())
+            .is_some_and(|flags| flags & 0o3 == 0o2)
+    });
+    null && read_write
+}
+
+#[cfg(not(target_os = "linux"))]
+fn was_closed(_fd: u8) -> bool {
+    false
+}
+
 fn progress(len: u64, quiet: bool, what: &str) -> indicatif::ProgressBar {
     use indicatif::{ProgressBar, ProgressStyle};
     if quiet || !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
@@ -553,8 +607,15 @@ fn progress(len: u64, quiet: bool, what: &str) -> indicatif::ProgressBar {
     }
     let bar = ProgressBar::new(len);
     if let Ok(style) = ProgressStyle::with_template(&format!(
-        "{{bar:40}} {{pos}}/{{len}} {what}, {{per_sec}}, eta {{eta}}"
+        "{{bar:40}} {{pos}}/{{len}} {what}, {{rate}}, eta {{eta}}"
     )) {
+        // A whole number a second: indicatif's own rate prints "5726.8695/s".
+        let style = style.with_key(
+            "rate",
+            |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = write!(w, "{:.0}/s", state.per_sec());
+            },
+        );
         bar.set_style(style);
     }
     bar

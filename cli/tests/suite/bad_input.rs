@@ -171,3 +171,32 @@ fn a_full_disk_reads_and_trims_and_then_saves_again() -> TestResult {
     assert!(env.run(&["verify"]).status.success());
     Ok(())
 }
+
+/// `put <&-` stored an empty object and exited 0, `get KEY >&-` exited 0 having written
+/// nothing: Rust puts `/dev/null` on a closed standard stream. Both are refused, and
+/// nothing is stored; a redirection to `/dev/null` itself still works.
+#[test]
+fn a_closed_stdin_or_stdout_is_refused_not_taken_for_dev_null() -> TestResult {
+    let env = Env::new();
+    let key = stdout(&env.run_with_stdin(&["put"], b"kept")).trim().to_string();
+    let bin = env!("CARGO_BIN_EXE_objstash");
+    let shell = |line: String| {
+        std::process::Command::new("sh").arg("-c").arg(line).env_remove("OBJSTASH_DB").output()
+    };
+    let db = s(&env.db);
+    let out = shell(format!("'{bin}' --db '{db}' put <&-"))?;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("stdin is closed"), "{}", stderr(&out));
+    let out = shell(format!("'{bin}' --db '{db}' get {key} >&-"))?;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("stdout is closed"), "{}", stderr(&out));
+    // Nothing was stored: one object, the one put above.
+    let out = env.run(&["ls"]);
+    assert_eq!(stdout(&out).lines().count(), 1, "{}", stdout(&out));
+    // /dev/null is not closed: reading it stores the empty object, writing it is a check.
+    let out = shell(format!("'{bin}' --db '{db}' get {key} >/dev/null"))?;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = shell(format!("'{bin}' --db '{db}' put </dev/null"))?;
+    assert!(out.status.success(), "{}", stderr(&out));
+    Ok(())
+}
