@@ -220,7 +220,8 @@ pub enum Error {
     /// The stash is owned by another handle ([`Durability::Owned`](crate::Durability)),
     /// in this process or another: no other handle opens it until that one closes.
     #[error(
-        "{} is owned by another handle (durability owned), in this process or another; it          opens once that handle closes",
+        "{} is owned by another handle (durability owned), in this process or another; it \
+         opens once that handle closes",
         path.display()
     )]
     Owned {

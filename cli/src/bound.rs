@@ -94,7 +94,11 @@ pub fn set_max_size(db: &Path, value: &str, out: &mut Out) -> Result<ExitCode, F
     let cap = match value {
         "none" | "off" => None,
         size => Some(parse_size(size)?).filter(|&cap| cap > 0).map(Some).ok_or_else(|| {
-            Failure::Usage("a size cap of 0 holds nothing: give a size, or none".into())
+            Failure::Usage(
+                "a size cap of 0 would refuse every save: give a size, or none (`objstash trim \
+                 --max-size 0` evicts every unpinned object once)"
+                    .into(),
+            )
         })?,
     };
     let stash = Stash::builder().create(false).open(db)?;
@@ -116,6 +120,11 @@ pub fn trim(
     max_size: Option<&str>,
     out: &mut Out,
 ) -> Result<ExitCode, Failure> {
+    if unused_for.is_none() && max_size.is_none() {
+        return Err(Failure::Usage(
+            "trim needs --max-size SIZE (e.g. 1GiB), --unused-for AGE (e.g. 30d) or both".into(),
+        ));
+    }
     let mut evicted = Evicted::default();
     if let Some(age) = unused_for {
         let done = stash.evict_unused_since(parse_age(age)?)?;

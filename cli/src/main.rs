@@ -187,7 +187,7 @@ enum Command {
         #[arg(required = true)]
         names: Vec<String>,
     },
-    /// Show the stash's recorded settings, or change one: durability (fast, safe), codec
+    /// Show the stash's recorded settings, or change one: durability (fast, safe, owned), codec
     /// (gzip, zstd-dict) or max-size (a size cap such as 2GiB, or none). A new cap evicts
     /// least recently used objects down to it before the command returns.
     #[command(
@@ -206,9 +206,10 @@ enum Command {
     )]
     Trim {
         /// Evict objects unused for this long: 90s, 45m, 12h, 30d, 2w.
-        #[arg(long, value_name = "AGE", required_unless_present = "max_size")]
+        #[arg(long, value_name = "AGE")]
         unused_for: Option<String>,
-        /// Evict least recently used objects until the files fit this size: 500M, 1GiB.
+        /// Evict least recently used objects until the files fit this size: 500M, 1GiB
+        /// (0 evicts every unpinned object).
         #[arg(long, value_name = "SIZE")]
         max_size: Option<String>,
     },
@@ -461,6 +462,13 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         }
     }
     let stash = builder.open(&db)?;
+    if let Some(values) = cli.values.filter(|&v| v != stash.values()) {
+        return Err(Failure::Usage(format!(
+            "this stash keeps its values in {}, chosen when it was made: --values {values} \
+             applies to a new stash",
+            stash.values()
+        )));
+    }
     if let Some(report) = stash.recovery() {
         if report.lost_anything() {
             out.warn(&report.to_string());

@@ -54,7 +54,8 @@ struct Config {
     values: String,
     durability: String,
     codec: String,
-    max_object_size: u64,
+    /// `None`: no limit.
+    max_object_size: Option<u64>,
     max_size: Option<u64>,
 }
 
@@ -64,7 +65,7 @@ fn show(stash: &Stash, out: &mut Out) -> Result<(), Failure> {
         values: stash.values().to_string(),
         durability: stash.durability().to_string(),
         codec: stash.codec().to_string(),
-        max_object_size: stash.max_object_size(),
+        max_object_size: Some(stash.max_object_size()).filter(|&n| n != u64::MAX),
         max_size: stash.max_size()?,
     };
     if out.json {

@@ -30,6 +30,8 @@ impl Failure {
     pub fn exit_code(&self) -> ExitCode {
         match self {
             Failure::Usage(_) => ExitCode::from(2),
+            // A bad name is bad input, as a bad key is.
+            Failure::Stash(objstash::Error::BadName { .. }) => ExitCode::from(2),
             Failure::BrokenPipe => ExitCode::SUCCESS,
             _ => ExitCode::from(1),
         }

@@ -324,11 +324,25 @@ pub fn status(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
             None => out.line("no collection has run (objstash remote gc)")?,
         }
         match &last_trim {
-            Some(record) => out.line(&format!("last trim: {}", record.trim()))?,
+            Some(record) => out.line(&last_trim_line(record))?,
             None => out.line("no trim has run (objstash remote trim)")?,
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The record of the last trim (`finished MS` and its report) as a line: when, as an age.
+fn last_trim_line(record: &str) -> String {
+    let record = record.trim();
+    let (first, rest) = record.split_once('\n').unwrap_or((record, ""));
+    let finished = first.strip_prefix("finished ").and_then(|ms| ms.trim().parse::<u64>().ok());
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    match finished {
+        Some(ms) => format!("last trim {} s ago: {}", now.saturating_sub(ms) / 1000, rest.trim()),
+        None => format!("last trim: {record}"),
+    }
 }
 
 /// Prints the keys (from stdin or arguments) the remote does not hold.

@@ -79,7 +79,7 @@ impl<C: Deref<Target = Connection>, F: Fn() -> Result<C>> Check<'_, F> {
             // concurrent eviction or remove cannot pass for a lost index entry.
             let read = |conn: &Connection| -> Result<(Vec<Lenient>, Vec<bool>)> {
                 let mut chunk = scan::chunk(conn, &table.scan, after, CHUNK)
-                    .map_err(|e| e.into_error(String::new()))?;
+                    .map_err(|e| e.into_error("reading its rows".to_string()))?;
                 // Values in the file are read inside the snapshot that names their places
                 // (compaction gives a segment back only once no snapshot points into it); a
                 // place the file cannot give stays, and is reported below.
