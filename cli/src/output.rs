@@ -45,7 +45,7 @@ impl fmt::Display for Failure {
             Failure::BrokenPipe => f.write_str("output closed"),
             Failure::Io(context, e) => write!(f, "{context}: {e}"),
             Failure::Stash(e) => {
-                write!(f, "{e}")?;
+                write!(f, "{}", in_command_words(&e.to_string()))?;
                 let mut source = std::error::Error::source(e);
                 while let Some(cause) = source {
                     write!(f, "\n  caused by: {cause}")?;
@@ -60,12 +60,35 @@ impl fmt::Display for Failure {
     }
 }
 
+/// A library message with the API it names (builder methods, functions) put as the
+/// command line's flags and commands.
+fn in_command_words(text: &str) -> String {
+    [
+        (
+            ", or open it with creating allowed (StashBuilder::create)",
+            " (only put and import create a stash)",
+        ),
+        ("repair it (objstash::repair)", "repair it (objstash repair)"),
+        (
+            "change it deliberately with StashBuilder::reconfigure",
+            "change it deliberately with objstash config",
+        ),
+        (
+            "raise the limit with StashBuilder::max_object_size",
+            "raise the limit with --max-object-size BYTES",
+        ),
+        (", or raise StashBuilder::busy_timeout", ""),
+        ("or the builder asked for read_only", "or it was asked to be"),
+    ]
+    .iter()
+    .fold(text.to_string(), |text, (api, cli)| text.replace(api, cli))
+}
+
 /// What to do about a library error on the command line, where the library's own words
 /// name a method of its API.
 fn hint(e: &objstash::Error) -> Option<String> {
     use objstash::Error as E;
     match e {
-        E::NotFound { .. } => Some("only put and import create a stash".to_string()),
         E::SettingMismatch { setting, requested, .. } => {
             Some(format!("objstash config {setting} {requested}"))
         }

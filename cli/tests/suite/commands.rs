@@ -529,8 +529,11 @@ fn values_in_a_file_are_chosen_when_a_stash_is_made_and_kept() -> TestResult {
     assert!(PathBuf::from(values).exists(), "no file of values beside the stash");
     let config: serde_json::Value = serde_json::from_slice(&env.run(&["config", "--json"]).stdout)?;
     assert_eq!(config["values"], "file", "{config}");
-    // The stash keeps its values where it was made to, whatever a later put asks.
-    env.run_with_stdin(&["--values", "rows", "put"], b"also in the file");
+    // The stash keeps its values where it was made to: a later put asking for the other
+    // place is refused, not ignored.
+    let out = env.run_with_stdin(&["--values", "rows", "put"], b"also in the file");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    env.run_with_stdin(&["--values", "file", "put"], b"also in the file");
     assert_eq!(env.run(&["get", &key_of(b"also in the file")]).stdout, b"also in the file");
     let config: serde_json::Value = serde_json::from_slice(&env.run(&["config", "--json"]).stdout)?;
     assert_eq!(config["values"], "file", "{config}");
@@ -771,5 +774,35 @@ fn a_stash_whose_header_is_gone_is_named_and_repaired() -> TestResult {
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
     let out = env.run(&["get", &key_of(br#"{"n":0,"pad":""}"#)]);
     assert_eq!(stdout(&out), r#"{"n":0,"pad":""}"#);
+    Ok(())
+}
+
+/// Small surprises a new user met: `trim` with no flag named only `--unused-for`; `config
+/// --json` said `max_object_size: 18446744073709551615` for "no limit"; a bad name exited
+/// 1 where a bad key exits 2; `--values file` on a stash that keeps them in rows was
+/// ignored; errors named the library's builder methods.
+#[test]
+fn the_command_line_speaks_in_its_own_terms() -> TestResult {
+    let env = Env::new();
+    assert!(env.run_with_stdin(&["put"], b"one").status.success());
+    let out = env.run(&["trim"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--max-size") && stderr(&out).contains("--unused-for"));
+    let out = env.run(&["--json", "config"]);
+    let config: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(config["max_object_size"], serde_json::Value::Null, "{config}");
+    let out = env.run(&["get", "--name", ""]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let out = env.run_with_stdin(&["--values", "file", "put"], b"two");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("keeps its values in rows"), "{}", stderr(&out));
+    assert_eq!(stdout(&env.run(&["ls"])).lines().count(), 1, "nothing was stored");
+    let missing = Env::new();
+    let out = missing.run(&["ls"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!stderr(&out).contains("StashBuilder"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("only put and import create a stash"), "{}", stderr(&out));
+    let help = stdout(&env.run(&["config", "--help"]));
+    assert!(help.contains("owned"), "{help}");
     Ok(())
 }
