@@ -15,7 +15,7 @@ if [ "${OBJSTASH_WHEEL:-release}" = dev ]; then
 fi
 echo "== building the wheel (python/build-wheel.sh ${wheel_args[*]})"
 wheel="$(python/build-wheel.sh "${wheel_args[@]}" | tail -n 1)"
-venv="${OBJSTASH_VENV:-$PWD/target/python-venv}"
+venv="${OBJSTASH_VENV:-${CARGO_TARGET_DIR:-$PWD/target}/python-venv}"
 if [ ! -x "$venv/bin/python" ]; then
   echo "== making a virtual environment in $venv"
   "$python" -m venv "$venv"

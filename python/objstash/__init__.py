@@ -70,7 +70,7 @@ import signal
 import threading
 import warnings
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from objstash._objstash import MAX_NAME_LEN as MAX_NAME_LEN
 from objstash._objstash import __version__ as __version__
@@ -129,10 +129,16 @@ class Stats:
     until the stash has had a cap or evicted or removed anything (uses are indexed from
     then on)."""
 
+    text: str = field(default="", repr=False, compare=False)
+    """The size report as the command line's ``stats`` prints it (``str(stats)``)."""
+
     @property
     def compression_ratio(self) -> float:
         """Raw bytes over stored bytes; 1.0 for an empty stash."""
         return self.raw_bytes / self.stored_bytes if self.stored_bytes else 1.0
+
+    def __str__(self) -> str:
+        return self.text or repr(self)
 
 
 @dataclass(frozen=True)
@@ -373,6 +379,11 @@ class TrimReport:
 _hooked_pid: int | None = None
 
 
+def _reopen(path: str, read_only: bool) -> Stash:
+    """A pickled ``Stash``, opened again in another process (``Stash.__reduce__``)."""
+    return Stash(path, read_only=read_only, create=False)
+
+
 def _hook_exits() -> None:
     """Makes the ends of this process commit what its stashes saved: SIGTERM (when nobody
     else handles it) and the end of a multiprocessing child, which skips ``atexit``."""
@@ -459,6 +470,33 @@ class Stash(_Stash):
         (``DataLossWarning``) and logs (logger "objstash")."""
         found = self._recovery()
         return None if found is None else RecoveryReport(**found)
+
+    def values(self) -> Iterator[bytes]:
+        """Every stored object, in the order of ``keys()`` (a mapping's ``values()``), read
+        in batches. Where the stash keeps stored bytes is ``values_in``."""
+        for _, value in self.items():
+            yield value
+
+    def items(self) -> Iterator[tuple[str, bytes]]:
+        """``(key, object)`` for every stored object, in the order of ``keys()``, read in
+        batches (an object removed meanwhile is left out)."""
+        batch: list[str] = []
+        for key in self.keys():
+            batch.append(key)
+            if len(batch) == 1024:
+                yield from self._present(batch)
+                batch = []
+        yield from self._present(batch)
+
+    def _present(self, keys: list[str]) -> Iterator[tuple[str, bytes]]:
+        for key, value in zip(keys, self.get_many(keys)):
+            if value is not None:
+                yield key, value
+
+    def __reduce__(self):
+        """A stash pickles as its path: a spawned worker (multiprocessing's spawn, a
+        ProcessPoolExecutor) opens it again, with the settings the stash records."""
+        return (_reopen, (str(self.path), self.read_only))
 
     def save_model(
         self,

@@ -77,7 +77,13 @@ def receive_bundle(
         files = _cached(stash, version, include_geometry)
         if files is None:
             ids = (project_id, model_id, version_id)
-            files = _fetch(account, stash, version, ids, include_geometry, timeout)
+            try:
+                files = _fetch(account, stash, version, ids, include_geometry, timeout)
+            except httpx.TransportError as e:
+                raise SpeckleException(
+                    f"could not reach the Speckle server at {server} ({e}); a version "
+                    "received once is read from the cache without it"
+                ) from e
         model = _materialize(stash, files, project_id, model_id, version_id, include_geometry)
     finally:
         if owned:
@@ -85,6 +91,12 @@ def receive_bundle(
     if mark_received:
         try:
             _mark_received(account, project_id, version_id)
+        except httpx.TransportError as e:
+            model.close()
+            raise SpeckleException(
+                f"received version {version_id} (cached), but could not tell the server at "
+                f"{server}: {e}; pass mark_received=False to receive offline"
+            ) from e
         except BaseException:
             model.close()
             raise

@@ -290,8 +290,8 @@ impl Stash {
         stream::ObjectReader::open(py, &self.handle, key)
     }
 
-    /// The object under `key` (str or bytes), or `default` (None) when it is not stored.
-    /// Checked against its key.
+    /// The object under `key` (str or bytes), or `default` (None) when it is not stored
+    /// or `key` is not a key (as `key in stash` is False). Checked against its key.
     #[pyo3(signature = (key, default=None))]
     fn get<'py>(
         &self,
@@ -299,7 +299,8 @@ impl Stash {
         key: &Bound<'py, PyAny>,
         default: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let key = convert::key(key)?;
+        // As `in` and a mapping's `get`: what is not a key is not stored.
+        let Some(key) = convert::try_key(key)? else { return Ok(default) };
         match self.handle.with(py, |s| s.get(&key))? {
             Some(found) => Ok(Some(PyBytes::new(py, &found).into_any())),
             None => Ok(default),
@@ -687,10 +688,10 @@ impl Stash {
         self.handle.with(py, |s| Ok(s.is_read_only()))
     }
 
-    /// The largest object a save accepts, in bytes.
+    /// The largest object a save accepts, in bytes; None for no limit (as `max_size`).
     #[getter]
-    fn max_object_size(&self, py: Python<'_>) -> PyResult<u64> {
-        self.handle.with(py, |s| Ok(s.max_object_size()))
+    fn max_object_size(&self, py: Python<'_>) -> PyResult<Option<u64>> {
+        self.handle.with(py, |s| Ok(Some(s.max_object_size()).filter(|&n| n != u64::MAX)))
     }
 
     /// The size report as a dict (the package turns it into `objstash.Stats`).
@@ -716,6 +717,7 @@ impl Stash {
         d.set_item("chunk_bytes", s.chunk_bytes)?;
         let oldest = s.oldest_use.and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
         d.set_item("oldest_use", oldest.map(|d| d.as_secs_f64()))?;
+        d.set_item("text", s.to_string())?;
         Ok(d)
     }
 
@@ -751,9 +753,10 @@ impl Stash {
         self.handle.with(py, |s| Ok(s.layout().to_string()))
     }
 
-    /// Where the stash keeps its objects' stored bytes: "rows" or "file".
+    /// Where the stash keeps its objects' stored bytes: "rows" or "file" (the `values=`
+    /// it was made with). `values()` is a mapping's: the objects.
     #[getter]
-    fn values(&self, py: Python<'_>) -> PyResult<String> {
+    fn values_in(&self, py: Python<'_>) -> PyResult<String> {
         self.handle.with(py, |s| Ok(s.values().to_string()))
     }
 

@@ -100,7 +100,12 @@ pub fn save(
     let raised = Arc::new(Mutex::new(None));
     let source = match source {
         Source::Path(path) => Opened::File(std::fs::File::open(&path).map_err(|e| {
-            PyOSError::new_err(format!("cannot open {} to save it: {e}", path.display()))
+            let message = format!("cannot open {} to save it: {e}", path.display());
+            // OSError(errno, ...) is the errno's subclass: FileNotFoundError, ...
+            match e.raw_os_error() {
+                Some(errno) => PyOSError::new_err((errno, message, path.display().to_string())),
+                None => PyOSError::new_err(message),
+            }
         })?),
         Source::File(file) => Opened::Python(file),
     };

@@ -190,3 +190,19 @@ def test_a_download_that_does_not_match_the_listing_is_refused(server, tmp_path)
         with pytest.raises(SpeckleException, match="sha256"):
             receive_bundle(server.account(), PROJECT, MODEL, "v1", cache=cache, mark_received=False)
         assert cache.get_named(f"speckle-bundle:{server.url}/{PROJECT}/{MODEL}/v1/") is None
+
+
+def test_a_server_that_cannot_be_reached_is_a_speckle_error_not_httpx(tmp_path):
+    """``receive_bundle`` with the server down raised a raw ``httpx.ConnectError``."""
+    import socket
+
+    from specklepy.logging.exceptions import SpeckleException
+
+    with socket.socket() as s:  # a port nobody listens on once it is closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    account = Account(token="token", serverInfo=ServerInfo(url=f"http://127.0.0.1:{port}"))
+    with Stash(str(tmp_path / "bundles.objstash")) as cache:
+        with pytest.raises(SpeckleException, match="could not reach"):
+            receive_bundle(account, PROJECT, MODEL, "v1", cache=cache, mark_received=False)
+        assert len(cache) == 0

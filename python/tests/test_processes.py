@@ -113,7 +113,7 @@ def test_a_forked_child_uses_the_parents_handle_and_the_parent_goes_on(path, val
     assert other.returncode == 0 and int(other.stdout) == 1701, other.stderr
     stash.close()
     with Stash(path) as again:
-        assert len(again) == 1702 and again.values == values
+        assert len(again) == 1702 and again.values_in == values
         assert again.verify().ok
 
 

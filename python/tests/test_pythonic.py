@@ -224,3 +224,40 @@ def test_an_unwritable_directory():
     finally:
         os.chmod(locked, 0o755)
         shutil.rmtree(top)
+
+
+def test_a_stash_reads_as_a_mapping_reads_and_crosses_to_a_spawned_worker(path):
+    """Found by a new user: ``stash.values()`` raised "'str' object is not callable",
+    ``get("wall-17", None)`` raised ``BadKeyError`` while ``"wall-17" in stash`` was
+    False, ``save_file`` of a missing path raised a plain ``OSError``,
+    ``max_object_size`` was 18446744073709551615 for "no limit", ``print(stats())``
+    showed a dataclass repr, and a ``Stash`` could not be pickled for spawn workers."""
+    import concurrent.futures
+    import multiprocessing
+    import operator
+    import pickle
+
+    with Stash(path) as stash:
+        keys = stash.save_all([b"one", b"two", b"three"])
+        assert sorted(stash.values()) == [b"one", b"three", b"two"]
+        assert dict(stash.items()) == {k: v for k, v in zip(keys, [b"one", b"two", b"three"])}
+        assert stash.values_in == "rows"
+        assert "wall-17" not in stash
+        assert stash.get("wall-17", None) is None
+        assert stash.get("wall-17", b"default") == b"default"
+        with pytest.raises(objstash.BadKeyError):
+            stash["wall-17"]
+        with pytest.raises(FileNotFoundError):
+            stash.save_file(os.path.join(os.path.dirname(path), "no-such-file"))
+        assert stash.max_object_size is None and stash.max_size is None
+        assert str(stash.stats()).startswith("objects"), str(stash.stats())
+        stash.flush()
+        again = pickle.loads(pickle.dumps(stash))
+        assert again.get(keys[0]) == b"one"
+        again.close()
+        spawn = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as pool:
+            got = pool.submit(operator.methodcaller("get", keys[1]), stash).result()
+        assert got == b"two"
+    with Stash(path, max_object_size=1 << 20) as stash:
+        assert stash.max_object_size == 1 << 20

@@ -84,11 +84,11 @@ def test_a_closed_transport_reopens_with_everything(model, tmp_path):
 def test_a_cache_with_its_values_in_a_file_round_trips_and_reopens(tmp_path):
     small = build_model(40, seed=4)
     with ObjstashTransport(base_path=str(tmp_path), values="file") as t:
-        assert t.stash.values == "file"
+        assert t.stash.values_in == "file"
         root_id = operations.send(small, [t], use_default_cache=False)
     assert os.path.getsize(tmp_path / "Objects.objstash-values") > 0
     with ObjstashTransport(base_path=str(tmp_path)) as t:
-        assert t.stash.values == "file"
+        assert t.stash.values_in == "file"
         received = operations.receive(root_id, local_transport=t)
         assert received.get_id() == small.get_id()
         assert t.stash.verify().ok

@@ -31,17 +31,17 @@ def path(tmp_path):
 def test_values_in_a_file_are_chosen_when_a_stash_is_made(path):
     objs = objects(500)
     with Stash(path, values="file", max_size=64 << 20) as stash:
-        assert stash.values == "file"
+        assert stash.values_in == "file"
         keys = stash.save_all(objs)
         assert stash.get_many(keys) == objs
     assert os.path.getsize(path + "-values") > 0
     # A reopen keeps them where the stash was made to keep them, whatever it asks.
     with Stash(path, values="rows") as stash:
-        assert stash.values == "file"
+        assert stash.values_in == "file"
         assert stash.get(keys[9]) == objs[9]
         assert stash.verify().ok
     with Stash(str(path) + ".rows") as stash:
-        assert stash.values == "rows"
+        assert stash.values_in == "rows"
     with pytest.raises(objstash.SettingsError, match="rows or file"):
         Stash(str(path) + ".bad", values="disk")
 
