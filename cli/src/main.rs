@@ -140,10 +140,18 @@ enum Command {
     /// Store every regular file under a directory, in parallel. Symbolic links and special
     /// files are not followed: each is named on stderr as skipped. A file that cannot be
     /// read is reported and the others are still stored; the exit code is then 1.
-    #[command(after_help = "Example:\n  objstash --db cache.db import ./objects")]
+    #[command(
+        after_help = "Example:\n  objstash --db cache.db import ./objects\n  objstash --db cache.db import --names --keys ./objects > keys.txt"
+    )]
     Import {
         /// The directory to walk.
         dir: PathBuf,
+        /// Print `KEY PATH` for every file stored (with --json: an `objects` list).
+        #[arg(long)]
+        keys: bool,
+        /// Save each object under its path relative to DIR as a name (`get --name PATH`).
+        #[arg(long)]
+        names: bool,
     },
     /// Write every object to DIR/<first two hex digits>/<other 62>.
     #[command(after_help = "Example:\n  objstash --db cache.db export ./dump")]
@@ -480,7 +488,17 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Put { files, name, pin } => {
             store::put(&stash, files, name.as_deref(), *pin, &mut out)?
         }
-        Command::Import { dir } => store::import(&stash, dir, &mut out)?,
+        Command::Import { dir, keys, names } => {
+            let options = store::ImportOptions { keys: *keys, names: *names };
+            let done = store::import(&stash, dir, options, &mut out)?;
+            // Closed first: a capped stash evicts what it owes as it closes, and the
+            // summary's figures are the ones `stats` gives after.
+            stash.close()?;
+            let after = Stash::builder().create(false).read_only(true).open(&db)?.stats()?;
+            let code = done.report(&after, &mut out)?;
+            out.flush()?;
+            return Ok(code);
+        }
         Command::Get { key, name, output } => {
             let object = match (key, name) {
                 (Some(key), _) => fetch::Object::Key(key),
@@ -554,7 +572,6 @@ fn parse_key(text: &str) -> Result<Key, Failure> {
     text.trim().parse().map_err(|e: objstash::ParseKeyError| Failure::Usage(e.to_string()))
 }
 
-/// Progress on stderr when it is a terminal and messages are wanted.
 /// Refuses a command whose input or result would go through a standard stream the shell
 /// closed (`put <&-`, `get KEY >&-`): Rust puts `/dev/null` on a closed one, so the
 /// command would store an empty object, or print a key or an object nobody gets, and exit 0.
@@ -608,6 +625,7 @@ fn was_closed(_fd: u8) -> bool {
     false
 }
 
+/// Progress on stderr when it is a terminal and messages are wanted.
 fn progress(len: u64, quiet: bool, what: &str) -> indicatif::ProgressBar {
     use indicatif::{ProgressBar, ProgressStyle};
     if quiet || !std::io::IsTerminal::is_terminal(&std::io::stderr()) {

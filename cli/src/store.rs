@@ -130,7 +130,42 @@ pub fn put(
 /// Skipped entries named one by one on stderr; the rest are counted.
 const SKIPPED_NAMED: usize = 20;
 
-pub fn import(stash: &Stash, dir: &Path, out: &mut Out) -> Result<ExitCode, Failure> {
+/// How `import` lists and names what it stores.
+#[derive(Clone, Copy, Default)]
+pub struct ImportOptions {
+    /// Print `KEY PATH` for every file stored (text), or list them (`--json`).
+    pub keys: bool,
+    /// Save each object under its path relative to the directory, as a name.
+    pub names: bool,
+}
+
+/// A file `import` stored: its path (relative to the directory) and its key.
+#[derive(Serialize)]
+struct Imported {
+    path: String,
+    key: String,
+}
+
+/// What an import did, reported once the stash is closed (`ImportDone::report`): a capped
+/// stash evicts what its closing owes then, and the report's figures are the ones `stats`
+/// gives after.
+pub struct ImportDone {
+    options: ImportOptions,
+    before: objstash::Stats,
+    stored: Vec<Imported>,
+    raw: u64,
+    new: u64,
+    new_raw: u64,
+    failed: Vec<Failed>,
+    skipped: Vec<Skipped>,
+}
+
+pub fn import(
+    stash: &Stash,
+    dir: &Path,
+    options: ImportOptions,
+    out: &mut Out,
+) -> Result<ImportDone, Failure> {
     if !dir.is_dir() {
         return Err(Failure::Usage(format!("{} is not a directory", dir.display())));
     }
@@ -146,10 +181,12 @@ pub fn import(stash: &Stash, dir: &Path, out: &mut Out) -> Result<ExitCode, Fail
         !own
     });
     files.sort();
+    let relative = |file: &Path| lossy(file.strip_prefix(dir).unwrap_or(file));
     let bar = crate::progress(files.len() as u64, out.quiet, "files");
     let before = stash.stats()?;
-    let (mut raw, mut imported) = (0u64, 0usize);
-    let mut chunk: Vec<Vec<u8>> = Vec::new();
+    let (mut raw, mut new, mut new_raw) = (0u64, 0u64, 0u64);
+    let mut stored: Vec<Imported> = Vec::new();
+    let mut chunk: Vec<(String, Vec<u8>)> = Vec::new();
     let mut chunk_bytes = 0;
     for (i, file) in files.iter().enumerate() {
         let len = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
@@ -161,86 +198,169 @@ pub fn import(stash: &Stash, dir: &Path, out: &mut Out) -> Result<ExitCode, Fail
                 file.display()
             ))
         } else if len > STREAM_ABOVE {
-            // A large file is streamed on its own, in bounded memory.
-            save_file(stash, file, None).map(|_| {
-                imported += 1;
+            // A large file is streamed on its own, in bounded memory. Whether it was new is
+            // asked of the stash before (a streamed object's key is known only after).
+            let path = relative(file);
+            let name = options.names.then_some(path.as_str());
+            let count_before = stash.len()?;
+            save_file(stash, file, name).map(|key| {
+                if stash.len().is_ok_and(|after| after > count_before) {
+                    new += 1;
+                    new_raw += len;
+                }
                 raw += len;
+                if options.keys {
+                    bar.suspend(|| text_line(out, &key, &path));
+                }
+                stored.push(Imported { path, key: key.to_string() });
             })
         } else {
             std::fs::read(file).map_err(|e| format!("reading {}: {e}", file.display())).map(
                 |bytes| {
-                    imported += 1;
                     raw += bytes.len() as u64;
                     chunk_bytes += bytes.len();
-                    chunk.push(bytes);
+                    chunk.push((relative(file), bytes));
                 },
             )
         };
-        match read {
-            Ok(()) => {}
-            Err(error) => {
-                bar.suspend(|| out.warn(&error));
-                failed.push(Failed { path: lossy(file), error });
-            }
+        if let Err(error) = read {
+            bar.suspend(|| out.warn(&error));
+            failed.push(Failed { path: lossy(file), error });
         }
         if chunk.len() >= IMPORT_FILES || chunk_bytes >= IMPORT_BYTES || i + 1 == files.len() {
-            stash.save_all(&chunk)?;
-            chunk.clear();
+            // New: not stored when this import asked, just before saving.
+            let keys: Vec<Key> = chunk.iter().map(|(_, bytes)| Key::of(bytes)).collect();
+            let missing: std::collections::HashSet<Key> =
+                stash.missing(&keys)?.into_iter().collect();
+            let mut counted = std::collections::HashSet::new();
+            for ((_, bytes), key) in chunk.iter().zip(&keys) {
+                if missing.contains(key) && counted.insert(*key) {
+                    new += 1;
+                    new_raw += bytes.len() as u64;
+                }
+            }
+            if options.names {
+                stash.save_named(&chunk)?;
+            } else {
+                let objects: Vec<&[u8]> = chunk.iter().map(|(_, bytes)| &bytes[..]).collect();
+                stash.save_all(&objects)?;
+            }
+            for ((path, _), key) in chunk.drain(..).zip(&keys) {
+                if options.keys {
+                    bar.suspend(|| text_line(out, key, &path));
+                }
+                stored.push(Imported { path, key: key.to_string() });
+            }
             chunk_bytes = 0;
         }
         bar.inc(1);
     }
     bar.finish_and_clear();
-    let after = stash.stats()?;
-    let stored = after.stored_bytes.saturating_sub(before.stored_bytes);
-    let new = after.objects.saturating_sub(before.objects);
-    let code = if failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) };
-    if out.json {
-        #[derive(Serialize)]
-        struct Import {
-            files: usize,
-            raw_bytes: u64,
-            new_objects: u64,
-            new_stored_bytes: u64,
-            failed: Vec<Failed>,
-            skipped: Vec<Skipped>,
-        }
-        out.json(&Import {
-            files: imported,
-            raw_bytes: raw,
-            new_objects: new,
-            new_stored_bytes: stored,
-            failed,
-            skipped,
-        })?;
-    } else {
-        out.line(&format!(
-            "imported {imported} files, {} raw; {new} new objects, {} stored",
-            mib(raw),
-            mib(stored)
-        ))?;
-        if !failed.is_empty() {
-            out.warn(&format!("{} files could not be imported (listed above)", failed.len()));
-        }
-        if !skipped.is_empty() {
-            let mut kinds: Vec<(&str, usize)> = Vec::new();
-            for entry in &skipped {
-                match kinds.iter_mut().find(|(kind, _)| *kind == entry.kind) {
-                    Some((_, n)) => *n += 1,
-                    None => kinds.push((entry.kind, 1)),
-                }
+    Ok(ImportDone { options, before, stored, raw, new, new_raw, failed, skipped })
+}
+
+impl ImportDone {
+    /// Prints the import's summary; `after` is the closed stash's size report.
+    pub fn report(self, after: &objstash::Stats, out: &mut Out) -> Result<ExitCode, Failure> {
+        let ImportDone { options, before, stored, raw, new, new_raw, failed, skipped } = self;
+        let evicted = after.evicted_objects.saturating_sub(before.evicted_objects);
+        let evicted_bytes = after.evicted_bytes.saturating_sub(before.evicted_bytes);
+        let code = if failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) };
+        if out.json {
+            #[derive(Serialize)]
+            struct Import {
+                files: usize,
+                raw_bytes: u64,
+                new_objects: u64,
+                new_raw_bytes: u64,
+                evicted_objects: u64,
+                evicted_stored_bytes: u64,
+                stash_stored_bytes: u64,
+                stash_file_bytes: u64,
+                max_size: Option<u64>,
+                failed: Vec<Failed>,
+                skipped: Vec<Skipped>,
+                #[serde(skip_serializing_if = "Option::is_none")]
+                objects: Option<Vec<Imported>>,
             }
-            let counts: Vec<String> = kinds.iter().map(|(kind, n)| format!("{n} {kind}")).collect();
-            let unnamed = skipped.len().saturating_sub(SKIPPED_NAMED);
-            let more = if unnamed > 0 {
-                format!("; {unnamed} not named above (--json lists them all)")
+            out.json(&Import {
+                files: stored.len(),
+                raw_bytes: raw,
+                new_objects: new,
+                new_raw_bytes: new_raw,
+                evicted_objects: evicted,
+                evicted_stored_bytes: evicted_bytes,
+                stash_stored_bytes: after.stored_bytes,
+                stash_file_bytes: after.file_bytes,
+                max_size: after.max_size,
+                failed,
+                skipped,
+                objects: options.keys.then_some(stored),
+            })?;
+        } else {
+            let summary = format!(
+                "imported {} files, {} raw; {new} of them new to the stash ({} raw){}",
+                stored.len(),
+                mib(raw),
+                mib(new_raw),
+                if options.names { ", each named by its path" } else { "" }
+            );
+            // With --keys, stdout is the `KEY PATH` lines alone.
+            if options.keys {
+                out.say(&summary);
             } else {
-                String::new()
+                out.line(&summary)?;
+            }
+            let holds = match after.max_size {
+                Some(cap) => {
+                    format!(
+                        "the stash's files hold {} of its {} cap",
+                        mib(after.file_bytes),
+                        mib(cap)
+                    )
+                }
+                None => format!("the stash's files hold {}", mib(after.file_bytes)),
             };
-            out.say(&format!("skipped {} ({}){more}", skipped.len(), counts.join(", ")));
+            if evicted > 0 {
+                // Objects the cap dropped meanwhile (this import's or others'): news.
+                out.warn(&format!(
+                    "the size cap evicted {evicted} objects ({} stored) meanwhile; {holds}",
+                    mib(evicted_bytes)
+                ));
+            } else {
+                out.say(&holds);
+            }
+            if !failed.is_empty() {
+                out.warn(&format!("{} files could not be imported (listed above)", failed.len()));
+            }
+            if !skipped.is_empty() {
+                let mut kinds: Vec<(&str, usize)> = Vec::new();
+                for entry in &skipped {
+                    match kinds.iter_mut().find(|(kind, _)| *kind == entry.kind) {
+                        Some((_, n)) => *n += 1,
+                        None => kinds.push((entry.kind, 1)),
+                    }
+                }
+                let counts: Vec<String> =
+                    kinds.iter().map(|(kind, n)| format!("{n} {kind}")).collect();
+                let unnamed = skipped.len().saturating_sub(SKIPPED_NAMED);
+                let more = if unnamed > 0 {
+                    format!("; {unnamed} not named above (--json lists them all)")
+                } else {
+                    String::new()
+                };
+                out.say(&format!("skipped {} ({}){more}", skipped.len(), counts.join(", ")));
+            }
         }
+        Ok(code)
     }
-    Ok(code)
+}
+
+/// `KEY PATH` on stdout, as `resolve` prints `KEY NAME` (text output only).
+fn text_line(out: &mut Out, key: &Key, path: &str) {
+    if !out.json {
+        let _ = out.line(&format!("{key} {path}"));
+    }
 }
 
 /// Reports a path that could not be read, and keeps it for the JSON output.

@@ -157,16 +157,28 @@ impl Writer {
             }
         }
         // The handle is closing: what a cap owes is evicted now, so that the files fit the
-        // cap once it is closed (a burst of saves leaves eviction behind it).
-        for _ in 0..MAX_UPKEEP_AT_CLOSE {
-            match self.upkeep() {
-                Ok(true) => {}
-                Ok(false) => break,
-                Err(stop) if stop.disk_full() => {
-                    self.upkeep_deferred(&stop);
+        // cap once it is closed (a burst of saves leaves eviction behind it). Objects saved
+        // within the grace period are spared: if they keep the stash over its cap, their
+        // grace (at most a second of it) is waited out and the rest evicted, so that a
+        // closed stash is not left over its cap until the next write.
+        for round in 0..2 {
+            if round == 1 {
+                if !self.over_cap() {
                     break;
                 }
-                Err(stop) => return self.fail(stop, Batch::default()),
+                let wait = u64::try_from(self.grace).unwrap_or(0).min(1_000);
+                std::thread::sleep(std::time::Duration::from_millis(wait + 1));
+            }
+            for _ in 0..MAX_UPKEEP_AT_CLOSE {
+                match self.upkeep() {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(stop) if stop.disk_full() => {
+                        self.upkeep_deferred(&stop);
+                        break;
+                    }
+                    Err(stop) => return self.fail(stop, Batch::default()),
+                }
             }
         }
         // The reads it recorded last still count.

@@ -190,6 +190,14 @@ impl Writer {
         Ok(false)
     }
 
+    /// Whether the stash is above its cap's high-water mark now.
+    pub(super) fn over_cap(&self) -> bool {
+        match (self.marks(), self.space()) {
+            (Some(marks), Ok(space)) => space.in_use() > marks.high,
+            _ => false,
+        }
+    }
+
     /// The marks of the stash's cap, if it has one.
     pub(super) fn marks(&self) -> Option<Marks> {
         self.cap.map(|cap| Marks::of(cap, self.shared.values.is_some()))

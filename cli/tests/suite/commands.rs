@@ -75,7 +75,7 @@ fn import_export_ls_stats_verify() -> TestResult {
     let out = env.run(&["import", s(&src)]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
-        stdout(&out).contains("imported 301 files") && stdout(&out).contains("300 new objects"),
+        stdout(&out).contains("imported 301 files") && stdout(&out).contains("300 of them new"),
         "{}",
         stdout(&out)
     );
@@ -804,5 +804,62 @@ fn the_command_line_speaks_in_its_own_terms() -> TestResult {
     assert!(stderr(&out).contains("only put and import create a stash"), "{}", stderr(&out));
     let help = stdout(&env.run(&["config", "--help"]));
     assert!(help.contains("owned"), "{help}");
+    Ok(())
+}
+
+/// The story: an import into a capped stash said "5472 new objects, 24.4 MiB stored" while
+/// the cap evicted 36,014 objects meanwhile; two imports at once each counted the other's
+/// objects; and no import said which key belonged to which file. An import counts what it
+/// stored that was new, says what the cap evicted meanwhile, lists `KEY PATH` with
+/// `--keys` and names objects by path with `--names`.
+#[test]
+fn import_counts_its_own_objects_reports_evictions_and_lists_keys() -> TestResult {
+    let env = Env::new();
+    for i in 0..1_500u64 {
+        env.file(&format!("a/d{}/o{i}.json", i % 5), &speckle_gen::object(41, i));
+        env.file(&format!("b/o{i}.json"), &speckle_gen::object(42, i));
+    }
+    assert!(env.run_with_stdin(&["put"], b"first").status.success());
+    // Two imports at once, of different objects: each counts its own.
+    let spawn = |dir: &str| {
+        env.cmd(&["--json", "import", s(&env.root.join(dir))])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+    };
+    let (a, b) = (spawn("a")?, spawn("b")?);
+    for child in [a, b] {
+        let out = child.wait_with_output()?;
+        assert!(out.status.success(), "{}", stderr(&out));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+        assert_eq!(report["new_objects"], 1_500, "{report}");
+        assert_eq!(report["evicted_objects"], 0, "{report}");
+    }
+
+    // KEY PATH lines, names by path.
+    let fresh = Env::new();
+    let out = fresh.run(&["import", "--keys", "--names", s(&env.root.join("a"))]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let listed = stdout(&out);
+    assert_eq!(listed.lines().count(), 1_500, "{listed}");
+    let object = speckle_gen::object(41, 7);
+    assert!(listed.contains(&format!("{} d2/o7.json", key_of(&object))), "{listed}");
+    assert_eq!(fresh.run(&["get", "--name", "d2/o7.json"]).stdout, object);
+
+    // Into a cap: what the cap evicted is news, and the figures agree with stats.
+    let capped = Env::new();
+    assert!(capped.run_with_stdin(&["put"], b"first").status.success());
+    assert!(capped.run(&["config", "max-size", "400KiB"]).status.success());
+    let out = capped.run(&["--json", "import", s(&env.root.join("b"))]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert!(report["evicted_objects"].as_u64() > Some(0), "{report}");
+    let stats: serde_json::Value =
+        serde_json::from_slice(&capped.run(&["--json", "stats"]).stdout)?;
+    assert_eq!(report["stash_stored_bytes"], stats["stored_bytes"], "{report} {stats}");
+    assert_eq!(report["evicted_objects"], stats["evicted_objects"], "{report} {stats}");
+    assert_eq!(stats["over_cap"], false, "{stats}");
+    let out = capped.run(&["import", s(&env.root.join("a"))]);
+    assert!(stderr(&out).contains("the size cap evicted"), "{}", stderr(&out));
     Ok(())
 }
