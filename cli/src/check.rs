@@ -68,7 +68,7 @@ pub fn stats(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
 /// Checks every object. The open that came before may have had to salvage the file: that
 /// is damage found, so it fails the check and its report is part of the output.
 pub fn verify(stash: &Stash, db: &Path, out: &mut Out) -> Result<ExitCode, Failure> {
-    let report = stash.verify()?;
+    let report = crate::working(out.quiet, "verifying every object", || stash.verify())?;
     let salvaged = stash.recovery().filter(|r| r.problem.is_some());
     // Damage: what a repair would keep, so that this report and the repair's agree.
     let repairable = (!report.is_ok()).then(|| would_keep(db));
@@ -142,7 +142,8 @@ fn would_keep(db: &Path) -> objstash::Result<objstash::RecoveryReport> {
 
 /// Repair works on the closed file itself; it takes the stash's lock like an open does.
 pub fn repair(db: &Path, out: &mut Out) -> Result<ExitCode, Failure> {
-    let report = objstash::repair(db)?;
+    let report =
+        crate::working(out.quiet, "checking, and rebuilding if damaged", || objstash::repair(db))?;
     if out.json {
         out.json(&RecoveryJson::from(&report))?;
     } else {

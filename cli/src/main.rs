@@ -625,6 +625,25 @@ fn was_closed(_fd: u8) -> bool {
     false
 }
 
+/// A spinner with the time so far on stderr while a long call without steps of its own
+/// runs (verify, repair, push, pull), when stderr is a terminal and messages are wanted;
+/// cleared when it returns.
+fn working<T>(quiet: bool, what: &str, call: impl FnOnce() -> T) -> T {
+    use indicatif::{ProgressBar, ProgressStyle};
+    if quiet || !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        return call();
+    }
+    let bar = ProgressBar::new_spinner();
+    if let Ok(style) = ProgressStyle::with_template("{spinner} {msg}, {elapsed}") {
+        bar.set_style(style);
+    }
+    bar.set_message(what.to_string());
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    let result = call();
+    bar.finish_and_clear();
+    result
+}
+
 /// Progress on stderr when it is a terminal and messages are wanted.
 fn progress(len: u64, quiet: bool, what: &str) -> indicatif::ProgressBar {
     use indicatif::{ProgressBar, ProgressStyle};

@@ -68,7 +68,8 @@ fn tier(stash: &Stash) -> Result<objstash::RemoteTier<'_>, Failure> {
 }
 
 pub fn push(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
-    let report = tier(stash)?.push()?;
+    let tier = tier(stash)?;
+    let report = crate::working(out.quiet, "pushing", || tier.push())?;
     if out.json {
         out.json(&Pushed {
             objects: report.objects,
@@ -104,7 +105,8 @@ struct Pulled<'a> {
 }
 
 pub fn pull(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
-    let report = tier(stash)?.pull()?;
+    let tier = tier(stash)?;
+    let report = crate::working(out.quiet, "pulling", || tier.pull())?;
     if out.json {
         out.json(&Pulled {
             objects: report.objects,
