@@ -63,7 +63,10 @@ struct Trimmed {
 }
 
 fn report(stash: &Stash, evicted: Evicted, out: &mut Out) -> Result<(), Failure> {
-    let stats = stash.stats()?;
+    report_stats(&stash.stats()?, evicted, out)
+}
+
+fn report_stats(stats: &objstash::Stats, evicted: Evicted, out: &mut Out) -> Result<(), Failure> {
     if out.json {
         out.json(&Trimmed {
             evicted_objects: evicted.objects,
@@ -102,14 +105,20 @@ pub fn set_max_size(db: &Path, value: &str, out: &mut Out) -> Result<ExitCode, F
         })?,
     };
     let stash = Stash::builder().create(false).open(db)?;
+    let before = stash.stats()?;
     stash.set_max_size(cap)?;
-    let evicted = match cap {
-        Some(cap) => stash.trim_to(cap)?,
-        None => Evicted::default(),
-    };
-    report(&stash, evicted, out)?;
-    out.flush()?;
+    if let Some(cap) = cap {
+        stash.trim_to(cap)?;
+    }
+    // Reported once closed: a closing handle evicts what the cap still owes (objects
+    // within their grace period), and the figures are then the ones `stats` gives.
     stash.close()?;
+    let after = Stash::builder().create(false).read_only(true).open(db)?.stats()?;
+    let mut evicted = Evicted::default();
+    evicted.objects = after.evicted_objects.saturating_sub(before.evicted_objects);
+    evicted.stored_bytes = after.evicted_bytes.saturating_sub(before.evicted_bytes);
+    report_stats(&after, evicted, out)?;
+    out.flush()?;
     Ok(ExitCode::SUCCESS)
 }
 

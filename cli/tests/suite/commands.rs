@@ -861,5 +861,16 @@ fn import_counts_its_own_objects_reports_evictions_and_lists_keys() -> TestResul
     assert_eq!(stats["over_cap"], false, "{stats}");
     let out = capped.run(&["import", s(&env.root.join("a"))]);
     assert!(stderr(&out).contains("the size cap evicted"), "{}", stderr(&out));
+    // A lowered cap's figures are the ones stats gives next.
+    let before: serde_json::Value =
+        serde_json::from_slice(&capped.run(&["--json", "stats"]).stdout)?;
+    let out = capped.run(&["--json", "config", "max-size", "200KiB"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lowered: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let after: serde_json::Value =
+        serde_json::from_slice(&capped.run(&["--json", "stats"]).stdout)?;
+    let evicted = |v: &serde_json::Value| v["evicted_objects"].as_u64().unwrap_or(0);
+    assert_eq!(evicted(&before) + evicted(&lowered), evicted(&after), "{lowered} {after}");
+    assert_eq!(after["over_cap"], false, "{after}");
     Ok(())
 }
