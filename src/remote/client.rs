@@ -40,6 +40,8 @@ const TRIMMED: &str = "trimmed";
 const MOVED: &str = "moved";
 /// Folder of the compacted indexes (`shard.rs`).
 const SHARDS: &str = "shards";
+/// Folder of the models pushed (`models.rs`).
+const MODELS: &str = "models";
 
 /// Which of a pack's two files.
 #[derive(Clone, Copy, Debug)]
@@ -60,6 +62,8 @@ pub(crate) enum Part {
     Moved,
     /// A compacted index's file (`<generation>/<shard>`, or `current`).
     Shards,
+    /// A model's members (`models.rs`).
+    Models,
 }
 
 /// A file as a listing shows it.
@@ -196,6 +200,7 @@ impl Client {
             Part::Trimmed => TRIMMED,
             Part::Moved => MOVED,
             Part::Shards => SHARDS,
+            Part::Models => MODELS,
         };
         if self.prefix.is_empty() {
             Path::from(format!("{folder}/{name}"))

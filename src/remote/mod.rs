@@ -34,6 +34,7 @@ mod compact;
 mod config;
 mod lease;
 mod locate;
+mod models;
 mod names;
 mod pack;
 mod pack_log;

@@ -18,6 +18,9 @@ pub struct PushReport {
     pub corrupt: u64,
     /// Names uploaded (with the objects they name).
     pub names: u64,
+    /// Models uploaded: complete models whose objects are all on the remote, so that a
+    /// trim there keeps or takes out each whole.
+    pub models: u64,
     /// Requests sent to the remote, the listing included.
     pub requests: u64,
 }
@@ -102,6 +105,9 @@ impl fmt::Display for PushReport {
         )?;
         if self.names > 0 {
             write!(f, "; {} names", self.names)?;
+        }
+        if self.models > 0 {
+            write!(f, "; {} models", self.models)?;
         }
         if self.corrupt > 0 {
             write!(f, "; {} corrupt local objects NOT pushed (run verify)", self.corrupt)?;

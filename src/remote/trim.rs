@@ -288,6 +288,9 @@ impl Remote {
         let listing = self.runtime.block_on(self.client.list_log(None))?;
         let histories = histories(&listing);
         let (read, mut uses) = self.read_uses(&HashSet::new())?;
+        // A use of one object of a model is a use of all of them: a model goes whole.
+        let models = self.read_models()?;
+        super::models::spread_uses(&models, &mut uses);
         let moved: HashSet<String> = self
             .runtime
             .block_on(self.client.list(Part::Moved))?
@@ -352,8 +355,18 @@ impl Remote {
         }
 
         // Uses reported since the reports were read bring their packs back.
-        let (_, since) = self.read_uses(&read)?;
+        let (_, mut since) = self.read_uses(&read)?;
+        super::models::spread_uses(&models, &mut since);
         report.brought_back = self.bring_back(&out, &since)?;
+        // The files of models whose root went go too.
+        let roots: Vec<Key> = models.iter().map(|(root, _)| *root).collect();
+        let gone: Vec<Key> = roots
+            .iter()
+            .zip(self.known(&roots)?)
+            .filter(|(_, held)| !held)
+            .map(|(root, _)| *root)
+            .collect();
+        self.delete_models(&gone)?;
         if report.brought_back > 0 {
             report.size_after = sizes.other
                 + self
@@ -490,9 +503,15 @@ impl Remote {
         self.runtime.block_on(async {
             let index = self.client.list(Part::Index).await?;
             let mut other = 0;
-            for part in
-                [Part::Shards, Part::Log, Part::Uses, Part::Control, Part::Moved, Part::Damaged]
-            {
+            for part in [
+                Part::Shards,
+                Part::Log,
+                Part::Uses,
+                Part::Control,
+                Part::Moved,
+                Part::Damaged,
+                Part::Models,
+            ] {
                 other += self.client.list(part).await?.iter().map(|f| f.size).sum::<u64>();
             }
             Ok(Sizes { index: index.into_iter().map(|f| (f.name, f.size)).collect(), other })

@@ -10,7 +10,7 @@
 //! hashed before it is stored or returned.
 
 use crate::codec;
-use crate::error::Result;
+use crate::error::{DbContext, Result};
 use crate::key::Key;
 use crate::remote::{self, Builder, Kind, PullReport, PushReport, Remote, RemoteStatus};
 
@@ -274,6 +274,7 @@ impl Stash {
             report.names = names;
             report.packs += uploaded.packs;
             report.bytes += uploaded.bytes;
+            report.models = self.push_models(remote)?;
         }
         remote.note_used(relied.iter().copied());
         remote.send_uses()?;
@@ -296,6 +297,55 @@ impl Stash {
         }
         report.requests = remote.requests() - before;
         Ok(report)
+    }
+
+    /// Pushes the complete models the remote has no file for and whose objects it all
+    /// holds (`remote/models.rs`): how many.
+    fn push_models(&self, remote: &Remote) -> Result<u64> {
+        // Asked of the remote only when the stash has models: no request otherwise.
+        let mut there: Option<std::collections::HashSet<Key>> = None;
+        let local: Vec<(Key, Vec<Key>)> = self.readers.checkout()?.in_transaction(|conn| {
+            if !crate::db::models::exist(conn)? {
+                return Ok(Vec::new());
+            }
+            let mut local = Vec::new();
+            for model in crate::db::models::all(conn)? {
+                let (Some(root), crate::db::models::State::Complete) = (model.root, model.state)
+                else {
+                    continue;
+                };
+                if there.is_none() {
+                    there = Some(remote.model_roots()?);
+                }
+                if there.as_ref().is_some_and(|there| there.contains(&root)) {
+                    continue;
+                }
+                // Its rows, the root's among them, by their runs.
+                let mut members = Vec::with_capacity(model.runs.len() as usize);
+                for (table, start, end) in model.runs.runs() {
+                    let name = self.shared.schema.layout.table_name(usize::from(table));
+                    let sql = format!("SELECT key FROM {name} WHERE rowid >= ?1 AND rowid < ?2");
+                    let mut stmt = conn.prepare_cached(&sql).context(|| name.clone())?;
+                    let keys = stmt
+                        .query_map([start, end], |r| r.get::<_, Vec<u8>>(0))
+                        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+                        .context(|| format!("reading the members of model {root}"))?;
+                    members.extend(keys.iter().filter_map(|k| Key::from_slice(k)));
+                }
+                local.push((root, members));
+            }
+            Ok(local)
+        })?;
+        if local.is_empty() {
+            return Ok(0);
+        }
+        let mut ready = Vec::new();
+        for (root, members) in local {
+            if remote.known(&members)?.into_iter().all(|held| held) {
+                ready.push((root, members));
+            }
+        }
+        remote.put_models(&ready)
     }
 
     /// Pushes the names whose objects the remote holds and whose names it lacks, in packs

@@ -645,3 +645,39 @@ fn explain_leftovers(
     }
     Ok(())
 }
+
+/// A model goes whole: a machine that read one object of a pushed model used the model,
+/// so a trim by age keeps every pack its objects are in, and takes out the loose objects
+/// nobody used. (Before models reached the remote, the trim kept only the pack of the one
+/// object read, and the model's other objects went.)
+#[test]
+fn a_trim_keeps_a_model_whole_when_one_of_its_objects_was_used() -> TestResult {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir()?;
+    let members = crate::common::objects(71, 1_200);
+    let root = b"{\"root\": \"of the model\"}".to_vec();
+    let loose = crate::common::objects(72, 1_200);
+    let a = open(dir.path(), "a.db", small_packs(server.remote("model")))?;
+    a.save_model(&root, &members)?;
+    a.save_all(&loose)?;
+    let pushed = a.remote().expect("a remote").push()?;
+    assert_eq!(pushed.models, 1, "{pushed}");
+    assert!(pushed.packs > 4, "the model spans several packs: {pushed}");
+    a.close()?;
+    let cut = moment();
+    // One object of the model read through on another machine, and its use reported.
+    let reader = open(dir.path(), "reader.db", server.remote("model"))?;
+    assert!(reader.get(&Key::of(&members[0]))?.is_some());
+    reader.remote().expect("a remote").report_uses()?;
+    reader.close()?;
+    let t = trimmer(dir.path(), "t.db", server.remote("model"))?;
+    let trimmed = t.remote().expect("a remote").trim(&unused_since(cut))?;
+    assert!(trimmed.unused > 0, "the loose objects' packs go: {trimmed}");
+    let fresh = open(dir.path(), "fresh.db", server.remote("model"))?;
+    let whole: Vec<Vec<u8>> = members.iter().chain([&root]).cloned().collect();
+    assert_remote_holds(&fresh, &whole, &loose, &format!("after {trimmed}"))?;
+    // A second push finds the model's file there and sends none.
+    let again = open(dir.path(), "a.db", small_packs(server.remote("model")))?;
+    assert_eq!(again.remote().expect("a remote").push()?.models, 0);
+    Ok(())
+}
