@@ -51,6 +51,7 @@ namespace Objstash
         public int Codec;
         public int Values;
         public ulong MaxSize;
+        public ulong ReadMapBytes;
         [MarshalAs(UnmanagedType.I1)] public bool ReadOnly;
         [MarshalAs(UnmanagedType.I1)] public bool MustExist;
         [MarshalAs(UnmanagedType.I1)] public bool Reconfigure;

@@ -25,9 +25,15 @@ namespace Objstash
         /// are one file per project; so is this).</summary>
         public ObjstashJsonCacheManager(string path, StashOptions options = null)
         {
-            _stash = Stash.Open(path, options ?? new StashOptions { Codec = "zstd-dict" });
+            _stash = Stash.Open(path, options ?? DefaultOptions());
             _owns = true;
         }
+
+        /// <summary>The options a cache opened by path uses: zstd with a trained dictionary,
+        /// and the database mapped into memory as Speckle's own cache maps its file (reads
+        /// by id touch mapped pages, with no system call).</summary>
+        public static StashOptions DefaultOptions() =>
+            new StashOptions { Codec = "zstd-dict", ReadMapBytes = 2UL << 30 };
 
         /// <summary>A cache over an open stash, which Dispose leaves open.</summary>
         public ObjstashJsonCacheManager(Stash stash)

@@ -34,6 +34,10 @@ namespace Objstash
         public string Values { get; set; }
         /// <summary>A size cap in bytes to record.</summary>
         public ulong? MaxSize { get; set; }
+        /// <summary>Bytes of the database file each read connection may map into memory
+        /// (SQLite's mmap_size, at most about 2 GiB); null: the library's default (a small
+        /// file whole). Speckle's own cache maps 30 GB.</summary>
+        public ulong? ReadMapBytes { get; set; }
         public bool ReadOnly { get; set; }
         /// <summary>Fail (NotFound) rather than create a stash that is not there.</summary>
         public bool MustExist { get; set; }
@@ -110,6 +114,7 @@ namespace Objstash
                 Codec = Choice(options.Codec, "codec", "gzip", "zstd-dict"),
                 Values = Choice(options.Values, "values", "rows", "file"),
                 MaxSize = options.MaxSize ?? 0,
+                ReadMapBytes = options.ReadMapBytes ?? 0,
                 ReadOnly = options.ReadOnly,
                 MustExist = options.MustExist,
                 Reconfigure = options.Reconfigure,

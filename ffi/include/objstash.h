@@ -67,6 +67,11 @@ typedef struct ObjstashOptions {
   int32_t values;
   // A size cap in bytes to record; 0 leaves the recorded one.
   uint64_t max_size;
+  // Bytes of the database file each read connection may map into memory (SQLite's
+  // `mmap_size`, at most about 2 GiB): a read then finds its pages in the OS page
+  // cache with no system call. 0: the library's default (a small file whole, a file of
+  // values' database whole). Speckle's own cache maps 30 GB.
+  uint64_t read_map_bytes;
   // Only read (and never create).
   bool read_only;
   // Fail with `OBJSTASH_STATUS_NOT_FOUND` rather than create a stash that is not there.

@@ -37,6 +37,11 @@ pub struct ObjstashOptions {
     pub values: i32,
     /// A size cap in bytes to record; 0 leaves the recorded one.
     pub max_size: u64,
+    /// Bytes of the database file each read connection may map into memory (SQLite's
+    /// `mmap_size`, at most about 2 GiB): a read then finds its pages in the OS page
+    /// cache with no system call. 0: the library's default (a small file whole, a file of
+    /// values' database whole). Speckle's own cache maps 30 GB.
+    pub read_map_bytes: u64,
     /// Only read (and never create).
     pub read_only: bool,
     /// Fail with `OBJSTASH_STATUS_NOT_FOUND` rather than create a stash that is not there.
@@ -109,6 +114,9 @@ pub extern "C" fn objstash_open(
         }
         if options.no_eviction_grace {
             builder = builder.eviction_grace(std::time::Duration::ZERO);
+        }
+        if options.read_map_bytes > 0 {
+            builder = builder.read_mmap_size(options.read_map_bytes);
         }
         let stash = builder.open(path)?;
         let handle = ObjstashStash { stash: RwLock::new(Some(stash)), path: PathBuf::from(path) };
