@@ -244,6 +244,9 @@ class PushReport:
     text: str = ""
     names: int = 0
     """Names (ids) uploaded with the objects they name."""
+    models: int = 0
+    """Models uploaded (complete ones whose objects the remote holds): a trim there keeps
+    or takes out each whole."""
 
     def __str__(self) -> str:
         return self.text

@@ -108,6 +108,7 @@ pub fn push_report<'py>(py: Python<'py>, r: &PushReport) -> PyResult<Bound<'py, 
     d.set_item("already_remote", r.already_remote)?;
     d.set_item("corrupt", r.corrupt)?;
     d.set_item("names", r.names)?;
+    d.set_item("models", r.models)?;
     d.set_item("requests", r.requests)?;
     d.set_item("text", r.to_string())?;
     Ok(d)
