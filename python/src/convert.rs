@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use objstash::Key;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyMemoryView, PyString};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyMemoryView, PyString};
 
 use crate::errors;
 
@@ -136,4 +136,43 @@ pub fn unsigned(what: &str, value: i128) -> PyResult<u64> {
 
 pub fn type_name(value: &Bound<'_, PyAny>) -> String {
     value.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".to_string())
+}
+
+/// The (name, object) pairs of `items`: an iterable of pairs, or a mapping.
+pub(crate) fn pairs<'py>(
+    items: &Bound<'py, PyAny>,
+) -> PyResult<Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>> {
+    let items = if items.cast::<PyDict>().is_ok() || items.hasattr("keys")? {
+        items.call_method0("items")?
+    } else {
+        items.clone()
+    };
+    collect(&items, "(name, object) pairs")?.iter().map(|item| item.extract()).collect()
+}
+
+/// A name's bytes and its object's.
+pub(crate) type NamedBytes<'a> = (Cow<'a, [u8]>, Cow<'a, [u8]>);
+
+/// The (name, object) bytes of `held` pairs, names checked: a name out of bounds raises
+/// `BadNameError` before anything is stored.
+pub(crate) fn named_objects<'a>(
+    py: Python<'_>,
+    held: &'a [(Bound<'_, PyAny>, Bound<'_, PyAny>)],
+) -> PyResult<Vec<NamedBytes<'a>>> {
+    let pairs =
+        held.iter().map(|(n, o)| Ok((name(n)?, object(o)?))).collect::<PyResult<Vec<_>>>()?;
+    if let Some((name, _)) =
+        pairs.iter().find(|(name, _)| name.is_empty() || name.len() > objstash::MAX_NAME_LEN)
+    {
+        return Err(errors::raise(
+            py,
+            "BadNameError",
+            format!(
+                "a name must be 1 to {} bytes long, not {}; nothing of the call was stored",
+                objstash::MAX_NAME_LEN,
+                name.len()
+            ),
+        ));
+    }
+    Ok(pairs)
 }

@@ -156,8 +156,8 @@ impl Assembly {
     /// Saves objects under names into the assembly (as `Stash.save_named`); their keys.
     fn save_named(&self, py: Python<'_>, items: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
         crate::sigterm::keep();
-        let held = crate::stash::pairs(items)?;
-        let pairs = crate::stash::named_objects(py, &held)?;
+        let held = crate::convert::pairs(items)?;
+        let pairs = crate::convert::named_objects(py, &held)?;
         let data: Vec<std::borrow::Cow<'_, [u8]>> =
             pairs.iter().map(|(_, o)| std::borrow::Cow::Borrowed(&o[..])).collect();
         self.handle.check_sizes(py, &data)?;

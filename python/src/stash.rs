@@ -56,47 +56,6 @@ fn key_list(keys: &[Key]) -> Vec<String> {
     keys.iter().map(Key::to_string).collect()
 }
 
-/// The (name, object) pairs of `items`: an iterable of pairs, or a mapping.
-pub(crate) fn pairs<'py>(
-    items: &Bound<'py, PyAny>,
-) -> PyResult<Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>> {
-    let items = if items.cast::<PyDict>().is_ok() || items.hasattr("keys")? {
-        items.call_method0("items")?
-    } else {
-        items.clone()
-    };
-    convert::collect(&items, "(name, object) pairs")?.iter().map(|item| item.extract()).collect()
-}
-
-/// A name's bytes and its object's.
-pub(crate) type NamedBytes<'a> = (Cow<'a, [u8]>, Cow<'a, [u8]>);
-
-/// The (name, object) bytes of `held` pairs, names checked: a name out of bounds raises
-/// `BadNameError` before anything is stored.
-pub(crate) fn named_objects<'a>(
-    py: Python<'_>,
-    held: &'a [(Bound<'_, PyAny>, Bound<'_, PyAny>)],
-) -> PyResult<Vec<NamedBytes<'a>>> {
-    let pairs = held
-        .iter()
-        .map(|(name, object)| Ok((convert::name(name)?, convert::object(object)?)))
-        .collect::<PyResult<Vec<_>>>()?;
-    if let Some((name, _)) =
-        pairs.iter().find(|(name, _)| name.is_empty() || name.len() > objstash::MAX_NAME_LEN)
-    {
-        return Err(errors::raise(
-            py,
-            "BadNameError",
-            format!(
-                "a name must be 1 to {} bytes long, not {}; nothing of the call was stored",
-                objstash::MAX_NAME_LEN,
-                name.len()
-            ),
-        ));
-    }
-    Ok(pairs)
-}
-
 #[pymethods]
 impl Stash {
     /// Opens (or creates) the stash at `path`. Settings left as None use what the stash
@@ -379,8 +338,8 @@ impl Stash {
     /// A name saved again points to its new object.
     fn save_named(&self, py: Python<'_>, items: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
         crate::sigterm::keep();
-        let held = pairs(items)?;
-        let pairs = named_objects(py, &held)?;
+        let held = convert::pairs(items)?;
+        let pairs = convert::named_objects(py, &held)?;
         let data: Vec<Cow<'_, [u8]>> = pairs.iter().map(|(_, o)| Cow::Borrowed(&o[..])).collect();
         self.handle.check_sizes(py, &data)?;
         let keys =

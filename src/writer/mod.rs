@@ -20,6 +20,7 @@ mod batch;
 mod chunked;
 mod compact;
 mod generations;
+mod model_memory;
 pub(crate) mod models;
 mod op;
 mod ops;

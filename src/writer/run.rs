@@ -30,7 +30,7 @@ use crate::db::models;
 use crate::db::names;
 use crate::error::{Error, Result, sqlite_code};
 use crate::files::reserve;
-use crate::writer::models::Models;
+use crate::writer::model_memory::Models;
 
 /// Tries of a kept batch after its senders are gone before the writer gives up on it.
 const TRIES_AT_CLOSE: u32 = 3;

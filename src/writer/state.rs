@@ -12,7 +12,7 @@ use rusqlite::Connection;
 use super::{Shared, Trim};
 use crate::db::key_filter::KeyFilter;
 use crate::report::stats::Evicted;
-use crate::writer::models::Models;
+use crate::writer::model_memory::Models;
 
 /// What the writer thread owns.
 pub(super) struct Writer {

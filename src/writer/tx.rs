@@ -26,7 +26,7 @@ use crate::key::Key;
 use crate::large::chunks;
 use crate::large::manifest;
 use crate::values::value_space::{self, Appender};
-use crate::writer::models::{Held, ModelChanges, Models};
+use crate::writer::model_memory::{Held, ModelChanges, Models};
 use crate::writer::pending::Row;
 use crate::writer::pending_names::NameRow;
 
