@@ -109,9 +109,13 @@ def test_errors_are_a_hierarchy(path, tmp_path):
     stash = Stash(path)
     for bad in ["zz", "0" * 63, b"short", 42]:
         with pytest.raises(objstash.BadKeyError):
-            stash.get(bad)
+            stash[bad]
+        with pytest.raises(objstash.BadKeyError):
+            stash.contains(bad)
+        # As a mapping's get and `in`: what is not a key is not stored.
+        assert stash.get(bad) is None and bad not in stash
     with pytest.raises(ValueError):  # BadKeyError is a ValueError too
-        stash.get("zz")
+        stash["zz"]
     with pytest.raises(objstash.BadNameError):
         stash.save_named([("", b"x")])
     with pytest.raises(objstash.BadNameError):
