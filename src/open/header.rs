@@ -102,9 +102,9 @@ fn read_header(path: &Path) -> Result<Option<Header>> {
 }
 
 /// Whether the stash's write-ahead log ends in part of a frame (or its header is not a
-/// log's): SQLite then drops the frames past the last whole commit without a word, and if
-/// a checkpoint had copied any of them into the file, the file mixes two moments. A log
-/// written by SQLite and cut only by a killed process ends on a frame.
+/// log's): a full disk, a power loss, or something that cut the file. SQLite drops the
+/// frames past the last whole commit without a word, and if a checkpoint had copied any of
+/// them into the file, the file mixes two moments: the next open checks it.
 pub(crate) fn log_is_torn(path: &Path) -> bool {
     let wal = crate::files::sibling(path, "-wal");
     let Ok(mut file) = std::fs::File::open(&wal) else { return false };

@@ -375,8 +375,19 @@ impl Options {
             }
             None if found.unclean => {
                 let layout = found.layout.unwrap_or_default();
-                let totals =
-                    crate::check::totals::recount_totals(&conn, &Schema::read(&conn, layout)?)?;
+                let schema = Schema::read(&conn, layout)?;
+                // A full disk (what may have cut the log) keeps the recount from being
+                // stored: the stash still opens, for reads and a trim, with the count.
+                let totals = match crate::check::totals::recount_totals(&conn, &schema) {
+                    Err(e) if e.is_disk_full() => {
+                        log::warn!(
+                            "objstash: {}: the recounted totals wait for room: {e}",
+                            path.display()
+                        );
+                        crate::check::totals::count_totals(&conn, &schema)?
+                    }
+                    counted => counted?,
+                };
                 log::warn!(
                     "objstash: {} was not closed cleanly; the file checked sound and holds {} \
                      objects",
