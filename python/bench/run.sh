@@ -3,13 +3,19 @@
 # `python/bench/run.sh [--elements N] [--rounds R]` runs the Speckle transport benchmark
 # (python/bench/transports.py); `python/bench/run.sh interrupt [--rounds R]` how long
 # Ctrl-C takes to interrupt long calls (python/bench/interrupt.py); `python/bench/run.sh
-# store [--rounds R]` the transport's share of a send (python/bench/store.py).
+# store [--rounds R]` the transport's share of a send (python/bench/store.py);
+# `python/bench/run.sh cold [--models M] [--rounds R]` a model received from a cold cache,
+# against SQLiteTransport (python/bench/cold_receive.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source python/venv.sh
 if [ "${1:-}" = store ]; then
   shift
   PATH="$venv_path" exec "$venv/bin/python" python/bench/store.py "$@"
+fi
+if [ "${1:-}" = cold ]; then
+  shift
+  PATH="$venv_path" exec "$venv/bin/python" python/bench/cold_receive.py "$@"
 fi
 if [ "${1:-}" = interrupt ]; then
   shift

@@ -139,11 +139,10 @@ class ObjstashTransport(AbstractTransport):
                     f"ObjstashTransport could not open {path}: {ex}"
                 ) from ex
         self.stash = stash
-        # The write under way: its assembly (begun by begin_write, a first save_object or
-        # has_objects), the key of each object it saved or held, by id, and its last
-        # object (the root of what a send or a copy writes).
+        # The write under way: its assembly (begun by begin_write, a first batch or
+        # has_objects; it knows the key of each object it saved or held, by id) and its
+        # last object (the root of what a send or a copy writes).
         self._assembly: Optional[Assembly] = None
-        self._keys: Dict[str, str] = {}
         self._last: Optional[Tuple[str, str]] = None
         # Ids of the objects of the model read or written last: read as objects, not as
         # roots; the first one asked for reads that model whole, unless it was already.
@@ -200,15 +199,15 @@ class ObjstashTransport(AbstractTransport):
     def save_object(self, id: str, serialized_object: str) -> None:
         """Buffers an object under its id; the buffer goes to objstash in batches."""
         self._raise_saver_error()
-        self._assembling()
         self._fetched.pop(id, None)
-        # Kept as str: objstash stores a str as its UTF-8 bytes, read without a copy.
-        previous = self._buffer.get(id)
+        # Kept as str: objstash stores a str as its UTF-8 bytes, read without a copy. The
+        # buffer keeps the order of the calls (an id saved again moves to the end): its
+        # last item is the write's last object, taken when the buffer is handed over.
+        previous = self._buffer.pop(id, None)
         if previous is not None:
             self._buffer_bytes -= len(previous)
         self._buffer[id] = serialized_object
         self._buffer_bytes += len(serialized_object)
-        self._last = (id, serialized_object)
         self.saved_obj_count += 1
         if len(self._buffer) >= BATCH_OBJECTS or self._buffer_bytes >= BATCH_BYTES:
             self._send_buffer()
@@ -231,16 +230,16 @@ class ObjstashTransport(AbstractTransport):
         held, and the root reads as cached only with them)."""
         self._send_buffer()
         self._batches.join()
-        assembly, last, keys = self._take_write()
+        assembly, last = self._take_write()
         copied, self._copied = self._copied, False
         try:
             self._raise_saver_error()
             if assembly is not None and copied:
-                self._declare_model(assembly, last, keys)
+                self._declare_model(assembly, last)
             self.stash.flush()
             if assembly is not None and not copied:
                 self._start_saver()
-                self._batches.put(("declare", assembly, last, keys))
+                self._batches.put(("declare", assembly, last))
                 assembly = None  # the saver's now
         finally:
             if assembly is not None:
@@ -248,34 +247,23 @@ class ObjstashTransport(AbstractTransport):
         if self.stash.remote_url is not None:
             self._push_in_background()
 
-    def _take_write(self) -> Tuple[Optional[Assembly], Optional[Tuple[str, str]], Dict[str, str]]:
-        """Ends the write under way: its assembly, last object and keys by id."""
+    def _take_write(self) -> Tuple[Optional[Assembly], Optional[Tuple[str, str]]]:
+        """Ends the write under way: its assembly and last object."""
         assembly, last = self._assembly, self._last
         self._assembly, self._last = None, None
-        with self._lock:
-            keys, self._keys = self._keys, {}
-        return assembly, last, keys
+        return assembly, last
 
-    def _declare_model(
-        self, assembly: Assembly, last: Optional[Tuple[str, str]], keys: Dict[str, str]
-    ) -> None:
-        """Finishes a write's assembly as the model of its root and the root's closure.
-        A root whose closure is not all cached (a member no write saved and the cache does
-        not hold) is not left readable: its id is removed, so a receive asks the server."""
+    def _declare_model(self, assembly: Assembly, last: Optional[Tuple[str, str]]) -> None:
+        """Finishes a write's assembly as the model of its root and the root's closure
+        (the assembly knows the key of each id it saved or held; the others, cached by an
+        earlier write, are held now). A root whose closure is not all cached (a member no
+        write saved and the cache does not hold) is not left readable: its id is removed,
+        so a receive asks the server."""
         if last is None or '"__closure"' not in last[1]:
             return
         root_id, text = last
         closure = list((json.loads(text).get("__closure") or {}).keys())
-        root_key = keys.get(root_id)
-        if root_key is None:
-            return
-        unknown = [c for c in closure if c not in keys]
-        if unknown:
-            # Cached by an earlier write: held now, or missing.
-            for child, key in zip(unknown, assembly.hold_named(unknown)):
-                if key is not None:
-                    keys[child] = key
-        absent = [c for c in closure if c not in keys]
+        model, absent = assembly.finish_closure(root_id, closure, root_id)
         if absent:
             self.stash.remove_named([root_id])
             warnings.warn(
@@ -286,14 +274,13 @@ class ObjstashTransport(AbstractTransport):
                 stacklevel=3,
             )
             return
-        model = assembly.finish(root_key, [keys[c] for c in closure], root_id)
-        if model.complete:
+        if model is not None and model.complete:
             # A receive reads what its copy wrote: its objects, not roots, read whole.
-            self._members, self._members_root, self._members_read = set(closure), root_key, False
+            self._members, self._members_root, self._members_read = set(closure), model.root, False
 
     def _end_assembly(self) -> None:
         """Ends the write under way unfinished: its assembly is given up."""
-        assembly, _, _ = self._take_write()
+        assembly, _ = self._take_write()
         if assembly is not None:
             assembly.give_up()
 
@@ -336,8 +323,11 @@ class ObjstashTransport(AbstractTransport):
         with self._lock:
             self._inflight.update(self._buffer)
         batch, self._buffer, self._buffer_bytes = self._buffer, {}, 0
+        self._last = next(reversed(batch.items()))
         self._start_saver()
-        self._batches.put((self._assembly, batch))
+        # The write's assembly begins with its first batch (or has_objects), once per batch
+        # rather than per object.
+        self._batches.put((self._assembling(), batch))
 
     def _start_saver(self) -> None:
         if self._saver is None:
@@ -353,9 +343,9 @@ class ObjstashTransport(AbstractTransport):
                 self._batches.task_done()
                 return
             if work[0] == "declare":
-                _, assembly, last, keys = work
+                _, assembly, last = work
                 try:
-                    self._declare_model(assembly, last, keys)
+                    self._declare_model(assembly, last)
                 except BaseException as ex:  # raised in the caller's thread, see below
                     self._error = ex
                 finally:
@@ -367,11 +357,7 @@ class ObjstashTransport(AbstractTransport):
                 items: List[Tuple[str, str]] = list(batch.items())
                 # Once save_named returns, every read sees the objects (before commit).
                 target = assembly if assembly is not None and assembly.active else self.stash
-                keys = target.save_named(items)
-                if assembly is not None:
-                    with self._lock:
-                        if self._assembly is assembly:
-                            self._keys.update(zip(batch.keys(), keys))
+                target.save_named(items)
             except BaseException as ex:  # raised in the caller's thread, see below
                 self._error = ex
             finally:
@@ -541,8 +527,6 @@ class ObjstashTransport(AbstractTransport):
             return {id: id in unsaved or id not in missing for id in id_list}
         self._copied = True
         held = assembly.hold_named(id_list)
-        with self._lock:
-            self._keys.update((id, key) for id, key in zip(id_list, held) if key is not None)
         return {id: id in unsaved or key is not None for id, key in zip(id_list, held)}
 
     def copy_object_and_children(

@@ -23,10 +23,7 @@ use crate::handle::Handle;
 pub fn model_object<'py>(py: Python<'py>, model: &Model) -> PyResult<Bound<'py, PyAny>> {
     let d = PyDict::new(py);
     d.set_item("root", model.root.to_string())?;
-    let name = model.name.as_ref().map(|name| match std::str::from_utf8(name) {
-        Ok(text) => PyString::new(py, text).into_any(),
-        Err(_) => PyBytes::new(py, name).into_any(),
-    });
+    let name = model.name.as_ref().map(|name| name_object(py, name));
     d.set_item("name", name)?;
     d.set_item("objects", model.objects)?;
     d.set_item("missing", model.missing)?;
@@ -48,6 +45,14 @@ pub fn objects_list<'py>(
     )
 }
 
+/// A name as Python sees it: a str if it is UTF-8, else bytes.
+fn name_object<'py>(py: Python<'py>, name: &[u8]) -> Bound<'py, PyAny> {
+    match std::str::from_utf8(name) {
+        Ok(text) => PyString::new(py, text).into_any(),
+        Err(_) => PyBytes::new(py, name).into_any(),
+    }
+}
+
 /// An optional name's bytes.
 pub fn optional_name(name: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<u8>>> {
     name.filter(|n| !n.is_none()).map(|n| convert::name(n).map(|n| n.into_owned())).transpose()
@@ -61,6 +66,14 @@ pub struct Assembly {
     id: Mutex<Option<AssemblyId>>,
     /// The process that began it.
     pid: u32,
+}
+
+/// What `Assembly.finish_closure` found: the root's key and the members' to declare, no
+/// object saved under the root's name, or the names of the closure that are not stored.
+enum Closure {
+    Members(Key, Vec<Key>),
+    NoRoot,
+    Absent(Vec<Vec<u8>>),
 }
 
 impl Assembly {
@@ -189,6 +202,54 @@ impl Assembly {
         let names = convert::names(&held)?;
         let keys = self.chunked(py, &names, |_| 0, |a, chunk| a.hold_named(chunk))?;
         Ok(keys.into_iter().map(|k| k.map(|k| k.to_string())).collect())
+    }
+
+    /// Declares the model of the object saved under the name `root`, its members the
+    /// objects saved under the names of `closure` (those the assembly did not save or hold
+    /// are held now, if stored): the names are looked up here, so that a caller saving by
+    /// name need not keep the keys (the Speckle transport declares off its sender's path).
+    /// Returns `(model, absent)`: the model declared (an `objstash.Model`) and no names;
+    /// or, leaving the assembly under way, None and the names of `closure` that are not
+    /// stored (none if no object is saved under `root`).
+    #[pyo3(signature = (root, closure, name=None))]
+    fn finish_closure<'py>(
+        &self,
+        py: Python<'py>,
+        root: &Bound<'py, PyAny>,
+        closure: &Bound<'py, PyAny>,
+        name: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<(Option<Bound<'py, PyAny>>, Vec<Bound<'py, PyAny>>)> {
+        let root = convert::name(root)?.into_owned();
+        let held = convert::collect(closure, "closure")?;
+        let closure = convert::names(&held)?;
+        let name = optional_name(name)?;
+        let id = self.current(py)?;
+        let found = self.handle.with(py, |s| {
+            let Some(root) = s.resolve(&[&root[..]])?[0] else { return Ok(Closure::NoRoot) };
+            let assembly = s.resume_assembly(id);
+            let members = assembly.hold_named(&closure);
+            let _ = assembly.detach();
+            let members = members?;
+            if members.contains(&None) {
+                let absent = closure.iter().zip(&members).filter(|(_, k)| k.is_none());
+                return Ok(Closure::Absent(absent.map(|(n, _)| n.to_vec()).collect()));
+            }
+            Ok(Closure::Members(root, members.into_iter().flatten().collect()))
+        })?;
+        match found {
+            Closure::NoRoot => Ok((None, Vec::new())),
+            Closure::Absent(absent) => {
+                let names = absent.iter().map(|n| name_object(py, n)).collect();
+                Ok((None, names))
+            }
+            Closure::Members(root, members) => {
+                let model = self.end(py, |a| match name {
+                    Some(name) => a.finish_named(name, &root, &members),
+                    None => a.finish(&root, &members),
+                })?;
+                Ok((Some(model_object(py, &model)?), Vec::new()))
+            }
+        }
     }
 
     /// Declares the model of `root` and `members` (keys; the root need not be listed),

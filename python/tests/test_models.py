@@ -106,6 +106,30 @@ def test_a_declared_model_and_an_assembly_by_name(path):
         assert declared.missing == 1 and stash.get(other) is None
 
 
+def test_an_assembly_finishes_a_closure_of_names(path):
+    root, members = model(6, 60)
+    names = [f"id-{i}" for i in range(60)]
+    with Stash(path, eviction_grace=0) as stash:
+        # Ten cached by an earlier write; the assembly holds them by name when it finishes.
+        stash.save_named(list(zip(names[:10], members[:10])))
+        with stash.assemble() as assembly:
+            assembly.hold_named(names[10:20] + ["not cached"])  # none stored yet
+            assembly.save_named(list(zip(names[10:], members[10:])) + [("root", root)])
+            # A closure that names an object nobody saved: nothing is declared, the
+            # assembly goes on, and the absent names are said.
+            done, absent = assembly.finish_closure("root", names + ["gone-1", "gone-2"])
+            assert done is None and absent == ["gone-1", "gone-2"]
+            assert assembly.active
+            # A root the assembly does not know: nothing to declare, nothing absent.
+            assert assembly.finish_closure("no such root", names) == (None, [])
+            done, absent = assembly.finish_closure("root", names, name="model-6")
+            assert absent == [] and not assembly.active
+            assert done.complete and done.name == "model-6"
+            assert done.root == objstash_key(stash, root) and done.objects == 61
+        assert whole_or_absent(stash, root, members)
+        assert [(m.root, m.objects, m.complete) for m in stash.models()] == [(done.root, 61, True)]
+
+
 def test_an_assembly_left_by_an_exception_is_given_up(path):
     _, members = model(4, 40)
     with Stash(path, eviction_grace=0) as stash:
