@@ -68,6 +68,9 @@ pub struct Assembly {
     pid: u32,
 }
 
+/// What `Assembly.finish_closure` answers: the model declared, and the names not stored.
+type ClosureFinished<'py> = (Option<Bound<'py, PyAny>>, Vec<Bound<'py, PyAny>>);
+
 /// What `Assembly.finish_closure` found: the root's key and the members' to declare, no
 /// object saved under the root's name, or the names of the closure that are not stored.
 enum Closure {
@@ -218,7 +221,7 @@ impl Assembly {
         root: &Bound<'py, PyAny>,
         closure: &Bound<'py, PyAny>,
         name: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<(Option<Bound<'py, PyAny>>, Vec<Bound<'py, PyAny>>)> {
+    ) -> PyResult<ClosureFinished<'py>> {
         let root = convert::name(root)?.into_owned();
         let held = convert::collect(closure, "closure")?;
         let closure = convert::names(&held)?;
