@@ -262,3 +262,21 @@ def test_a_new_cache_is_zstd_dict_and_an_old_one_keeps_its_codec(tmp_path):
     objstash.Stash(str(tmp_path / "old.objstash"), codec="gzip").close()
     with ObjstashTransport(path=str(tmp_path / "old.objstash")) as t:
         assert t.stash.codec == "gzip"
+
+
+def test_a_roots_closure_is_read_as_json_reads_it(model):
+    """The transport reads a root's ``__closure`` in Rust, without the GIL: the ids that
+    ``json.loads`` finds, whatever else the root holds; a root that is not JSON raises."""
+    from objstash.speckle import _closure_ids
+
+    memory = MemoryTransport()
+    root_id = operations.send(model, [memory], use_default_cache=False)
+    text = memory.objects[root_id]
+    assert sorted(_closure_ids(text)) == sorted(json.loads(text)["__closure"])
+    assert len(_closure_ids(text)) > 1000
+    odd = json.dumps({"a": [1, {"__closure": {"x": 1}}], "__closure": {"é\u2603": 2, "b": 1}})
+    assert sorted(_closure_ids(odd)) == ["b", "é\u2603"]
+    assert _closure_ids('{"id": "leaf"}') == [] and _closure_ids('{"__closure": null}') == []
+    for bad in ["not json", "[1, 2]", '{"__closure": ["a"]}']:
+        with pytest.raises(ValueError):
+            _closure_ids(bad)
