@@ -296,15 +296,22 @@ pub(crate) const TABLE: [(Column, &str); 7] = [
 /// The columns of an object table of a stash whose values are where `values` says, with
 /// the `model` column if `model`, in record order.
 pub(crate) fn table_columns(values: Values, model: bool) -> Vec<(Column, &'static str)> {
+    table_column_list(values, model).collect()
+}
+
+/// [`table_columns`] without a vector: the writer asks it for every row it inserts.
+pub(crate) fn table_column_list(
+    values: Values,
+    model: bool,
+) -> impl Iterator<Item = (Column, &'static str)> {
     TABLE
         .iter()
-        .filter(|(column, _)| match column {
+        .filter(move |(column, _)| match column {
             Column::Place => values == Values::InFile,
             Column::Model => model,
             _ => true,
         })
         .copied()
-        .collect()
 }
 
 /// The SQL that makes the object table `name` of a stash whose values are where `values`
