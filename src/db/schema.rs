@@ -18,7 +18,7 @@ pub(crate) use crate::db::key_index::KeyIndex;
 use crate::db::meta::META;
 use crate::db::names;
 use crate::db::row;
-pub(crate) use crate::db::table::{Insert, ModelSql, TableSql};
+pub(crate) use crate::db::table::{Adder, Insert, ModelSql, TableSql};
 use crate::db::use_table::{self, UseSql};
 use crate::error::{DbContext, Error, Result};
 use crate::settings::layout::Layout;

@@ -21,7 +21,7 @@ use crate::db::key_filter::{KeyFilter, Lookup};
 use crate::db::meta::Delta;
 use crate::db::names::{self, NameForm, NameSql};
 use crate::db::row::{MEMBER, PINNED};
-use crate::db::schema::{Insert, TableSql};
+use crate::db::schema::{Adder, Insert, TableSql};
 use crate::key::Key;
 use crate::large::chunks;
 use crate::large::manifest;
@@ -136,8 +136,12 @@ impl Tx<'_> {
                 live.insert(id, self.assembling(id)?);
             }
         }
+        // The inserts of the table of the rows at hand (sorted by key, a table's rows come
+        // together), their statements kept from one row to the next.
+        let (conn, shared) = (self.conn, self.shared);
+        let mut current: Option<(&TableSql, Adder)> = None;
         for row in rows.iter() {
-            let table = self.shared.schema.table(&row.key);
+            let table = shared.schema.table(&row.key);
             let what = || format!("inserting {} into {}", row.key, table.name);
             if self.kept_root(&row.key, row.raw_len as i64, &row.data)? {
                 // The root of a model that must not be read: kept with its model.
@@ -155,10 +159,14 @@ impl Tx<'_> {
             };
             let value: &[u8] = if place.is_some() { &[] } else { &row.data };
             let how = Insert { reserve, lookup: self.lookup(&row.key), place, model: tagged };
+            if !current.as_ref().is_some_and(|(t, _)| std::ptr::eq(*t, table)) {
+                current = Some((table, table.adder(conn)));
+            }
+            let adder = &mut current.as_mut().expect("the adder of this row's table").1;
             let added = if reserve {
-                Self::insert_large(self.conn, row, table, used, how)
+                Self::insert_large(conn, adder, row, used, how)
             } else {
-                table.add(self.conn, &row.key, row.raw_len as i64, value, used, how)
+                adder.add(&row.key, row.raw_len as i64, value, used, how)
             }
             .stop(what)?;
             self.note_added(&row.key, added);
@@ -195,16 +203,16 @@ impl Tx<'_> {
     /// memory beside the caller's bytes and the compressed row.
     fn insert_large(
         conn: &Connection,
+        adder: &mut Adder,
         row: &Row,
-        table: &TableSql,
         now: i64,
         how: Insert,
     ) -> rusqlite::Result<usize> {
-        let added = table.add(conn, &row.key, row.raw_len as i64, &row.data, now, how)?;
+        let added = adder.add(&row.key, row.raw_len as i64, &row.data, now, how)?;
         if added == 1 {
             let rowid = conn.last_insert_rowid();
-            let mut blob =
-                conn.blob_open(rusqlite::MAIN_DB, table.name.as_str(), "data", rowid, false)?;
+            let table = adder.table_name();
+            let mut blob = conn.blob_open(rusqlite::MAIN_DB, table, "data", rowid, false)?;
             blob.write_all(&row.data)
                 .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
         }
