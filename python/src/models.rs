@@ -148,6 +148,22 @@ impl Assembly {
         *self.id.lock().unwrap_or_else(PoisonError::into_inner) = None;
         self.handle.with(py, |s| f(s.resume_assembly(id)))
     }
+
+    /// Finishes the assembly as the model of `root` and `members`, under `name` if given:
+    /// the model as it stands (an `objstash.Model`).
+    fn declare<'py>(
+        &self,
+        py: Python<'py>,
+        root: &Key,
+        members: &[Key],
+        name: Option<Vec<u8>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let model = self.end(py, |a| match name {
+            Some(name) => a.finish_named(name, root, members),
+            None => a.finish(root, members),
+        })?;
+        model_object(py, &model)
+    }
 }
 
 #[pymethods]
@@ -246,11 +262,7 @@ impl Assembly {
                 Ok((None, names))
             }
             Closure::Members(root, members) => {
-                let model = self.end(py, |a| match name {
-                    Some(name) => a.finish_named(name, &root, &members),
-                    None => a.finish(&root, &members),
-                })?;
-                Ok((Some(model_object(py, &model)?), Vec::new()))
+                Ok((Some(self.declare(py, &root, &members, name)?), Vec::new()))
             }
         }
     }
@@ -269,11 +281,7 @@ impl Assembly {
         let root = convert::key(root)?;
         let members = convert::keys(members)?;
         let name = optional_name(name)?;
-        let model = self.end(py, |a| match name {
-            Some(name) => a.finish_named(name, &root, &members),
-            None => a.finish(&root, &members),
-        })?;
-        model_object(py, &model)
+        self.declare(py, &root, &members, name)
     }
 
     /// Gives the assembly up: what it held goes back to being loose. Nothing if it is
