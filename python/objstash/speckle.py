@@ -58,6 +58,7 @@ from objstash import Assembly, Stash
 from objstash._objstash import _json_field_keys
 from objstash.speckle_paths import default_base_path
 
+
 def _closure_ids(text: str) -> List[str]:
     """The ids a root's ``__closure`` lists, in no particular order: parsed without the
     GIL, which ``json.loads`` of a root of 100,000 ids held for 54 ms (in the background
@@ -148,8 +149,7 @@ class ObjstashTransport(AbstractTransport):
                 ) from ex
         self.stash = stash
         # The write under way: its assembly (begun by begin_write, a first batch or
-        # has_objects; it knows the key of each object it saved or held, by id) and its
-        # last object (the root of what a send or a copy writes).
+        # has_objects) and its last object (the root of what a send or a copy writes).
         self._assembly: Optional[Assembly] = None
         self._last: Optional[Tuple[str, str]] = None
         # Ids of the objects of the model read or written last: read as objects, not as
@@ -263,8 +263,8 @@ class ObjstashTransport(AbstractTransport):
 
     def _declare_model(self, assembly: Assembly, last: Optional[Tuple[str, str]]) -> None:
         """Finishes a write's assembly as the model of its root and the root's closure
-        (the assembly knows the key of each id it saved or held; the others, cached by an
-        earlier write, are held now). A root whose closure is not all cached (a member no
+        (the ids are looked up then: the objects the write saved or held, and any others an
+        earlier write cached, held now). A root whose closure is not all cached (a member no
         write saved and the cache does not hold) is not left readable: its id is removed,
         so a receive asks the server."""
         if last is None or '"__closure"' not in last[1]:
