@@ -205,6 +205,36 @@ pub enum Error {
         path: PathBuf,
     },
 
+    /// What should be a JSON object is not, or its `"__closure"` is neither an object of
+    /// ids nor `null` ([`closure_ids`](crate::closure_ids)).
+    #[error("not a JSON object with a closure of ids: {reason}")]
+    BadJson {
+        /// What the parser found.
+        reason: String,
+    },
+
+    /// The disk holding the stash is full. The stash opened for reading all the same (it
+    /// needs no new file to be read); what writes waits for room. A stash of 64 MiB or
+    /// more keeps a reserve of disk space that [`Stash::trim_to`](crate::Stash::trim_to)
+    /// spends on such a disk to give space back; a smaller one needs room made first.
+    #[error(
+        "the disk holding {} is full{}",
+        path.display(),
+        if *reserve {
+            ": the stash opened for reading only; a trim gives space back (the stash keeps a \
+             reserve of disk space for it), or free space on the disk and open it again"
+        } else {
+            " and the stash keeps no reserve of disk space (one under 64 MiB keeps none): free \
+             a few MB on the disk, then trim or save again"
+        }
+    )]
+    DiskFull {
+        /// The file.
+        path: PathBuf,
+        /// Whether the stash has a reserve of disk space for a trim to spend.
+        reserve: bool,
+    },
+
     /// The operation needs the stash closed everywhere (a repair replaces the file), and
     /// a handle in this or another process has it open.
     #[error(
@@ -321,6 +351,9 @@ impl Error {
     /// ([`Stash::trim_to`](crate::Stash::trim_to)); other writes need space freed first.
     #[must_use]
     pub fn is_disk_full(&self) -> bool {
+        if matches!(self, Error::DiskFull { .. }) {
+            return true;
+        }
         let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(self);
         while let Some(e) = cause {
             if let Some(sqlite) = e.downcast_ref::<rusqlite::Error>()

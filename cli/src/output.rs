@@ -101,9 +101,15 @@ fn hint(e: &objstash::Error) -> Option<String> {
              rebuilds the stash from them"
                 .to_string(),
         ),
+        // The library's sentence says what holds for this stash; the command names itself.
+        E::DiskFull { reserve: true, .. } => {
+            Some("`objstash trim --max-size SIZE` gives space back".to_string())
+        }
+        E::DiskFull { reserve: false, .. } => None,
         e if e.is_disk_full() => Some(
-            "the disk is full: `objstash trim --max-size SIZE` gives space back even then (a \
-             stash of 64 MiB or more keeps a reserve for it); reads work meanwhile"
+            "the disk is full; reads work meanwhile. `objstash trim --max-size SIZE` gives \
+             space back where the stash keeps a reserve of disk space for it (one of 64 MiB or \
+             more does); a smaller one needs a few MB freed on the disk first"
                 .to_string(),
         ),
         _ => None,

@@ -33,7 +33,7 @@ fn class_of(e: &objstash::Error) -> &'static str {
         E::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied => {
             "PermissionDeniedError"
         }
-        E::Io { .. } => "FileSystemError",
+        E::Io { .. } | E::DiskFull { .. } => "FileSystemError",
         _ => "Error",
     }
 }

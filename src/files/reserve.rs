@@ -73,6 +73,11 @@ pub(crate) fn ensure(db: &Path) -> bool {
     true
 }
 
+/// Whether the stash at `db` has a reserve to spend.
+pub(crate) fn kept(db: &Path) -> bool {
+    path_of(db).metadata().is_ok_and(|m| m.len() > 0)
+}
+
 /// Gives the reserve's space back to the file system; whether there was one.
 pub(crate) fn release(db: &Path) -> bool {
     let released = std::fs::remove_file(path_of(db)).is_ok();

@@ -9,6 +9,7 @@
 //! stash whose file or directory cannot be written opens read-only.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rusqlite::Connection;
@@ -25,13 +26,14 @@ use crate::db::readers::{open_connection, open_error};
 use crate::db::schema::{self, Schema};
 use crate::error::{DbContext, Error, Result, sqlite_code};
 use crate::files::lock::Hold;
+use crate::files::reserve;
 use crate::large::chunks;
 use crate::open::header;
 use crate::report::recovery::{self, RecoveryReport, Trigger};
 use crate::settings::durability::Durability;
 use crate::settings::layout::Layout;
 use crate::settings::values::Values;
-use crate::stash::{Parts, Saving, Stash};
+use crate::stash::{Parts, Reopen, Saving, Stash};
 use crate::values::value_space;
 use crate::writer::WriterConfig;
 
@@ -75,6 +77,14 @@ struct Settings {
     codec: Codec,
 }
 
+/// What a started handle may do.
+enum Access {
+    Writes,
+    Reads,
+    /// Reads only because the disk was full; the function opens the stash for writing.
+    ReadsOnFullDisk(Reopen),
+}
+
 /// A connection to a recognised, recovered, configured stash, ready to start.
 struct Prepared {
     conn: Connection,
@@ -108,13 +118,16 @@ fn open_local(options: &Options, path: &Path) -> Result<Stash> {
     // making the stash.
     let found = header::glance(&path)?;
     if options.read_only {
-        return open_read_only(options, path);
+        return open_read_only(options, path, None);
     }
     let mut hold = match Hold::acquire(&path, options.busy_timeout) {
         Ok(hold) => hold,
         // A directory this process cannot write: a stash there can still be read.
         Err(Error::Io { source, .. }) if found.is_some() && is_read_only_error(&source) => {
-            return open_read_only(options, path);
+            return open_read_only(options, path, None);
+        }
+        Err(e) if found.is_some() && e.is_disk_full() => {
+            return open_on_full_disk(options, path, e);
         }
         Err(e) => return Err(e),
     };
@@ -122,7 +135,11 @@ fn open_local(options: &Options, path: &Path) -> Result<Stash> {
         Ok(prepared) => prepared,
         Err(Error::ReadOnly { .. }) if found.is_some() => {
             hold.abandon();
-            return open_read_only(options, path);
+            return open_read_only(options, path, None);
+        }
+        Err(e) if found.is_some() && e.is_disk_full() => {
+            hold.abandon();
+            return open_on_full_disk(options, path, e);
         }
         Err(e) => {
             hold.abandon();
@@ -130,13 +147,29 @@ fn open_local(options: &Options, path: &Path) -> Result<Stash> {
         }
     };
     hold.opened(prepared.settings.durability.owned())?;
-    options.start(path, prepared, Some(hold), false)
+    options.start(path, prepared, Some(hold), Access::Writes)
+}
+
+/// Opens for reading a stash whose open for writing found the disk full (`failure`). A
+/// closed stash is in rollback-journal mode (`Stash::mark_closed`) and one a killed process
+/// left has its log's index file: either is read without a new file. Its trims spend the
+/// reserve (`bound.rs`), through a handle opened for writing then.
+fn open_on_full_disk(options: &Options, path: PathBuf, failure: Error) -> Result<Stash> {
+    log::warn!(
+        "objstash: the disk holding {} is full, so it opens for reading only: {failure}",
+        path.display()
+    );
+    let writable = Options { create: false, ..options.clone() };
+    let again = path.clone();
+    let reopen: Reopen = Arc::new(move || open_local(&writable, &again));
+    open_read_only(options, path, Some(reopen))
 }
 
 /// Opens the stash at `path` for reading only: no writer, no recovery, and the lock taken
 /// only where its file can be opened (a handle that reads still keeps a rebuild from
-/// replacing the file under it).
-fn open_read_only(options: &Options, path: PathBuf) -> Result<Stash> {
+/// replacing the file under it). `full_disk` opens it for writing, for a handle that reads
+/// only because the disk was full.
+fn open_read_only(options: &Options, path: PathBuf, full_disk: Option<Reopen>) -> Result<Stash> {
     // Without lock files no objstash has ever opened the file, so none can be making it
     // now: it can be recognised before the hold makes them. With them, once the hold has
     // waited for any open under way.
@@ -160,11 +193,18 @@ fn open_read_only(options: &Options, path: PathBuf) -> Result<Stash> {
     if settings.durability != durability.unwrap_or_default()
         || settings.codec != codec.unwrap_or_default()
     {
-        return Err(Error::ReadOnly { path });
+        return Err(match full_disk {
+            Some(_) => Error::DiskFull { reserve: reserve::kept(&path), path },
+            None => Error::ReadOnly { path },
+        });
     }
     let schema = Schema::read(&conn, layout)?;
     let prepared = Prepared { conn, schema, settings, recovery: None };
-    options.start(path, prepared, hold, true)
+    let access = match full_disk {
+        Some(reopen) => Access::ReadsOnFullDisk(reopen),
+        None => Access::Reads,
+    };
+    options.start(path, prepared, hold, access)
 }
 
 /// Refuses a requested layout other than the recorded one.
@@ -193,8 +233,9 @@ impl Options {
         path: PathBuf,
         prepared: Prepared,
         hold: Option<Hold>,
-        read_only: bool,
+        access: Access,
     ) -> Result<Stash> {
+        let read_only = !matches!(access, Access::Writes);
         let Prepared { conn, schema, settings, recovery } = prepared;
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(self.threads)
@@ -237,6 +278,10 @@ impl Options {
             pool,
             recovery,
             hold,
+            full_disk: match access {
+                Access::ReadsOnFullDisk(reopen) => Some(reopen),
+                Access::Writes | Access::Reads => None,
+            },
         })
     }
 

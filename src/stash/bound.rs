@@ -9,11 +9,12 @@ use crate::cache::uses;
 use crate::db::meta;
 use crate::db::schema;
 use crate::error::{DbContext, Error, Result};
+use crate::files::reserve;
 use crate::key::Key;
 use crate::report::stats::Evicted;
 use crate::writer::{Pin, SetMaxSize, Trim, asked};
 
-use super::Stash;
+use super::{Reopen, Stash};
 
 /// Times `save_pinned` saves again objects another process evicted before they were
 /// pinned.
@@ -76,7 +77,33 @@ impl Stash {
     }
 
     fn trim(&self, unused_before: Option<i64>, max_size: Option<u64>) -> Result<Evicted> {
+        if self.writer.is_none()
+            && let Some(reopen) = &self.full_disk
+        {
+            return self.trim_on_full_disk(reopen, unused_before, max_size);
+        }
         self.ask(|answer| Box::new(Trim { unused_before, max_size, answer }))
+    }
+
+    /// A trim by a handle that opened read-only because the disk was full: the reserve's
+    /// space goes back to the file system, which lets a handle open for writing (its log
+    /// and index files) and trim; its writer makes the reserve again once there is room.
+    fn trim_on_full_disk(
+        &self,
+        reopen: &Reopen,
+        unused_before: Option<i64>,
+        max_size: Option<u64>,
+    ) -> Result<Evicted> {
+        let path = &self.shared.path;
+        if !reserve::release(path) {
+            return Err(Error::DiskFull { path: path.clone(), reserve: false });
+        }
+        let writable = reopen()?;
+        let trimmed = writable.trim(unused_before, max_size);
+        let closed = writable.close();
+        let trimmed = trimmed?;
+        closed?;
+        Ok(trimmed)
     }
 
     /// Pins objects: they are never evicted (an explicit [`Stash::remove`] still removes

@@ -88,6 +88,9 @@ pub struct Stash {
     /// This handle's hold on the stash (`lock.rs`); `None` for a reader that could not
     /// take one.
     hold: Option<Hold>,
+    /// How to open the stash for writing, for a handle that opened read-only because the
+    /// disk was full: a trim spends the reserve and trims through it (`bound.rs`).
+    full_disk: Option<Reopen>,
     /// The shared remote tier, when the stash was opened with one.
     #[cfg(feature = "remote")]
     remote: Option<Arc<crate::remote::Remote>>,
@@ -109,7 +112,13 @@ pub(crate) struct Parts {
     pub pool: rayon::ThreadPool,
     pub recovery: Option<RecoveryReport>,
     pub hold: Option<Hold>,
+    /// For a handle that opened read-only because the disk was full: how to open the
+    /// stash for writing once a trim has made room.
+    pub full_disk: Option<Reopen>,
 }
+
+/// Opens the stash again for writing, with the settings of the first open.
+pub(crate) type Reopen = Arc<dyn Fn() -> Result<Stash> + Send + Sync>;
 
 impl std::fmt::Debug for Stash {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -124,8 +133,18 @@ impl std::fmt::Debug for Stash {
 
 impl Stash {
     pub(crate) fn start(parts: Parts) -> Result<Stash> {
-        let Parts { shared, conn, durability, saving, writer, readers, pool, recovery, hold } =
-            parts;
+        let Parts {
+            shared,
+            conn,
+            durability,
+            saving,
+            writer,
+            readers,
+            pool,
+            recovery,
+            hold,
+            full_disk,
+        } = parts;
         let dicts = Arc::new(dicts::open(&conn, shared.path.clone(), shared.busy)?);
         let trainer = Trainer::new(saving.codec, &dicts);
         let gzip_training = GzipTraining::open(&conn, &saving);
@@ -145,6 +164,7 @@ impl Stash {
             durability,
             recovery,
             hold,
+            full_disk,
             #[cfg(feature = "remote")]
             remote: None,
             #[cfg(feature = "remote")]
@@ -349,9 +369,16 @@ impl Stash {
             .context(|| format!("looking up {key} in {}", table.name))
     }
 
-    /// The writer, or [`Error::ReadOnly`] for a handle that only reads.
+    /// The writer, or [`Error::ReadOnly`] for a handle that only reads
+    /// ([`Error::DiskFull`] for one that reads because the disk was full).
     fn writer(&self) -> Result<&WriterHandle> {
-        self.writer.as_ref().ok_or_else(|| Error::ReadOnly { path: self.shared.path.clone() })
+        self.writer.as_ref().ok_or_else(|| {
+            let path = self.shared.path.clone();
+            match self.full_disk {
+                Some(_) => Error::DiskFull { reserve: files::reserve::kept(&path), path },
+                None => Error::ReadOnly { path },
+            }
+        })
     }
 
     /// Hands a message to the writer (see [`WriterHandle::send`]).
@@ -407,7 +434,7 @@ impl Stash {
 
     /// The last handle to close marks the stash cleanly closed, folds the write-ahead log
     /// back into the file and leaves the file in rollback-journal mode, which a reader on a
-    /// read-only file system can open (a WAL file there needs its `-shm` file, which
+    /// read-only or full file system can open (a WAL file there needs its `-shm` file, which
     /// cannot be made); the next open switches to WAL again. The others leave it to the
     /// last.
     fn mark_closed(&self, hold: &mut Hold) -> Result<()> {
@@ -424,6 +451,9 @@ impl Stash {
             .context(|| format!("checkpointing {}", path.display()))?;
         conn.pragma_update(None, "journal_mode", "DELETE")
             .context(|| format!("closing {}", path.display()))?;
+        // The writer looks at the reserve every few hundred commits: a stash that grew past
+        // its threshold in fewer gets it here, so that a disk filled later finds it.
+        files::reserve::ensure(path);
         Ok(())
     }
 }

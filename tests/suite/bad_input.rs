@@ -6,6 +6,8 @@ use crate::common::{TestResult, Tmpfs, noise, objects};
 use objstash::{Error, Stash};
 use rusqlite::Connection;
 
+mod full_disk;
+
 #[test]
 fn a_directory_is_not_a_stash() -> TestResult {
     let dir = tempfile::tempdir()?;

@@ -109,7 +109,7 @@ fn builder(durability: Durability, layout: Layout, codec: Codec) -> StashBuilder
         .young_keys(1_200)
 }
 
-fn spawn_child(
+pub(crate) fn spawn_child(
     db: &Path,
     durability: Durability,
     layout: Layout,
@@ -122,7 +122,7 @@ fn spawn_child(
 }
 
 /// Waits until the child has acknowledged its first batch.
-fn wait_until_acked(db: &Path, child: &mut std::process::Child) -> TestResult {
+pub(crate) fn wait_until_acked(db: &Path, child: &mut std::process::Child) -> TestResult {
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     while acknowledged(db).is_empty() {
         anyhow::ensure!(child.try_wait()?.is_none(), "the child exited before acknowledging");
@@ -133,7 +133,7 @@ fn wait_until_acked(db: &Path, child: &mut std::process::Child) -> TestResult {
 }
 
 /// Indexes of the objects the child saw acknowledged, in ranges `[a, b)`.
-fn acknowledged(db: &Path) -> Vec<(u64, u64)> {
+pub(crate) fn acknowledged(db: &Path) -> Vec<(u64, u64)> {
     let text = fs::read_to_string(sibling(db, ".acked")).unwrap_or_default();
     text.lines()
         .filter_map(|l| {
