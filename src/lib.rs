@@ -115,6 +115,7 @@ mod values; // the file of values beside the database
 mod writer; // the one writer thread, its batches, transactions and upkeep // what reports say: the size report, verify's and recovery's
 
 // The words at the bottom.
+mod closure; // the ids a Speckle object lists as its model (its own "__closure")
 mod error;
 mod key;
 mod parts;
@@ -125,6 +126,7 @@ mod settings; // layout, durability, values, codec: parsed and printed alike
 pub mod writer_benchmark;
 
 pub use crate::check::salvage::rescue;
+pub use crate::closure::{CLOSURE_FIELD, closure_ids};
 pub use crate::codec::Codec;
 pub use crate::db::names::MAX_NAME_LEN;
 pub use crate::error::{Error, Result};

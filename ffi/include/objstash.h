@@ -236,6 +236,17 @@ enum ObjstashStatus objstash_read_model(const struct ObjstashStash *handle,
                                         size_t *out_n,
                                         bool *out_found);
 
+// The ids the JSON object `json` lists in its own `"__closure"`, by Speckle's rules
+// (`objstash::closure_ids`: the top-level object's field only, whatever its children's
+// references carry; blob ids left out; sorted, each once): `*out_ids` an array of `*out_n`
+// buffers from the library (free each with `objstash_free_buffers`, then the array with
+// `objstash_free`), null with `*out_n` 0 when it lists none.
+// `OBJSTASH_STATUS_INVALID_ARGUMENT` if `json` is not a JSON object or its `"__closure"` is
+// neither an object nor null.
+enum ObjstashStatus objstash_closure_ids(struct ObjstashBytes json,
+                                         struct ObjstashBuffer **out_ids,
+                                         size_t *out_n);
+
 // Stores `n` objects under `n` names (a name saved again points to its new object);
 // their keys into `out_keys[n]` (may be null).
 enum ObjstashStatus objstash_save_named(const struct ObjstashStash *handle,

@@ -122,6 +122,24 @@ pub(crate) fn buffer(data: &[u8]) -> Result<ObjstashBuffer, Failure> {
     Ok(ObjstashBuffer { data: malloc_array(data)?, len: data.len() })
 }
 
+/// Each of `items` as a buffer of the caller's, in an array of the caller's (null for
+/// none): what a call that returns a list of strings hands back. On failure nothing is left
+/// allocated.
+pub(crate) fn buffer_array<'a>(
+    items: impl ExactSizeIterator<Item = &'a [u8]>,
+) -> Result<(*mut ObjstashBuffer, usize), Failure> {
+    let mut buffers = Vec::with_capacity(items.len());
+    let made = items.map(buffer).try_for_each(|b| b.map(|b| buffers.push(b)));
+    let array = made.and_then(|()| malloc_array(&buffers));
+    match array {
+        Ok(array) => Ok((array, buffers.len())),
+        Err(e) => {
+            objstash_free_buffers(buffers.as_mut_ptr(), buffers.len());
+            Err(e)
+        }
+    }
+}
+
 /// Releases what the library returned: a buffer's `data`, an array. Null is ignored.
 #[unsafe(no_mangle)]
 pub extern "C" fn objstash_free(ptr: *mut c_void) {

@@ -6,7 +6,9 @@ use objstash::{Key, Model};
 
 use crate::handle::{ObjstashStash, with};
 use crate::keys::ObjstashKey;
-use crate::memory::{ObjstashBuffer, ObjstashBytes, borrow, buffer, bytes, malloc_array, slot};
+use crate::memory::{
+    ObjstashBuffer, ObjstashBytes, borrow, buffer, buffer_array, bytes, malloc_array, slot,
+};
 use crate::objects::{keys_of, objects_of};
 use crate::status::{Failure, ObjstashStatus, guard};
 
@@ -223,6 +225,28 @@ pub extern "C" fn objstash_read_model(
         *objects_out = o;
         *n_out = keys.len();
         *found_out = true;
+        Ok(())
+    })
+}
+
+/// The ids the JSON object `json` lists in its own `"__closure"`, by Speckle's rules
+/// (`objstash::closure_ids`: the top-level object's field only, whatever its children's
+/// references carry; blob ids left out; sorted, each once): `*out_ids` an array of `*out_n`
+/// buffers from the library (free each with `objstash_free_buffers`, then the array with
+/// `objstash_free`), null with `*out_n` 0 when it lists none.
+/// `OBJSTASH_STATUS_INVALID_ARGUMENT` if `json` is not a JSON object or its `"__closure"` is
+/// neither an object nor null.
+#[unsafe(no_mangle)]
+pub extern "C" fn objstash_closure_ids(
+    json: ObjstashBytes,
+    out_ids: *mut *mut ObjstashBuffer,
+    out_n: *mut usize,
+) -> ObjstashStatus {
+    guard(|| {
+        let json = bytes(json, "json")?;
+        let (ids_out, n_out) = (slot(out_ids, "out_ids")?, slot(out_n, "out_n")?);
+        let ids = objstash::closure_ids(json)?;
+        (*ids_out, *n_out) = buffer_array(ids.iter().map(|id| id.as_bytes()))?;
         Ok(())
     })
 }

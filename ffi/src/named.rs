@@ -4,7 +4,9 @@
 
 use crate::handle::{ObjstashStash, with};
 use crate::keys::ObjstashKey;
-use crate::memory::{ObjstashBuffer, ObjstashBytes, bytes, slice, slot, slots};
+use crate::memory::{
+    ObjstashBuffer, ObjstashBytes, buffer_array, bytes, malloc_array, slice, slot, slots,
+};
 use crate::objects::{fill, objects_of};
 use crate::status::{Failure, ObjstashStatus, guard};
 
@@ -155,36 +157,17 @@ pub extern "C" fn objstash_names(
         let (names_out, keys_out, n_out) =
             (slot(out_names, "out_names")?, slot(out_keys, "out_keys")?, slot(out_n, "out_n")?);
         let listed = with(handle, |s| Ok(s.names()?))?;
-        let mut names = Vec::with_capacity(listed.len());
-        let mut keys = Vec::with_capacity(listed.len());
-        for (name, key) in &listed {
-            match crate::memory::buffer(name) {
-                Ok(b) => names.push(b),
-                Err(e) => {
-                    crate::memory::objstash_free_buffers(names.as_mut_ptr(), names.len());
-                    return Err(e);
-                }
-            }
-            keys.push(ObjstashKey::from(*key));
-        }
-        let names_array = crate::memory::malloc_array(&names);
-        let keys_array = crate::memory::malloc_array(&keys);
-        match (names_array, keys_array) {
-            (Ok(n_arr), Ok(k_arr)) => {
-                *names_out = n_arr;
-                *keys_out = k_arr;
-                *n_out = names.len();
+        let keys: Vec<ObjstashKey> = listed.iter().map(|(_, key)| ObjstashKey::from(*key)).collect();
+        let (names, n) = buffer_array(listed.iter().map(|(name, _)| name.as_slice()))?;
+        match malloc_array(&keys) {
+            Ok(keys) => {
+                (*names_out, *keys_out, *n_out) = (names, keys, n);
                 Ok(())
             }
-            (n_arr, k_arr) => {
-                crate::memory::objstash_free_buffers(names.as_mut_ptr(), names.len());
-                if let Ok(p) = n_arr {
-                    crate::memory::objstash_free(p.cast());
-                }
-                if let Ok(p) = k_arr {
-                    crate::memory::objstash_free(p.cast());
-                }
-                Err(Failure::Status(ObjstashStatus::Other, "out of memory".into()))
+            Err(e) => {
+                crate::memory::objstash_free_buffers(names, n);
+                crate::memory::objstash_free(names.cast());
+                Err(e)
             }
         }
     })

@@ -76,7 +76,7 @@ fn status_of(e: &objstash::Error) -> ObjstashStatus {
         E::Busy { .. } => ObjstashStatus::Busy,
         E::ReadOnly { .. } => ObjstashStatus::ReadOnly,
         E::TooLarge { .. } => ObjstashStatus::TooLarge,
-        E::BadName { .. } => ObjstashStatus::InvalidArgument,
+        E::BadName { .. } | E::BadJson { .. } => ObjstashStatus::InvalidArgument,
         E::InvalidConfig { .. }
         | E::SettingMismatch { .. }
         | E::LayoutMismatch { .. }

@@ -10,7 +10,7 @@ mod calls;
 mod convert;
 mod errors;
 mod handle;
-mod json_keys;
+mod closure;
 mod models;
 mod recovery;
 mod remote;
@@ -79,7 +79,7 @@ fn _objstash(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_take_sigterm, m)?)?;
     m.add_function(wrap_pyfunction!(_close_all, m)?)?;
     m.add_function(wrap_pyfunction!(key_of, m)?)?;
-    m.add_function(wrap_pyfunction!(json_keys::_json_field_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(closure::_closure_ids, m)?)?;
     m.add_function(wrap_pyfunction!(recovery::_repair, m)?)?;
     m.add("MAX_NAME_LEN", objstash::MAX_NAME_LEN)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

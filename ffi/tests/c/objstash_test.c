@@ -328,6 +328,31 @@ static void two_processes(void) {
   objstash_free_handle(s);
 }
 
+/* A root as Speckle's V2 serializer writes it: a child reference's null closure, a reused
+   reference's own map, then the root's own closure last (with a legacy blob id). */
+static void closure(void) {
+  const char *root =
+      "{\"id\":\"r\",\"@elements\":[{\"speckle_type\":\"reference\",\"referencedId\":\"a\","
+      "\"__closure\":null},{\"speckle_type\":\"reference\",\"referencedId\":\"m\","
+      "\"__closure\":{\"q\":1}}],\"__closure\":{\"m\":1,\"a\":1,\"blob:9f\":1,\"q\":2}}";
+  ObjstashBuffer *ids = NULL;
+  size_t n = 99;
+  OK(objstash_closure_ids(bytes_of(root), &ids, &n));
+  CHECK(n == 3 && ids != NULL);
+  if (n == 3 && ids != NULL) {
+    CHECK(buffer_is(ids[0], "a") && buffer_is(ids[1], "m") && buffer_is(ids[2], "q"));
+  }
+  objstash_free_buffers(ids, n);
+  objstash_free(ids);
+  ids = (ObjstashBuffer *)1;
+  OK(objstash_closure_ids(bytes_of("{\"leaf\":true}"), &ids, &n));
+  CHECK(n == 0 && ids == NULL);
+  CHECK(objstash_closure_ids(bytes_of("[1]"), &ids, &n) == OBJSTASH_STATUS_INVALID_ARGUMENT);
+  CHECK(strstr(objstash_last_error(), "JSON") != NULL);
+  CHECK(objstash_closure_ids(bytes_of("{\"__closure\":[1]}"), &ids, &n) ==
+        OBJSTASH_STATUS_INVALID_ARGUMENT);
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "/tmp/objstash-c-XXXXXX");
   if (!mkdtemp(dir)) {
@@ -338,6 +363,7 @@ int main(void) {
   bad_input();
   threads();
   two_processes();
+  closure();
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
