@@ -126,6 +126,25 @@ namespace Objstash
         }
 
         /// <summary>Every buffer's bytes, each freed.</summary>
+        /// <summary>The strings of an array of <paramref name="n"/> buffers the library
+        /// returned, which this frees (each buffer, then the array).</summary>
+        public static List<string> TakeStrings(IntPtr array, UIntPtr n)
+        {
+            try
+            {
+                var strings = new List<string>((int)n);
+                int size = Marshal.SizeOf(typeof(NativeBuffer));
+                for (int i = 0; i < (int)n; i++)
+                    strings.Add(Utf8((NativeBuffer)Marshal.PtrToStructure(array + i * size, typeof(NativeBuffer))));
+                return strings;
+            }
+            finally
+            {
+                Native.objstash_free_buffers(array, n);
+                Native.objstash_free(array);
+            }
+        }
+
         public static byte[][] Take(NativeBuffer[] buffers)
         {
             try

@@ -1,12 +1,21 @@
 // A drop-in for Speckle.Sdk's SqLiteJsonCacheManager: the members of its interface
-// ISqLiteJsonCacheManager (Speckle.Sdk.SQLite), signature for signature, over objstash.
-// Speckle.Sdk cannot be fetched where this was written, so the interface is mirrored, not
-// referenced: a connector declares `class Cache : ObjstashJsonCacheManager,
-// ISqLiteJsonCacheManager` (or wraps it) and hands it to the SDK. The interface's
-// newest versions also have a `Pool` property, which is SQLite's and has no counterpart.
+// ISqLiteJsonCacheManager (Speckle.Sdk.SQLite), signature for signature and with its
+// semantics, over objstash. Speckle.Sdk cannot be fetched where this was written, so the
+// interface is mirrored, not referenced: a connector declares `class Cache :
+// ObjstashJsonCacheManager, ISqLiteJsonCacheManager` (or wraps it) and hands it to the SDK,
+// most simply through ObjstashJsonCacheManagerFactory.
+//
+// Speckle's semantics (its SqLiteJsonCacheManager): SaveObject and SaveObjects keep the
+// first write of an id (INSERT OR IGNORE), UpdateObject replaces it, SaveObject refuses a
+// blank id or JSON (ArgumentException), GetObject and HasObject of any string answer
+// null and false, DeleteObject deletes that id alone. One addition, the reason for this
+// class: an object that lists children in its own "__closure" (a root) is returned only
+// while every child is cached, and is kept and evicted with them (a model), so that a
+// receive that trusts a cached root never gets part of a model.
 
 using System;
 using System.Collections.Generic;
+using System.Linq;
 using System.Text;
 
 namespace Objstash
@@ -62,53 +71,80 @@ namespace Objstash
             return all;
         }
 
+        /// <summary>Deletes the object of <paramref name="id"/> alone: another id whose JSON
+        /// is the same (stored once) keeps it.</summary>
         public void DeleteObject(string id)
         {
             if (id == null) throw new ArgumentNullException(nameof(id));
-            var key = _stash.Resolve(new[] { id })[0];
-            if (key != null) _stash.Remove(new[] { key });
+            if (!Nameable(id)) return;
+            _stash.RemoveNamed(new[] { id });
+            // A model read whole before may have lost this member.
+            _members = new HashSet<string>();
         }
 
-        /// <summary>The object saved under <paramref name="id"/>, or null. An object that
-        /// lists children (a <c>__closure</c>) is returned only with every one of them
-        /// cached (and is from then on kept and evicted with them), so that a receive that
-        /// trusts a cached root never gets part of a model.</summary>
+        /// <summary>The object saved under <paramref name="id"/>, or null (for any string). An
+        /// object that lists children in its own <c>__closure</c> is returned only with
+        /// every one of them cached under its id (and is from then on kept and evicted with
+        /// them), so that a receive that trusts a cached root never gets part of a model.</summary>
         public string GetObject(string id)
         {
             if (id == null) throw new ArgumentNullException(nameof(id));
+            if (!Nameable(id)) return null;
             var data = _stash.GetNamed(id);
             if (data == null) return null;
             string json = Encoding.UTF8.GetString(data);
             if (json.IndexOf("\"__closure\"", StringComparison.Ordinal) < 0 || _members.Contains(id))
                 return json;
-            return WholeModel(id, json) ? json : null;
+            var closure = ClosureOf(data);
+            if (closure.Count == 0) return json;
+            return WholeModel(id, closure) ? json : null;
         }
 
-        /// <summary>Whether the object of <paramref name="id"/>, which lists children, comes
-        /// with all of them: a complete model, or a closure all cached (then declared one).</summary>
-        private bool WholeModel(string id, string json)
+        /// <summary>The ids <paramref name="data"/> lists in its own closure (none for
+        /// JSON that is not an object, such as <c>"1"</c>).</summary>
+        private static IReadOnlyList<string> ClosureOf(byte[] data)
+        {
+            try { return Stash.ClosureIds(data); }
+            catch (ArgumentException) { return new string[0]; }
+        }
+
+        /// <summary>Whether the object of <paramref name="id"/> comes with every id of its
+        /// <paramref name="closure"/> cached: then declared a model of them (once, or again
+        /// where a declaration lists other members).</summary>
+        private bool WholeModel(string id, IReadOnlyList<string> closure)
         {
             var key = _stash.Resolve(new[] { id })[0];
             if (key == null) return false;
-            var closure = Closure.Ids(json);
+            // By id: a deleted id is gone even while its object stays under another id.
+            var keys = _stash.Resolve(closure.ToList());
+            if (keys.Any(k => k == null)) return false;
+            if (_stash.Missing(keys).Any(missing => missing)) return false;
+            int members = keys.Where(k => k != key).Distinct().Count();
             var model = _stash.GetModel(key);
-            if (model == null || !model.Complete)
-            {
-                var keys = _stash.Resolve(closure);
-                foreach (var k in keys)
-                    if (k == null) return false;
-                foreach (var missing in _stash.Missing(keys))
-                    if (missing) return false;
-                if (!_stash.IsReadOnly && !_stash.DeclareModel(key, keys, id).Complete) return false;
-            }
+            bool declared = model != null && model.Complete && model.Objects == (ulong)members + 1;
+            if (!declared && !_stash.IsReadOnly && !_stash.DeclareModel(key, keys, id).Complete) return false;
             _members = new HashSet<string>(closure);
             return true;
         }
 
-        public void SaveObject(string id, string json) => SaveObjects(One(id, json));
+        /// <summary>Saves the object of <paramref name="id"/>, unless the id is saved already
+        /// (the first write wins). ArgumentException for a blank id or JSON.</summary>
+        public void SaveObject(string id, string json)
+        {
+            NotBlank(id, nameof(id));
+            NotBlank(json, nameof(json));
+            SaveObjects(One(id, json));
+        }
 
-        /// <summary>As SaveObject: an id saved again points to its new object.</summary>
-        public void UpdateObject(string id, string json) => SaveObjects(One(id, json));
+        /// <summary>Saves the object of <paramref name="id"/>, replacing any saved under it.</summary>
+        public void UpdateObject(string id, string json)
+        {
+            if (id == null) throw new ArgumentNullException(nameof(id));
+            if (json == null) throw new ArgumentNullException(nameof(json));
+            if (!Nameable(id)) throw CannotHold(new[] { id });
+            _stash.SaveNamed(new[] { id }, new[] { Encoding.UTF8.GetBytes(json) });
+            _members = new HashSet<string>();
+        }
 
         private static IEnumerable<(string id, string json)> One(string id, string json)
         {
@@ -116,73 +152,83 @@ namespace Objstash
         }
 
         /// <summary>Saves objects under their ids, <see cref="Batch"/> per native call
-        /// (hashed and compressed in parallel).</summary>
+        /// (hashed and compressed in parallel); an id saved already, or earlier in the same
+        /// call, keeps its first object. An id no cache holds (empty, or over
+        /// <see cref="MaxIdBytes"/> bytes) is refused with an ArgumentException once the
+        /// rest is saved.</summary>
         public void SaveObjects(IEnumerable<(string id, string json)> items)
         {
             if (items == null) throw new ArgumentNullException(nameof(items));
             var ids = new List<string>(Batch);
-            var objects = new List<byte[]>(Batch);
+            var objects = new List<string>(Batch);
+            var inBatch = new HashSet<string>();
+            var refused = new List<string>();
             foreach (var item in items)
             {
                 if (item.id == null || item.json == null) throw new ArgumentNullException(nameof(items), "an id or a json is null");
+                if (!Nameable(item.id))
+                {
+                    refused.Add(item.id);
+                    continue;
+                }
+                if (!inBatch.Add(item.id)) continue;
                 ids.Add(item.id);
-                objects.Add(Encoding.UTF8.GetBytes(item.json));
+                objects.Add(item.json);
                 if (ids.Count == Batch)
                 {
-                    _stash.SaveNamed(ids, objects);
+                    SaveNew(ids, objects);
                     ids.Clear();
                     objects.Clear();
+                    inBatch.Clear();
                 }
             }
-            if (ids.Count > 0) _stash.SaveNamed(ids, objects);
+            if (ids.Count > 0) SaveNew(ids, objects);
+            if (refused.Count > 0) throw CannotHold(refused);
         }
 
+        /// <summary>Saves the objects whose ids are not saved yet.</summary>
+        private void SaveNew(List<string> ids, List<string> objects)
+        {
+            var saved = _stash.Resolve(ids);
+            var newIds = new List<string>(ids.Count);
+            var newObjects = new List<byte[]>(ids.Count);
+            for (int i = 0; i < ids.Count; i++)
+            {
+                if (saved[i] != null) continue;
+                newIds.Add(ids[i]);
+                newObjects.Add(Encoding.UTF8.GetBytes(objects[i]));
+            }
+            if (newIds.Count > 0) _stash.SaveNamed(newIds, newObjects);
+        }
+
+        /// <summary>The longest id a cache holds, in bytes of UTF-8 (Speckle's ids are 32).</summary>
+        public const int MaxIdBytes = 1024;
+
+        private static bool Nameable(string id) =>
+            id.Length > 0 && id.Length <= MaxIdBytes && Encoding.UTF8.GetByteCount(id) <= MaxIdBytes;
+
+        private static void NotBlank(string value, string what)
+        {
+            if (value == null) throw new ArgumentNullException(what);
+            if (string.IsNullOrWhiteSpace(value)) throw new ArgumentException("must not be blank", what);
+        }
+
+        private static ArgumentException CannotHold(IList<string> ids) =>
+            new ArgumentException(ids.Count + " ids cannot be cached (an id is 1 to " + MaxIdBytes +
+                " bytes of UTF-8); every other object was saved. The first: \"" +
+                (ids[0].Length > 40 ? ids[0].Substring(0, 40) + "..." : ids[0]) + "\"");
+
+        /// <summary>Whether an object is saved under <paramref name="objectId"/> (false for
+        /// any string that is not an id saved).</summary>
         public bool HasObject(string objectId)
         {
             if (objectId == null) throw new ArgumentNullException(nameof(objectId));
-            return _stash.HasNamed(objectId);
+            return Nameable(objectId) && _stash.HasNamed(objectId);
         }
 
         public void Dispose()
         {
             if (_owns) _stash.Dispose();
-        }
-    }
-
-    /// <summary>The ids a Speckle object's <c>__closure</c> lists, read without a JSON
-    /// library (netstandard2.0 has none): <c>"__closure":{"id":depth,...}</c>.</summary>
-    internal static class Closure
-    {
-        public static List<string> Ids(string json)
-        {
-            var ids = new List<string>();
-            int at = json.IndexOf("\"__closure\"", StringComparison.Ordinal);
-            if (at < 0) return ids;
-            at += "\"__closure\"".Length;
-            at = Skip(json, at);
-            if (at >= json.Length || json[at] != ':') return ids;
-            at = Skip(json, at + 1);
-            if (at >= json.Length || json[at] != '{') return ids;
-            at = Skip(json, at + 1);
-            while (at < json.Length && json[at] == '"')
-            {
-                int end = json.IndexOf('"', at + 1);
-                if (end < 0) break;
-                ids.Add(json.Substring(at + 1, end - at - 1));
-                at = Skip(json, end + 1);
-                if (at >= json.Length || json[at] != ':') break;
-                at = Skip(json, at + 1);
-                while (at < json.Length && (char.IsDigit(json[at]) || json[at] == '-' || json[at] == '.')) at++;
-                at = Skip(json, at);
-                if (at < json.Length && json[at] == ',') at = Skip(json, at + 1);
-            }
-            return ids;
-        }
-
-        private static int Skip(string s, int at)
-        {
-            while (at < s.Length && char.IsWhiteSpace(s[at])) at++;
-            return at;
         }
     }
 }

@@ -337,22 +337,34 @@ namespace Objstash
             int n = (int)count;
             try
             {
+                var text = Buffers.TakeStrings(names, count);
                 var listed = new List<(string, string)>(n);
                 var flatKeys = new byte[32 * n];
                 if (n > 0) Marshal.Copy(keys, flatKeys, 0, flatKeys.Length);
-                int size = Marshal.SizeOf(typeof(NativeBuffer));
-                for (int i = 0; i < n; i++)
-                {
-                    var b = (NativeBuffer)Marshal.PtrToStructure(names + i * size, typeof(NativeBuffer));
-                    listed.Add((Buffers.Utf8(b), Keys.ToHex(flatKeys, i)));
-                }
+                for (int i = 0; i < n; i++) listed.Add((text[i], Keys.ToHex(flatKeys, i)));
                 return listed;
             }
             finally
             {
-                Native.objstash_free_buffers(names, count);
-                Native.objstash_free(names);
                 Native.objstash_free(keys);
+            }
+        }
+
+        /// <summary>The ids the JSON object <paramref name="json"/> lists in its own
+        /// <c>__closure</c>, by the library's one parser with Speckle's rules: the top-level
+        /// object's field only (a child reference's <c>null</c> or an inline reference's map
+        /// is not it), blob ids left out, sorted, each once. ArgumentException if it is not
+        /// a JSON object or its closure is neither an object nor null.</summary>
+        public static IReadOnlyList<string> ClosureIds(byte[] json)
+        {
+            if (json == null) throw new ArgumentNullException(nameof(json));
+            using (var pinned = new Pinned(new[] { json }))
+            {
+                var status = Native.objstash_closure_ids(pinned.Bytes[0], out IntPtr ids, out UIntPtr count);
+                if (status == ObjstashStatus.InvalidArgument)
+                    throw new ArgumentException(Marshal.PtrToStringAnsi(Native.objstash_last_error()), nameof(json));
+                Check(status);
+                return Buffers.TakeStrings(ids, count);
             }
         }
 

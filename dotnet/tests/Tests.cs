@@ -12,6 +12,39 @@ using System.Text;
 using System.Threading;
 using Objstash;
 
+// Speckle.Sdk's two interfaces (Speckle.Sdk.SQLite), mirrored member for member, and the
+// README's two classes over them: the README's snippet compiles against the SDK's shape.
+interface ISqLiteJsonCacheManager : IDisposable
+{
+    IReadOnlyCollection<(string Id, string Json)> GetAllObjects();
+    void DeleteObject(string id);
+    string GetObject(string id);
+    void SaveObject(string id, string json);
+    void UpdateObject(string id, string json);
+    void SaveObjects(IEnumerable<(string id, string json)> items);
+    bool HasObject(string objectId);
+}
+
+interface ISqLiteJsonCacheManagerFactory
+{
+    ISqLiteJsonCacheManager CreateForUser(string scope);
+    ISqLiteJsonCacheManager CreateFromStream(string streamId);
+}
+
+class ObjstashCache : ObjstashJsonCacheManager, ISqLiteJsonCacheManager
+{
+    public ObjstashCache(string path) : base(path) { }
+}
+
+class ObjstashCacheFactory : ObjstashJsonCacheManagerFactory, ISqLiteJsonCacheManagerFactory
+{
+    public ObjstashCacheFactory(string basePath) : base(basePath) { }
+    ISqLiteJsonCacheManager ISqLiteJsonCacheManagerFactory.CreateForUser(string scope) =>
+        new ObjstashCache(UserPath(scope));
+    ISqLiteJsonCacheManager ISqLiteJsonCacheManagerFactory.CreateFromStream(string streamId) =>
+        new ObjstashCache(StreamPath(streamId));
+}
+
 static class Tests
 {
     static int passed, failed;
@@ -254,6 +287,129 @@ static class Tests
         }
     }
 
+    // JSON as Speckle's serializers write it, generated here the way they build it:
+    // - V2 (Speckle.Sdk Serialisation/V2/Send/ObjectSerializer.cs): each detached child is
+    //   written inline as {"speckle_type":"reference","referencedId":ID,"__closure":null},
+    //   and the object's own "__closure":{ID:depth} comes last;
+    // - a reused ObjectReference (Speckle.Sdk Models/ObjectReference.cs) carries its own
+    //   closure map inline;
+    // - V1 (Serialisation/BaseObjectSerializer.cs) lists blob ids as "blob:<hash>".
+    static (string id, string json) O(string id, string json) => (id, json);
+
+    static string Reference(string id, string closure = null) =>
+        "{\"speckle_type\":\"reference\",\"referencedId\":\"" + id + "\",\"__closure\":" + (closure ?? "null") + "}";
+
+    static (string id, string json) SdkRoot(int seed, IList<(string id, string json)> children, string extraClosure = "", string inline = "")
+    {
+        string refs = string.Join(",", children.Select(c => Reference(c.id)));
+        string closure = string.Join(",", children.Select(c => "\"" + c.id + "\":1")) + extraClosure;
+        string body = "{\"speckle_type\":\"Speckle.Core.Models.Collection\",\"name\":\"r" + seed + "\",\"elements\":[" + refs + "]" + inline;
+        string id = Stash.KeyOf(Utf8(body)).Substring(0, 32);
+        return (id, body + ",\"id\":\"" + id + "\",\"__closure\":{" + closure + "}}");
+    }
+
+    /// <summary>#75: the closure is the root's own, as the SDK writes it; each id is deleted
+    /// alone; blob ids are no members; Speckle's argument rules.</summary>
+    static void SdkSemantics()
+    {
+        using (var cache = new ObjstashJsonCacheManager(PathOf("sdk.db"), new StashOptions { NoEvictionGrace = true }))
+        {
+            // 1. A root whose first "__closure" in the text is a child reference's null.
+            var children = Enumerable.Range(0, 2000).Select(i => Obj(500, i, ",\"pad\":\"" + new string('p', 200) + "\"")).ToList();
+            var root = SdkRoot(500, children);
+            cache.SaveObject(root.id, root.json);
+            Check(cache.GetObject(root.id) == null, "an SDK-written root with no child cached reads as absent");
+            cache.SaveObjects(children);
+            Check(cache.GetObject(root.id) == root.json, "with every child cached, the root reads");
+            cache.DeleteObject(children[3].id);
+            Check(cache.GetObject(root.id) == null, "a child deleted: the root reads as absent");
+            cache.SaveObject(children[3].id, children[3].json);
+            Check(cache.GetObject(root.id) == root.json, "the child saved again: the root reads");
+            cache.Stash.TrimTo(1);
+            int left = children.Count(c => cache.HasObject(c.id));
+            Check(left == 0 || left == children.Count, "a trim evicts the model whole: " + left + " of 2000 children left");
+            Check(cache.GetObject(root.id) == null || left == children.Count, "a trimmed model's root reads as absent");
+            // An inline ObjectReference's map is not the root's closure.
+            var kids = Enumerable.Range(0, 10).Select(i => Obj(501, i)).ToList();
+            var withRef = SdkRoot(501, kids, "", ",\"reused\":" + Reference(kids[0].id, "{\"" + kids[0].id + "\":1}"));
+            var items = new List<(string id, string json)>(kids.Skip(1));
+            items.Add(withRef);
+            cache.SaveObjects(items);
+            Check(cache.GetObject(withRef.id) == null, "an inline reference's map is not the root's closure");
+            cache.SaveObject(kids[0].id, kids[0].json);
+            Check(cache.GetObject(withRef.id) == withRef.json, "the root's own closure whole: it reads");
+            // 3. Blob ids (V1 closures) are files, not cached objects: no members.
+            var leaves = Enumerable.Range(0, 5).Select(i => Obj(503, i)).ToList();
+            var v1 = SdkRoot(503, leaves, ",\"blob:9f86d081884c7d659a2feaa0c55ad015\":1");
+            var v1Items = new List<(string id, string json)>(leaves);
+            v1Items.Add(v1);
+            cache.SaveObjects(v1Items);
+            Check(cache.GetObject(v1.id) == v1.json, "a closure with a blob id reads once its objects are cached");
+            Check(Stash.ClosureIds(Utf8(v1.json)).Count == 5, "the library's parser leaves blob ids out");
+        }
+        using (var cache = new ObjstashJsonCacheManager(PathOf("semantics.db")))
+        {
+            // 2. Two ids with byte-identical JSON: deleting one leaves the other.
+            cache.SaveObjects(new List<(string id, string json)> { O("id1", "{\"same\":1}"), O("id2", "{\"same\":1}") });
+            cache.DeleteObject("id1");
+            Check(cache.GetObject("id1") == null && !cache.HasObject("id1"), "the deleted id is gone");
+            Check(cache.GetObject("id2") == "{\"same\":1}" && cache.HasObject("id2"), "the other id with the same JSON stays");
+            // 4. The first write wins; UpdateObject replaces.
+            cache.SaveObject("first", "{\"v\":1}");
+            cache.SaveObject("first", "{\"v\":2}");
+            cache.SaveObjects(new List<(string id, string json)> { O("first", "{\"v\":3}"), O("dup", "{\"d\":1}"), O("dup", "{\"d\":2}") });
+            Check(cache.GetObject("first") == "{\"v\":1}", "SaveObject and SaveObjects keep the first write: " + cache.GetObject("first"));
+            Check(cache.GetObject("dup") == "{\"d\":1}", "within one batch the first write wins: " + cache.GetObject("dup"));
+            cache.UpdateObject("first", "{\"v\":4}");
+            Check(cache.GetObject("first") == "{\"v\":4}", "UpdateObject replaces");
+            // The SDK's own test data.
+            string odd = "spécial_字符_!@#$%^&*()";
+            string big = "{\"s\":\"" + new string('z', 100000) + "\"}";
+            cache.SaveObject(odd, "1");
+            cache.SaveObject("id100k", big);
+            Check(cache.GetObject(odd) == "1" && cache.HasObject(odd), "an id of any characters, JSON \"1\"");
+            Check(cache.GetObject("id100k") == big, "a value of 100,000 characters");
+            // Blank ids or JSON: ArgumentException, as Speckle's.
+            foreach (var blank in new[] { ("", "{}"), ("  ", "{}"), ("x", ""), ("x", " ") })
+                Throws<ArgumentException>(() => cache.SaveObject(blank.Item1, blank.Item2), "SaveObject(\"" + blank.Item1 + "\", \"" + blank.Item2 + "\")");
+            // GetObject and HasObject of any string answer null and false.
+            foreach (var id in new[] { "", " ", new string('L', 5000), "never saved" })
+            {
+                Check(cache.GetObject(id) == null, "GetObject of " + id.Length + " chars is null");
+                Check(!cache.HasObject(id), "HasObject of " + id.Length + " chars is false");
+            }
+            // One id the cache cannot hold does not cost the rest of its batch.
+            var batch = new List<(string id, string json)> { O("ok-a", "{\"a\":1}"), O("", "{\"b\":1}"), O("ok-c", "{\"c\":1}") };
+            Throws<ArgumentException>(() => cache.SaveObjects(batch), "SaveObjects with an empty id says so");
+            Check(cache.HasObject("ok-a") && cache.HasObject("ok-c"), "and saves the rest of the batch");
+        }
+    }
+
+    /// <summary>#75: the factory at Speckle's paths.</summary>
+    static void Factory()
+    {
+        string root = PathOf("speckle-home");
+        var factory = new ObjstashJsonCacheManagerFactory(root);
+        using (var user = factory.CreateForUser("Accounts"))
+        {
+            Check(user.Path == Path.Combine(root, "Accounts.db"), "CreateForUser at <base>/<scope>.db: " + user.Path);
+            user.SaveObject("acc", "{\"token\":1}");
+        }
+        using (var stream = factory.CreateFromStream("a1b2c3"))
+        {
+            Check(stream.Path == Path.Combine(root, "Projects", "a1b2c3.db"), "CreateFromStream at <base>/Projects/<id>.db: " + stream.Path);
+            stream.SaveObject("o", "{}");
+        }
+        using (var again = factory.CreateForUser("Accounts"))
+            Check(again.GetObject("acc") == "{\"token\":1}", "a manager per operation finds what the last one saved");
+        Throws<ArgumentException>(() => factory.CreateFromStream(" "), "a blank stream id");
+        Check(new ObjstashJsonCacheManagerFactory().BasePath.EndsWith("Speckle"), "the default base is Speckle's folder");
+        // Through the SDK's interfaces, as a connector registers it.
+        ISqLiteJsonCacheManagerFactory sdk = new ObjstashCacheFactory(root);
+        using (var viaSdk = sdk.CreateFromStream("a1b2c3"))
+            Check(viaSdk.GetObject("o") == "{}" && viaSdk.HasObject("o"), "the SDK's factory interface finds the project's cache");
+    }
+
     static int Main(string[] args)
     {
         if (args.Length == 2 && args[0] == "--child") return Child(args[1]);
@@ -268,6 +424,8 @@ static class Tests
             ("a second process", () => SecondProcess(self)),
             ("bad input", BadInput),
             ("models after eviction", ModelsAfterEviction),
+            ("Speckle's SDK as it calls", SdkSemantics),
+            ("the factory", Factory),
         };
         foreach (var part in parts)
         {

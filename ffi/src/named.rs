@@ -157,7 +157,8 @@ pub extern "C" fn objstash_names(
         let (names_out, keys_out, n_out) =
             (slot(out_names, "out_names")?, slot(out_keys, "out_keys")?, slot(out_n, "out_n")?);
         let listed = with(handle, |s| Ok(s.names()?))?;
-        let keys: Vec<ObjstashKey> = listed.iter().map(|(_, key)| ObjstashKey::from(*key)).collect();
+        let keys: Vec<ObjstashKey> =
+            listed.iter().map(|(_, key)| ObjstashKey::from(*key)).collect();
         let (names, n) = buffer_array(listed.iter().map(|(name, _)| name.as_slice()))?;
         match malloc_array(&keys) {
             Ok(keys) => {

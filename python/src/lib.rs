@@ -7,10 +7,10 @@
 //! their Python objects (immutable) rather than copied.
 
 mod calls;
+mod closure;
 mod convert;
 mod errors;
 mod handle;
-mod closure;
 mod models;
 mod recovery;
 mod remote;
