@@ -201,18 +201,6 @@ fn a_closed_stdin_or_stdout_is_refused_not_taken_for_dev_null() -> TestResult {
     Ok(())
 }
 
-/// Fills the file system holding `dir` with a file of its own, as another program would.
-fn fill_disk(dir: &std::path::Path) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut file = std::fs::File::create(dir.join("ballast"))?;
-    for chunk in [1 << 20, 4 << 10, 512] {
-        let bytes = vec![7u8; chunk];
-        while file.write_all(&bytes).is_ok() {}
-    }
-    let _ = file.sync_all();
-    Ok(())
-}
-
 /// The story (#74): a stash that every process had closed, on a disk another program then
 /// filled: `get`, `stats` and the advised `trim` all failed at the open ("setting the
 /// journal mode: database or disk is full"), and the hint said that reads work and a trim
@@ -227,7 +215,7 @@ fn a_closed_stash_on_a_disk_another_program_filled_reads_and_trims() -> TestResu
     }
     let out = env.run(&["import", s(&env.root.join("src"))]);
     assert!(out.status.success(), "{}", stderr(&out));
-    fill_disk(&fs.path())?;
+    fs.fill()?;
 
     let key = key_of(&noise(7, 50_000));
     for read in [&["get", &key][..], &["stats"], &["has", &key], &["ls"], &["verify"]] {
@@ -263,7 +251,7 @@ fn a_closed_stash_without_a_reserve_reads_and_says_room_must_be_made() -> TestRe
     }
     let out = env.run(&["import", s(&env.root.join("src"))]);
     assert!(out.status.success(), "{}", stderr(&out));
-    fill_disk(&fs.path())?;
+    fs.fill()?;
     let key = key_of(&noise(7, 50_000));
     for read in [&["get", &key][..], &["stats"], &["has", &key]] {
         let out = env.run(read);

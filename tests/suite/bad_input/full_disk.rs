@@ -10,7 +10,6 @@
 //! must be made first. Each test mounts a tmpfs (root only).
 
 use std::fs;
-use std::io::Write;
 use std::path::Path;
 
 use crate::common::{TestResult, Tmpfs, noise, sibling};
@@ -18,19 +17,6 @@ use crate::crash::{acknowledged, spawn_child, wait_until_acked};
 use objstash::{Codec, Durability, Key, Layout, Stash, Values};
 
 const NEEDS_ROOT: &str = "mounting a tmpfs (needs root: run as root)";
-
-/// Fills the file system holding `dir` with a file of its own, as another program would,
-/// to its last block.
-pub(crate) fn fill_disk(dir: &Path) -> std::io::Result<()> {
-    let mut file = fs::File::create(dir.join("ballast"))?;
-    for chunk in [1 << 20, 4 << 10, 512] {
-        let bytes = vec![7u8; chunk];
-        while file.write_all(&bytes).is_ok() {}
-    }
-    // What the kernel buffered and could not place is dropped with the error, not kept.
-    let _ = file.sync_all();
-    Ok(())
-}
 
 /// A stash of `count` incompressible 50 kB objects at `path`, closed.
 fn closed_stash(path: &Path, count: u64) -> objstash::Result<(Vec<Vec<u8>>, Vec<Key>)> {
@@ -59,7 +45,7 @@ fn a_closed_stash_on_a_disk_another_program_filled_reads_trims_and_saves_again()
     let (objects, keys) = closed_stash(&path, 1_600)?;
     assert!(sibling(&path, "-reserve").exists(), "a stash of 80 MB keeps a reserve");
     assert!(!sibling(&path, "-wal").exists() && !sibling(&path, "-shm").exists());
-    fill_disk(&fs.path())?;
+    fs.fill()?;
 
     let stash = Stash::open(&path)?;
     assert_reads(&stash, &objects, &keys)?;
@@ -90,7 +76,7 @@ fn a_closed_stash_without_a_reserve_reads_on_a_full_disk_and_says_room_must_be_m
     let path = fs.path().join("small.db");
     let (objects, keys) = closed_stash(&path, 400)?;
     assert!(!sibling(&path, "-reserve").exists(), "a stash of 20 MB keeps no reserve");
-    fill_disk(&fs.path())?;
+    fs.fill()?;
 
     let stash = Stash::open(&path)?;
     assert_reads(&stash, &objects, &keys)?;
@@ -134,7 +120,7 @@ fn a_log_left_by_a_killed_process_reads_and_trims_on_a_full_disk() -> TestResult
         .map(|i| Key::of(&speckle_gen::object(77, i)))
         .collect();
     assert!(!acked.is_empty());
-    fill_disk(&fs.path())?;
+    fs.fill()?;
 
     let stash = Stash::open(&path)?;
     assert_reads(&stash, &objects, &keys)?;

@@ -24,6 +24,20 @@ impl Tmpfs {
         self.dir.path().to_path_buf()
     }
 
+    /// Fills the file system to its last block with a file of its own (`ballast`), as
+    /// another program (downloads, builds, logs) would.
+    pub fn fill(&self) -> std::io::Result<()> {
+        use std::io::Write;
+        let mut file = std::fs::File::create(self.dir.path().join("ballast"))?;
+        for chunk in [1 << 20, 4 << 10, 512] {
+            let bytes = vec![7u8; chunk];
+            while file.write_all(&bytes).is_ok() {}
+        }
+        // What the kernel buffered and could not place is dropped with the error.
+        let _ = file.sync_all();
+        Ok(())
+    }
+
     pub fn remount_read_only(&self) -> bool {
         Command::new("mount")
             .args(["-o", "remount,ro"])
