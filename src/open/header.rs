@@ -104,7 +104,9 @@ fn read_header(path: &Path) -> Result<Option<Header>> {
 /// Whether the stash's write-ahead log ends in part of a frame (or its header is not a
 /// log's): a full disk, a power loss, or something that cut the file. SQLite drops the
 /// frames past the last whole commit without a word, and if a checkpoint had copied any of
-/// them into the file, the file mixes two moments: the next open checks it.
+/// them into the file, the file mixes two moments: the next open checks it. One end is not
+/// a cut: SQLite writes a frame as two writes (its 24-byte header, then the page), so a
+/// process killed between them leaves one frame header past the last whole frame.
 pub(crate) fn log_is_torn(path: &Path) -> bool {
     let wal = crate::files::sibling(path, "-wal");
     let Ok(mut file) = std::fs::File::open(&wal) else { return false };
@@ -121,5 +123,9 @@ pub(crate) fn log_is_torn(path: &Path) -> bool {
     if magic & !1 != 0x377f_0682 || !(512..=65_536).contains(&page_size) {
         return true;
     }
-    (len - 32) % (24 + page_size) != 0
+    let past_whole_frames = (len - 32) % (FRAME_HEADER + page_size);
+    past_whole_frames != 0 && past_whole_frames != FRAME_HEADER
 }
+
+/// Bytes of the header SQLite writes before each page of its log.
+const FRAME_HEADER: u64 = 24;

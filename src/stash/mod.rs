@@ -443,6 +443,11 @@ impl Stash {
             return Ok(());
         }
         let conn = crate::db::readers::open_connection(path, false, Schema::META_STATEMENTS, busy)?;
+        // NORMAL: the checkpoint below syncs the log before it and the file after it, so
+        // everything committed is on disk when the close returns; the marking's own commit
+        // need not sync as well (FULL, SQLite's default, did: a fifth of an open and close).
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .context(|| format!("closing {}", path.display()))?;
         // A file a writer found damaged stays marked: the next open alone rebuilds it.
         if meta::read_state(&conn).ok() != Some(meta::State::Damaged) {
             meta::write_state(&conn, meta::State::Clean)?;

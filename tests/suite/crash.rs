@@ -49,6 +49,44 @@ fn a_log_cut_in_a_frame_after_a_kill_is_checked_at_the_next_open() -> TestResult
     Ok(())
 }
 
+/// The story: `fast_mode_reopens_after_every_kill_and_serves_no_bad_bytes` failed one run
+/// in four: a reopen after a kill checked the whole file and reported an unclean shutdown.
+/// SQLite writes a frame of its log as two writes, the frame's header and then the page, so
+/// a kill between them leaves one frame header past the last whole frame: that is a kill's
+/// mark, not a cut, and needs no check. Any other ragged end still does (the test above).
+#[test]
+fn a_frame_header_a_kill_left_alone_at_the_end_of_the_log_needs_no_check() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = dir.path().join("header.db");
+    let mut child =
+        spawn_child(&db, Durability::Fast, Layout::Single, Codec::Gzip, Values::InRows, 0)?;
+    wait_until_acked(&db, &mut child)?;
+    child.kill()?;
+    child.wait()?;
+    let wal = sibling(&db, "-wal");
+    let log = fs::read(&wal)?;
+    let page_size = u32::from_be_bytes(log[8..12].try_into()?) as usize;
+    let frames = (log.len() - 32) / (24 + page_size);
+    anyhow::ensure!(frames > 0, "a killed fast-mode writer leaves its log");
+    // The log as a kill between a frame's two writes leaves it: whole frames, then the
+    // header of the next (the first frame's header stands in for it).
+    let whole = 32 + frames * (24 + page_size);
+    let mut cut = log[..whole].to_vec();
+    cut.extend_from_slice(&log[32..56]);
+    fs::write(&wal, &cut)?;
+
+    let stash = builder(Durability::Fast, Layout::Single, Codec::Gzip).open(&db)?;
+    assert!(stash.recovery().is_none(), "a kill's log is not checked: {:?}", stash.recovery());
+    let acked: Vec<Key> = acknowledged(&db)
+        .into_iter()
+        .flat_map(|(a, b)| a..b)
+        .map(|i| Key::of(&object(i)))
+        .collect();
+    assert_eq!(stash.missing(&acked)?, Vec::<Key>::new());
+    assert!(stash.verify()?.is_ok());
+    Ok(())
+}
+
 /// The child's loop; does nothing unless started by a crash test.
 #[test]
 #[ignore = "run as a child process by the crash tests"]
