@@ -126,6 +126,17 @@ namespace Objstash
         }
 
         /// <summary>Every buffer's bytes, each freed.</summary>
+        private static readonly int BufferSize = Marshal.SizeOf(typeof(NativeBuffer));
+
+        /// <summary>Buffer <paramref name="i"/> of an array the library returned, read field
+        /// by field: Marshal.PtrToStructure, by reflection, cost Mono about as much as the
+        /// read of the object itself.</summary>
+        public static NativeBuffer At(IntPtr array, int i)
+        {
+            IntPtr at = array + i * BufferSize;
+            return new NativeBuffer { Data = Marshal.ReadIntPtr(at), Len = (UIntPtr)(ulong)Marshal.ReadIntPtr(at, IntPtr.Size).ToInt64() };
+        }
+
         /// <summary>The strings of an array of <paramref name="n"/> buffers the library
         /// returned, which this frees (each buffer, then the array).</summary>
         public static List<string> TakeStrings(IntPtr array, UIntPtr n)
@@ -133,9 +144,7 @@ namespace Objstash
             try
             {
                 var strings = new List<string>((int)n);
-                int size = Marshal.SizeOf(typeof(NativeBuffer));
-                for (int i = 0; i < (int)n; i++)
-                    strings.Add(Utf8((NativeBuffer)Marshal.PtrToStructure(array + i * size, typeof(NativeBuffer))));
+                for (int i = 0; i < (int)n; i++) strings.Add(Utf8(At(array, i)));
                 return strings;
             }
             finally

@@ -27,8 +27,14 @@ namespace Objstash
 
         private readonly Stash _stash;
         private readonly bool _owns;
-        // Ids of the objects of the model read last: objects, not roots, when asked for.
-        private volatile HashSet<string> _members = new HashSet<string>();
+        // The model found whole last: its members are served without a check of their own
+        // closures, from one sweep of its objects (ModelReadAhead.cs).
+        private volatile ModelReadAhead _model;
+
+        /// <summary>The largest model whose objects are read in one sweep when its members
+        /// are asked for (held in memory until each is asked for once); a larger one is read
+        /// object by object. Default: 250,000 objects.</summary>
+        public ulong ReadAheadObjects { get; set; } = 250000;
 
         /// <summary>Opens (or creates) a cache at <paramref name="path"/> (Speckle's caches
         /// are one file per project; so is this).</summary>
@@ -78,8 +84,8 @@ namespace Objstash
             if (id == null) throw new ArgumentNullException(nameof(id));
             if (!Nameable(id)) return;
             _stash.RemoveNamed(new[] { id });
-            // A model read whole before may have lost this member.
-            _members = new HashSet<string>();
+            // A model found whole before may have lost this member.
+            _model = null;
         }
 
         /// <summary>The object saved under <paramref name="id"/>, or null (for any string). An
@@ -90,10 +96,12 @@ namespace Objstash
         {
             if (id == null) throw new ArgumentNullException(nameof(id));
             if (!Nameable(id)) return null;
-            var data = _stash.GetNamed(id);
+            var model = _model;
+            bool member = model != null && model.Lists(id);
+            var data = (member ? model.Take(id) : null) ?? _stash.GetNamed(id);
             if (data == null) return null;
             string json = Encoding.UTF8.GetString(data);
-            if (json.IndexOf("\"__closure\"", StringComparison.Ordinal) < 0 || _members.Contains(id))
+            if (member || json.IndexOf("\"__closure\"", StringComparison.Ordinal) < 0)
                 return json;
             var closure = ClosureOf(data);
             if (closure.Count == 0) return json;
@@ -118,12 +126,19 @@ namespace Objstash
             // By id: a deleted id is gone even while its object stays under another id.
             var keys = _stash.Resolve(closure.ToList());
             if (keys.Any(k => k == null)) return false;
-            if (_stash.Missing(keys).Any(missing => missing)) return false;
             int members = keys.Where(k => k != key).Distinct().Count();
             var model = _stash.GetModel(key);
+            // A model declared complete with these members has them all (the library keeps
+            // it so in every process): only a first declaration looks for each.
             bool declared = model != null && model.Complete && model.Objects == (ulong)members + 1;
-            if (!declared && !_stash.IsReadOnly && !_stash.DeclareModel(key, keys, id).Complete) return false;
-            _members = new HashSet<string>(closure);
+            if (!declared)
+            {
+                if (_stash.Missing(keys).Any(missing => missing)) return false;
+                if (_stash.IsReadOnly) return true;
+                model = _stash.DeclareModel(key, keys, id);
+                if (!model.Complete) return false;
+            }
+            _model = new ModelReadAhead(_stash, key, closure, keys, model.Objects <= ReadAheadObjects);
             return true;
         }
 
@@ -143,7 +158,7 @@ namespace Objstash
             if (json == null) throw new ArgumentNullException(nameof(json));
             if (!Nameable(id)) throw CannotHold(new[] { id });
             _stash.SaveNamed(new[] { id }, new[] { Encoding.UTF8.GetBytes(json) });
-            _members = new HashSet<string>();
+            _model = null;
         }
 
         private static IEnumerable<(string id, string json)> One(string id, string json)

@@ -442,13 +442,8 @@ namespace Objstash
             {
                 var flat = new byte[32 * n];
                 if (n > 0) Marshal.Copy(keys, flat, 0, flat.Length);
-                int size = Marshal.SizeOf(typeof(NativeBuffer));
                 var read = new List<(string, byte[])>(n);
-                for (int i = 0; i < n; i++)
-                {
-                    var b = (NativeBuffer)Marshal.PtrToStructure(objects + i * size, typeof(NativeBuffer));
-                    read.Add((Keys.ToHex(flat, i), Buffers.Copy(b)));
-                }
+                for (int i = 0; i < n; i++) read.Add((Keys.ToHex(flat, i), Buffers.Copy(Buffers.At(objects, i))));
                 return read;
             }
             finally

@@ -321,6 +321,13 @@ static class Tests
             Check(cache.GetObject(root.id) == null, "an SDK-written root with no child cached reads as absent");
             cache.SaveObjects(children);
             Check(cache.GetObject(root.id) == root.json, "with every child cached, the root reads");
+            Check(children.All(c => cache.GetObject(c.id) == c.json), "every child, from the model's one sweep");
+            Check(cache.GetObject(children[0].id) == children[0].json, "a child asked again, from the stash");
+            using (var noSweep = new ObjstashJsonCacheManager(cache.Stash) { ReadAheadObjects = 0 })
+            {
+                Check(noSweep.GetObject(root.id) == root.json, "a model over the read-ahead limit: the root");
+                Check(children.All(c => noSweep.GetObject(c.id) == c.json), "and its children, one by one");
+            }
             cache.DeleteObject(children[3].id);
             Check(cache.GetObject(root.id) == null, "a child deleted: the root reads as absent");
             cache.SaveObject(children[3].id, children[3].json);
