@@ -36,7 +36,7 @@ sealed class SpeckleSqlite : ICache
         Run("PRAGMA journal_mode = WAL;");
         Run("PRAGMA mmap_size = 30000000000;");
         Run("PRAGMA busy_timeout = 5000;");
-        Run("CREATE TABLE IF NOT EXISTS objects(hash TEXT PRIMARY KEY, content TEXT) WITHOUT ROWID;");
+        Run(SpeckleDesign.Table);
     }
 
     private void Run(string sql)
@@ -44,24 +44,7 @@ sealed class SpeckleSqlite : ICache
         using (var c = _db.CreateCommand()) { c.CommandText = sql; c.ExecuteNonQuery(); }
     }
 
-    public void SaveObjects(List<(string id, string json)> items)
-    {
-        using (var tx = _db.BeginTransaction())
-        using (var c = _db.CreateCommand())
-        {
-            c.Transaction = tx;
-            c.CommandText = "INSERT OR IGNORE INTO objects(hash, content) VALUES(@hash, @content)";
-            var hash = c.Parameters.Add("@hash", System.Data.DbType.String);
-            var content = c.Parameters.Add("@content", System.Data.DbType.String);
-            foreach (var item in items)
-            {
-                hash.Value = item.id;
-                content.Value = item.json;
-                c.ExecuteNonQuery();
-            }
-            tx.Commit();
-        }
-    }
+    public void SaveObjects(List<(string id, string json)> items) => SpeckleDesign.InsertOrIgnore(_db, items);
 
     public string GetObject(string id)
     {

@@ -63,7 +63,7 @@ sealed class SpecklePooled : IManager
         {
             Run(c, "PRAGMA page_size = 32768;");
             Run(c, "PRAGMA journal_mode = WAL;");
-            Run(c, "CREATE TABLE IF NOT EXISTS objects(hash TEXT PRIMARY KEY, content TEXT) WITHOUT ROWID;");
+            Run(c, SpeckleDesign.Table);
             return 0;
         });
     }
@@ -114,21 +114,7 @@ sealed class SpecklePooled : IManager
 
     public void SaveObjects(List<(string id, string json)> items) => Use(c =>
     {
-        using (var tx = c.BeginTransaction())
-        using (var command = c.CreateCommand())
-        {
-            command.Transaction = tx;
-            command.CommandText = "INSERT OR IGNORE INTO objects(hash, content) VALUES(@hash, @content)";
-            var hash = command.Parameters.Add("@hash", System.Data.DbType.String);
-            var content = command.Parameters.Add("@content", System.Data.DbType.String);
-            foreach (var item in items)
-            {
-                hash.Value = item.id;
-                content.Value = item.json;
-                command.ExecuteNonQuery();
-            }
-            tx.Commit();
-        }
+        SpeckleDesign.InsertOrIgnore(c, items);
         return 0;
     });
 

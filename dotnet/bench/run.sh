@@ -30,6 +30,6 @@ objects="$out/objects-$count.tsv"
 [ -s "$objects" ] || "$target/speckle_jsonl" --count "$count" > "$objects"
 mcs -nologo -optimize -target:library -out:"$out/Objstash.dll" dotnet/Objstash/*.cs
 mcs -nologo -optimize -target:exe -out:"$out/$program.exe" -r:"$out/Objstash.dll" -r:System.Core.dll \
-  -r:System.Data.dll -r:Mono.Data.Sqlite.dll "dotnet/bench/$program.cs"
+  -r:System.Data.dll -r:Mono.Data.Sqlite.dll "dotnet/bench/$program.cs" dotnet/bench/SpeckleDesign.cs
 cp "$target/libobjstash_c.so" "$out/"
 LD_LIBRARY_PATH="$out${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" mono --server "$out/$program.exe" --objects "$objects" "${args[@]}"

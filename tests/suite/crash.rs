@@ -31,12 +31,7 @@ fn object(index: u64) -> Vec<u8> {
 fn a_log_cut_in_a_frame_after_a_kill_is_checked_at_the_next_open() -> TestResult {
     let dir = tempfile::tempdir()?;
     let db = dir.path().join("cut.db");
-    let mut child =
-        spawn_child(&db, Durability::Fast, Layout::Single, Codec::Gzip, Values::InRows, 0)?;
-    wait_until_acked(&db, &mut child)?;
-    child.kill()?;
-    child.wait()?;
-    let wal = sibling(&db, "-wal");
+    let wal = log_of_a_killed_writer(&db)?;
     let len = fs::metadata(&wal)?.len();
     anyhow::ensure!(len > 4_096, "a killed fast-mode writer leaves its log: {len} bytes");
     fs::OpenOptions::new().write(true).open(&wal)?.set_len(len - 100)?;
@@ -58,12 +53,7 @@ fn a_log_cut_in_a_frame_after_a_kill_is_checked_at_the_next_open() -> TestResult
 fn a_frame_header_a_kill_left_alone_at_the_end_of_the_log_needs_no_check() -> TestResult {
     let dir = tempfile::tempdir()?;
     let db = dir.path().join("header.db");
-    let mut child =
-        spawn_child(&db, Durability::Fast, Layout::Single, Codec::Gzip, Values::InRows, 0)?;
-    wait_until_acked(&db, &mut child)?;
-    child.kill()?;
-    child.wait()?;
-    let wal = sibling(&db, "-wal");
+    let wal = log_of_a_killed_writer(&db)?;
     let log = fs::read(&wal)?;
     let page_size = u32::from_be_bytes(log[8..12].try_into()?) as usize;
     let frames = (log.len() - 32) / (24 + page_size);
@@ -85,6 +75,17 @@ fn a_frame_header_a_kill_left_alone_at_the_end_of_the_log_needs_no_check() -> Te
     assert_eq!(stash.missing(&acked)?, Vec::<Key>::new());
     assert!(stash.verify()?.is_ok());
     Ok(())
+}
+
+/// A fast-mode stash at `db` whose writer was killed once it had acknowledged a batch; the
+/// path of the log it left.
+fn log_of_a_killed_writer(db: &Path) -> anyhow::Result<PathBuf> {
+    let mut child =
+        spawn_child(db, Durability::Fast, Layout::Single, Codec::Gzip, Values::InRows, 0)?;
+    wait_until_acked(db, &mut child)?;
+    child.kill()?;
+    child.wait()?;
+    Ok(sibling(db, "-wal"))
 }
 
 /// The child's loop; does nothing unless started by a crash test.
