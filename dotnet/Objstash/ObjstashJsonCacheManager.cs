@@ -30,6 +30,7 @@ namespace Objstash
         // The model found whole last: its members are served without a check of their own
         // closures, from one sweep of its objects (ModelReadAhead.cs).
         private volatile ModelReadAhead _model;
+        private volatile bool _disposed;
 
         /// <summary>The largest model whose objects are read in one sweep when its members
         /// are asked for (held in memory until each is asked for once); a larger one is read
@@ -50,7 +51,8 @@ namespace Objstash
         public static StashOptions DefaultOptions() =>
             new StashOptions { Codec = "zstd-dict", ReadMapBytes = 2UL << 30 };
 
-        /// <summary>A cache over an open stash, which Dispose leaves open.</summary>
+        /// <summary>A cache over an open stash, which Dispose leaves open (after committing
+        /// what was saved): how a factory hands out managers over the one handle it keeps.</summary>
         public ObjstashJsonCacheManager(Stash stash)
         {
             _stash = stash ?? throw new ArgumentNullException(nameof(stash));
@@ -63,14 +65,14 @@ namespace Objstash
 
         public IReadOnlyCollection<(string Id, string Json)> GetAllObjects()
         {
-            var names = _stash.Names();
+            var names = Live.Names();
             var all = new List<(string Id, string Json)>(names.Count);
             for (int start = 0; start < names.Count; start += Batch)
             {
                 int n = Math.Min(Batch, names.Count - start);
                 var keys = new string[n];
                 for (int i = 0; i < n; i++) keys[i] = names[start + i].Key;
-                var objects = _stash.GetMany(keys);
+                var objects = Live.GetMany(keys);
                 for (int i = 0; i < n; i++)
                     if (objects[i] != null) all.Add((names[start + i].Name, Encoding.UTF8.GetString(objects[i])));
             }
@@ -83,7 +85,7 @@ namespace Objstash
         {
             if (id == null) throw new ArgumentNullException(nameof(id));
             if (!Nameable(id)) return;
-            _stash.RemoveNamed(new[] { id });
+            Live.RemoveNamed(new[] { id });
             // A model found whole before may have lost this member.
             _model = null;
         }
@@ -98,7 +100,7 @@ namespace Objstash
             if (!Nameable(id)) return null;
             var model = _model;
             bool member = model != null && model.Lists(id);
-            var data = (member ? model.Take(id) : null) ?? _stash.GetNamed(id);
+            var data = (member ? model.Take(id) : null) ?? Live.GetNamed(id);
             if (data == null) return null;
             string json = Encoding.UTF8.GetString(data);
             if (member || json.IndexOf("\"__closure\"", StringComparison.Ordinal) < 0)
@@ -121,21 +123,21 @@ namespace Objstash
         /// where a declaration lists other members).</summary>
         private bool WholeModel(string id, IReadOnlyList<string> closure)
         {
-            var key = _stash.Resolve(new[] { id })[0];
+            var key = Live.Resolve(new[] { id })[0];
             if (key == null) return false;
             // By id: a deleted id is gone even while its object stays under another id.
-            var keys = _stash.Resolve(closure.ToList());
+            var keys = Live.Resolve(closure.ToList());
             if (keys.Any(k => k == null)) return false;
             int members = keys.Where(k => k != key).Distinct().Count();
-            var model = _stash.GetModel(key);
+            var model = Live.GetModel(key);
             // A model declared complete with these members has them all (the library keeps
             // it so in every process): only a first declaration looks for each.
             bool declared = model != null && model.Complete && model.Objects == (ulong)members + 1;
             if (!declared)
             {
-                if (_stash.Missing(keys).Any(missing => missing)) return false;
-                if (_stash.IsReadOnly) return true;
-                model = _stash.DeclareModel(key, keys, id);
+                if (Live.Missing(keys).Any(missing => missing)) return false;
+                if (Live.IsReadOnly) return true;
+                model = Live.DeclareModel(key, keys, id);
                 if (!model.Complete) return false;
             }
             _model = new ModelReadAhead(_stash, key, closure, keys, model.Objects <= ReadAheadObjects);
@@ -157,7 +159,7 @@ namespace Objstash
             if (id == null) throw new ArgumentNullException(nameof(id));
             if (json == null) throw new ArgumentNullException(nameof(json));
             if (!Nameable(id)) throw CannotHold(new[] { id });
-            _stash.SaveNamed(new[] { id }, new[] { Encoding.UTF8.GetBytes(json) });
+            Live.SaveNamed(new[] { id }, new[] { Encoding.UTF8.GetBytes(json) });
             _model = null;
         }
 
@@ -204,7 +206,7 @@ namespace Objstash
         /// <summary>Saves the objects whose ids are not saved yet.</summary>
         private void SaveNew(List<string> ids, List<string> objects)
         {
-            var saved = _stash.Resolve(ids);
+            var saved = Live.Resolve(ids);
             var newIds = new List<string>(ids.Count);
             var newObjects = new List<byte[]>(ids.Count);
             for (int i = 0; i < ids.Count; i++)
@@ -213,7 +215,7 @@ namespace Objstash
                 newIds.Add(ids[i]);
                 newObjects.Add(Encoding.UTF8.GetBytes(objects[i]));
             }
-            if (newIds.Count > 0) _stash.SaveNamed(newIds, newObjects);
+            if (newIds.Count > 0) Live.SaveNamed(newIds, newObjects);
         }
 
         /// <summary>The longest id a cache holds, in bytes of UTF-8 (Speckle's ids are 32).</summary>
@@ -238,12 +240,29 @@ namespace Objstash
         public bool HasObject(string objectId)
         {
             if (objectId == null) throw new ArgumentNullException(nameof(objectId));
-            return Nameable(objectId) && _stash.HasNamed(objectId);
+            return Nameable(objectId) && Live.HasNamed(objectId);
         }
 
+        /// <summary>The stash, for a manager not disposed.</summary>
+        private Stash Live
+        {
+            get
+            {
+                if (_disposed) throw new ObjectDisposedException(nameof(ObjstashJsonCacheManager), "the cache at " + _stash.Path + " is disposed");
+                return _stash;
+            }
+        }
+
+        /// <summary>Closes the stash this manager opened; a manager over a stash it was
+        /// given (a factory's) commits what it saved instead, so that every process sees
+        /// it once Dispose returns, and leaves the stash open.</summary>
         public void Dispose()
         {
+            if (_disposed) return;
+            _disposed = true;
+            _model = null;
             if (_owns) _stash.Dispose();
+            else if (!_stash.IsClosed && !_stash.IsReadOnly) _stash.Flush();
         }
     }
 }

@@ -526,5 +526,8 @@ namespace Objstash
 
         /// <summary>As <see cref="Close"/>; twice is fine.</summary>
         public void Dispose() => Close();
+
+        /// <summary>Whether the stash was closed (Close or Dispose).</summary>
+        public bool IsClosed => _handle.IsClosed;
     }
 }

@@ -18,6 +18,9 @@
 // every ten that detaches them (written as the V2 serializer writes: an inline reference per
 // child with "__closure":null, the parent's own closure last), and a root over the parents
 // whose closure lists every object.
+// objstash as a connector registers it: managers from ObjstashJsonCacheManagerFactory, which
+// keeps one handle a file (its Dispose is timed in no operation: an application's
+// singleton); and, to show what a handle costs, managers that open and close one each.
 // Speckle's design as its SqLiteJsonCacheManager builds it: objects(hash TEXT PRIMARY KEY,
 // content TEXT) WITHOUT ROWID, WAL, page_size 32768, mmap_size 30 GB, a pool of
 // connections (one per concurrent caller), INSERT OR IGNORE in a transaction per
@@ -138,9 +141,17 @@ sealed class SpecklePooled : IManager
 
 sealed class ObjstashManager : IManager
 {
+    /// <summary>The factory of the round under way (an application's singleton).</summary>
+    public static ObjstashJsonCacheManagerFactory Factory;
+
     private readonly ObjstashJsonCacheManager _cache;
 
-    public ObjstashManager(string path) { _cache = new ObjstashJsonCacheManager(path); }
+    /// <param name="shared">A manager from the factory (as the SDK asks for one), else one
+    /// that opens and closes a handle of its own.</param>
+    public ObjstashManager(string path, bool shared)
+    {
+        _cache = shared ? new ObjstashJsonCacheManager(Factory.StashAt(path)) : new ObjstashJsonCacheManager(path);
+    }
 
     public string GetObject(string id) => _cache.GetObject(id);
     public bool HasObject(string id) => _cache.HasObject(id);
@@ -307,7 +318,8 @@ static class SdkReplay
         var systems = new[]
         {
             new Contender("Speckle's cache design (Mono.Data.Sqlite)", p => new SpecklePooled(p + ".db")),
-            new Contender("objstash (ObjstashJsonCacheManager)", p => new ObjstashManager(p + ".objstash")),
+            new Contender("objstash (ObjstashJsonCacheManagerFactory)", p => new ObjstashManager(p + ".objstash", true)),
+            new Contender("objstash, a handle per manager", p => new ObjstashManager(p + ".objstash", false)),
         };
         string[] ops = { "fresh receive", "cached receive", "send", "GetAllObjects", "open + dispose" };
         var results = systems.ToDictionary(s => s.name, s => ops.ToDictionary(o => o, o => new List<double>()));
@@ -318,6 +330,7 @@ static class SdkReplay
                 string dir = Path.Combine(Path.GetTempPath(), "objstash-sdk-bench-" + Guid.NewGuid().ToString("N"));
                 Directory.CreateDirectory(dir);
                 string received = Path.Combine(dir, "received"), sent = Path.Combine(dir, "sent");
+                ObjstashManager.Factory = new ObjstashJsonCacheManagerFactory(dir);
                 Func<IManager> openReceived = () => system.open(received), openSent = () => system.open(sent);
                 var r = results[system.name];
                 r["fresh receive"].Add(Seconds(() => FreshReceive(openReceived, model)));
@@ -329,6 +342,7 @@ static class SdkReplay
                 var each = new List<double>();
                 for (int i = 0; i < opens; i++) each.Add(Seconds(() => { using (var m = openSent()) { } }));
                 r["open + dispose"].Add(Median(each));
+                ObjstashManager.Factory.Dispose();
                 Directory.Delete(dir, true);
                 Console.Error.WriteLine($"round {round}: {system.name}: " + string.Join(", ", ops.Select(o => $"{o} {r[o].Last() * 1000:F1} ms")));
             }

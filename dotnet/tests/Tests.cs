@@ -33,16 +33,16 @@ interface ISqLiteJsonCacheManagerFactory
 
 class ObjstashCache : ObjstashJsonCacheManager, ISqLiteJsonCacheManager
 {
-    public ObjstashCache(string path) : base(path) { }
+    public ObjstashCache(Stash stash) : base(stash) { }
 }
 
 class ObjstashCacheFactory : ObjstashJsonCacheManagerFactory, ISqLiteJsonCacheManagerFactory
 {
     public ObjstashCacheFactory(string basePath) : base(basePath) { }
     ISqLiteJsonCacheManager ISqLiteJsonCacheManagerFactory.CreateForUser(string scope) =>
-        new ObjstashCache(UserPath(scope));
+        new ObjstashCache(StashAt(UserPath(scope)));
     ISqLiteJsonCacheManager ISqLiteJsonCacheManagerFactory.CreateFromStream(string streamId) =>
-        new ObjstashCache(StreamPath(streamId));
+        new ObjstashCache(StashAt(StreamPath(streamId)));
 }
 
 static class Tests
@@ -392,29 +392,42 @@ static class Tests
         }
     }
 
-    /// <summary>#75: the factory at Speckle's paths.</summary>
+    /// <summary>#75: the factory at Speckle's paths, one handle a file for its life.</summary>
     static void Factory()
     {
         string root = PathOf("speckle-home");
         var factory = new ObjstashJsonCacheManagerFactory(root);
-        using (var user = factory.CreateForUser("Accounts"))
-        {
-            Check(user.Path == Path.Combine(root, "Accounts.db"), "CreateForUser at <base>/<scope>.db: " + user.Path);
-            user.SaveObject("acc", "{\"token\":1}");
-        }
+        var user = factory.CreateForUser("Accounts");
+        Check(user.Path == Path.Combine(root, "Accounts.db"), "CreateForUser at <base>/<scope>.db: " + user.Path);
+        user.SaveObject("acc", "{\"token\":1}");
+        user.Dispose();
+        Throws<ObjectDisposedException>(() => user.GetObject("acc"), "a disposed manager");
+        // Disposed, the manager committed what it saved: another handle sees it.
+        using (var other = Stash.Open(user.Path))
+            Check(other.GetNamed("acc") != null, "a manager's Dispose commits its saves");
         using (var stream = factory.CreateFromStream("a1b2c3"))
         {
             Check(stream.Path == Path.Combine(root, "Projects", "a1b2c3.db"), "CreateFromStream at <base>/Projects/<id>.db: " + stream.Path);
             stream.SaveObject("o", "{}");
         }
         using (var again = factory.CreateForUser("Accounts"))
+        {
             Check(again.GetObject("acc") == "{\"token\":1}", "a manager per operation finds what the last one saved");
+            Check(ReferenceEquals(again.Stash, factory.CreateForUser("Accounts").Stash), "managers of one file share the factory's handle");
+        }
         Throws<ArgumentException>(() => factory.CreateFromStream(" "), "a blank stream id");
         Check(new ObjstashJsonCacheManagerFactory().BasePath.EndsWith("Speckle"), "the default base is Speckle's folder");
         // Through the SDK's interfaces, as a connector registers it.
-        ISqLiteJsonCacheManagerFactory sdk = new ObjstashCacheFactory(root);
-        using (var viaSdk = sdk.CreateFromStream("a1b2c3"))
-            Check(viaSdk.GetObject("o") == "{}" && viaSdk.HasObject("o"), "the SDK's factory interface finds the project's cache");
+        using (var sdkFactory = new ObjstashCacheFactory(root))
+        {
+            ISqLiteJsonCacheManagerFactory sdk = sdkFactory;
+            using (var viaSdk = sdk.CreateFromStream("a1b2c3"))
+                Check(viaSdk.GetObject("o") == "{}" && viaSdk.HasObject("o"), "the SDK's factory interface finds the project's cache");
+        }
+        var kept = factory.CreateForUser("Accounts").Stash;
+        factory.Dispose();
+        Check(kept.IsClosed, "disposing the factory closes its handles");
+        Throws<ObjectDisposedException>(() => factory.CreateForUser("Accounts"), "a disposed factory");
     }
 
     static int Main(string[] args)
