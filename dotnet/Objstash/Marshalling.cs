@@ -137,6 +137,10 @@ namespace Objstash
             return new NativeBuffer { Data = Marshal.ReadIntPtr(at), Len = (UIntPtr)(ulong)Marshal.ReadIntPtr(at, IntPtr.Size).ToInt64() };
         }
 
+        /// <summary>Marks buffer <paramref name="i"/> of a library's array as given back
+        /// (its data freed by the caller), so that freeing the array's buffers skips it.</summary>
+        public static void Forget(IntPtr array, int i) => Marshal.WriteIntPtr(array + i * BufferSize, IntPtr.Zero);
+
         /// <summary>The strings of an array of <paramref name="n"/> buffers the library
         /// returned, which this frees (each buffer, then the array).</summary>
         public static List<string> TakeStrings(IntPtr array, UIntPtr n)

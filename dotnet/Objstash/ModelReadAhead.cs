@@ -7,16 +7,22 @@
 // handed out once and dropped (the SDK asks for each once; a second ask reads the stash).
 
 using System;
-using System.Collections.Concurrent;
 using System.Collections.Generic;
 using System.Threading;
 
 namespace Objstash
 {
-    internal sealed class ModelReadAhead
+    internal sealed class ModelReadAhead : IDisposable
     {
         private readonly Dictionary<string, string> _keyOfId;
-        private readonly Lazy<ConcurrentDictionary<string, byte[]>> _objects;
+        private readonly Lazy<Sweep> _sweep;
+
+        /// <summary>A model's objects in the library's memory, and where each key's is.</summary>
+        private sealed class Sweep
+        {
+            public NativeObjects Objects;
+            public Dictionary<string, int> IndexOfKey = new Dictionary<string, int>();
+        }
 
         /// <param name="ids">The ids the root lists, and <paramref name="keys"/> theirs.</param>
         /// <param name="read">Whether to read the objects ahead (a model small enough).</param>
@@ -24,14 +30,15 @@ namespace Objstash
         {
             _keyOfId = new Dictionary<string, string>(ids.Count);
             for (int i = 0; i < ids.Count; i++) _keyOfId[ids[i]] = keys[i];
-            _objects = new Lazy<ConcurrentDictionary<string, byte[]>>(() =>
+            _sweep = new Lazy<Sweep>(() =>
             {
-                var objects = new ConcurrentDictionary<string, byte[]>();
-                if (!read) return objects;
-                var whole = stash.ReadModel(root);
-                if (whole == null) return objects;
-                foreach (var entry in whole) objects[entry.Item1] = entry.Item2;
-                return objects;
+                var sweep = new Sweep();
+                if (!read) return sweep;
+                sweep.Objects = stash.ReadModelKept(root);
+                if (sweep.Objects == null) return sweep;
+                var flat = sweep.Objects.Keys();
+                for (int i = 0; i < sweep.Objects.Count; i++) sweep.IndexOfKey[Objstash.Keys.ToHex(flat, i)] = i;
+                return sweep;
             }, LazyThreadSafetyMode.ExecutionAndPublication);
         }
 
@@ -43,7 +50,14 @@ namespace Objstash
         public byte[] Take(string id)
         {
             if (!_keyOfId.TryGetValue(id, out string key)) return null;
-            return _objects.Value.TryRemove(key, out byte[] data) ? data : null;
+            var sweep = _sweep.Value;
+            return sweep.IndexOfKey.TryGetValue(key, out int i) ? sweep.Objects.Take(i) : null;
+        }
+
+        /// <summary>Gives back what was read and not taken.</summary>
+        public void Dispose()
+        {
+            if (_sweep.IsValueCreated) _sweep.Value.Objects?.Dispose();
         }
     }
 }

@@ -155,6 +155,7 @@ namespace Objstash
         [DllImport(Lib)] internal static extern ObjstashStatus objstash_unpin_model(StashHandle handle, byte[] root, [MarshalAs(UnmanagedType.I1)] out bool found);
         [DllImport(Lib)] internal static extern ObjstashStatus objstash_remove_model(StashHandle handle, byte[] root, [MarshalAs(UnmanagedType.I1)] out bool found);
         [DllImport(Lib)] internal static extern ObjstashStatus objstash_read_model(StashHandle handle, byte[] root, out IntPtr keys, out IntPtr objects, out UIntPtr n, [MarshalAs(UnmanagedType.I1)] out bool found);
+        [DllImport(Lib)] internal static extern ObjstashStatus objstash_read_model(StashHandle handle, byte[] root, out IntPtr keys, out NativeObjects objects, out UIntPtr n, [MarshalAs(UnmanagedType.I1)] out bool found);
 
         [DllImport(Lib)] internal static extern ObjstashStatus objstash_stats(StashHandle handle, out NativeStats stats);
         [DllImport(Lib)] internal static extern ObjstashStatus objstash_verify(StashHandle handle, out NativeVerify report);

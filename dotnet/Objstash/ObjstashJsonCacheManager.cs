@@ -17,6 +17,7 @@ using System;
 using System.Collections.Generic;
 using System.Linq;
 using System.Text;
+using System.Threading;
 
 namespace Objstash
 {
@@ -29,7 +30,7 @@ namespace Objstash
         private readonly bool _owns;
         // The model found whole last: its members are served without a check of their own
         // closures, from one sweep of its objects (ModelReadAhead.cs).
-        private volatile ModelReadAhead _model;
+        private ModelReadAhead _model;
         private volatile bool _disposed;
 
         /// <summary>The largest model whose objects are read in one sweep when its members
@@ -87,7 +88,7 @@ namespace Objstash
             if (!Nameable(id)) return;
             Live.RemoveNamed(new[] { id });
             // A model found whole before may have lost this member.
-            _model = null;
+            ReplaceModel(null);
         }
 
         /// <summary>The object saved under <paramref name="id"/>, or null (for any string). An
@@ -98,7 +99,7 @@ namespace Objstash
         {
             if (id == null) throw new ArgumentNullException(nameof(id));
             if (!Nameable(id)) return null;
-            var model = _model;
+            var model = Volatile.Read(ref _model);
             bool member = model != null && model.Lists(id);
             var data = (member ? model.Take(id) : null) ?? Live.GetNamed(id);
             if (data == null) return null;
@@ -140,7 +141,7 @@ namespace Objstash
                 model = Live.DeclareModel(key, keys, id);
                 if (!model.Complete) return false;
             }
-            _model = new ModelReadAhead(_stash, key, closure, keys, model.Objects <= ReadAheadObjects);
+            ReplaceModel(new ModelReadAhead(_stash, key, closure, keys, model.Objects <= ReadAheadObjects));
             return true;
         }
 
@@ -160,7 +161,7 @@ namespace Objstash
             if (json == null) throw new ArgumentNullException(nameof(json));
             if (!Nameable(id)) throw CannotHold(new[] { id });
             Live.SaveNamed(new[] { id }, new[] { Encoding.UTF8.GetBytes(json) });
-            _model = null;
+            ReplaceModel(null);
         }
 
         private static IEnumerable<(string id, string json)> One(string id, string json)
@@ -243,6 +244,10 @@ namespace Objstash
             return Nameable(objectId) && Live.HasNamed(objectId);
         }
 
+        /// <summary>Makes <paramref name="next"/> the model found whole last (null: none), giving back
+        /// what the one before read and did not hand out.</summary>
+        private void ReplaceModel(ModelReadAhead next) => Interlocked.Exchange(ref _model, next)?.Dispose();
+
         /// <summary>The stash, for a manager not disposed.</summary>
         private Stash Live
         {
@@ -260,7 +265,7 @@ namespace Objstash
         {
             if (_disposed) return;
             _disposed = true;
-            _model = null;
+            ReplaceModel(null);
             if (_owns) _stash.Dispose();
             else if (!_stash.IsClosed && !_stash.IsReadOnly) _stash.Flush();
         }

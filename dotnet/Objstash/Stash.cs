@@ -454,6 +454,22 @@ namespace Objstash
             }
         }
 
+        /// <summary>The objects of the model of <paramref name="root"/>, left in the
+        /// library's memory until each is taken (null if it is not a complete model).</summary>
+        internal NativeObjects ReadModelKept(string root)
+        {
+            Check(Native.objstash_read_model(Handle, Keys.Parse(new[] { root }, nameof(root)),
+                out IntPtr keys, out NativeObjects objects, out UIntPtr count, out bool found));
+            if (!found)
+            {
+                objects.Dispose();
+                Native.objstash_free(keys);
+                return null;
+            }
+            objects.Keep(keys, (int)count);
+            return objects;
+        }
+
         // Reports -----------------------------------------------------------------------
 
         public StashStats Stats()
