@@ -83,6 +83,14 @@ impl Tx<'_> {
             .stop(|| format!("looking {key} up in {}", table.name))
     }
 
+    /// Whether the root of `model` is stored and pinned.
+    fn root_pinned(&self, model: &ModelRow) -> Result<bool, Stop> {
+        let Some(root) = &model.root else { return Ok(false) };
+        let Some(found) = self.find(root)? else { return Ok(false) };
+        let table = self.shared.schema.layout.table_of(root) as u16;
+        Ok(self.row_at(table, found.rowid)?.is_some_and(|(_, used, _)| used == PINNED))
+    }
+
     /// The key and last use of row `rowid` of table `table`, with its home model.
     fn row_at(&self, table: u16, rowid: i64) -> Result<Option<(Key, i64, Option<i64>)>, Stop> {
         let table = &self.shared.schema.tables[usize::from(table)];
@@ -596,13 +604,22 @@ impl Tx<'_> {
                     .filter(|m| m.state != State::Assembling)
                     .max_by_key(|m| (m.used, m.id))
                     .map(|m| m.id);
-                let Some(candidate) = all
+                let mut candidates: Vec<&ModelRow> = all
                     .iter()
                     .filter(|m| matches!(m.state, State::Complete | State::Incomplete))
                     .filter(|m| !m.pinned && m.used < before)
                     .filter(|m| !keep_newest || Some(m.id) != newest)
-                    .min_by_key(|m| (m.used, m.id))
-                else {
+                    .collect();
+                candidates.sort_by_key(|m| (m.used, m.id));
+                let mut chosen = None;
+                for m in candidates {
+                    // A root is readable only with its whole model: pinning it pins the model.
+                    if !self.root_pinned(m)? {
+                        chosen = Some(m);
+                        break;
+                    }
+                }
+                let Some(candidate) = chosen else {
                     return Ok(None);
                 };
                 if self.oldest_loose_use()?.is_some_and(|loose| loose < candidate.used) {

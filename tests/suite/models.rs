@@ -245,6 +245,41 @@ fn pinned_and_shared_models_keep_their_objects() -> TestResult {
     Ok(())
 }
 
+/// The story (#76, 5): `pin(root)` of a model's root pinned the row alone; a trim evicted
+/// the model around it, so the pinned root went with its model while the pins of loose
+/// members kept them. A root is readable only with its whole model, so pinning it keeps the
+/// model: a model whose root is pinned is not evicted, and unpinned it goes as any other.
+#[test]
+fn a_pinned_root_keeps_its_model() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let stash = Stash::builder().eviction_grace(Duration::ZERO).open(dir.path().join("m.db"))?;
+    let (kept_root, kept) = model(45, 300);
+    let (other_root, other) = model(46, 300);
+    let (newest_root, newest) = model(47, 10);
+    stash.save_model(&kept_root, &kept)?;
+    stash.save_model(&other_root, &other)?;
+    stash.save_model(&newest_root, &newest)?;
+    assert_eq!(stash.pin(&[Key::of(&kept_root)])?, [true]);
+    stash.flush()?;
+    stash.trim_to(1)?;
+    assert!(stash.get(&Key::of(&kept_root))?.is_some(), "the pinned root reads");
+    let keys: Vec<Key> = kept.iter().map(|m| Key::of(m)).collect();
+    assert_eq!(stash.missing(&keys)?, Vec::<Key>::new(), "with every object of its model");
+    assert_eq!(stash.read_model(&Key::of(&kept_root))?.map(|m| m.len()), Some(301));
+    assert!(stash.get(&Key::of(&other_root))?.is_none(), "the other model went");
+    assert!(!model_is_whole_or_absent(&stash, &other_root, &other));
+    // Unpinned, the model goes as any other (an unpin is a use: a newer model is saved, as
+    // the trim keeps the most recently used one).
+    assert_eq!(stash.unpin(&[Key::of(&kept_root)])?, [true]);
+    let (later_root, later) = model(48, 10);
+    stash.save_model(&later_root, &later)?;
+    stash.flush()?;
+    stash.trim_to(1)?;
+    assert!(stash.get(&Key::of(&kept_root))?.is_none(), "unpinned, it went");
+    assert!(stash.missing(&keys)?.len() == keys.len() || stash.missing(&keys)?.is_empty());
+    Ok(())
+}
+
 #[test]
 fn a_repaired_stash_keeps_its_models_and_a_model_that_lost_an_object_is_absent() -> TestResult {
     for layout in crate::common::LAYOUTS {
