@@ -280,6 +280,54 @@ fn a_pinned_root_keeps_its_model() -> TestResult {
     Ok(())
 }
 
+/// The story (#76, 6): a model made incomplete (a member removed) keeps its root's row
+/// aside, so that every read reports the root absent. verify took that for damage ("1 names
+/// point to no stored object"; for a chunked root, dozens of chunk-reference problems) and
+/// repair then dropped the name, and for a root over 8 MiB the root itself, while saying
+/// that nothing was lost. An incomplete model is not damage: verify is sound, repair keeps
+/// the root, its name and its chunks, and the root reads again once its member is back.
+#[test]
+#[ignore = "#76 (6), open: verify reports the removed members and both held-aside roots as rows no \
+            index finds, 2 dangling names and 31 unreferenced chunks; repair then drops them"]
+fn verify_and_repair_keep_the_root_an_incomplete_model_holds_aside() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("m.db");
+    let (root, members) = model(60, 50);
+    let big_root = crate::common::noise(61, 9 << 20);
+    let big_members = objects(62, 20);
+    {
+        let stash = Stash::open(&path)?;
+        let keys = stash.save_all(&members)?;
+        let big_keys = stash.save_all(&big_members)?;
+        stash.save_named(&[("the root", &root[..]), ("the big root", &big_root[..])])?;
+        stash.declare_model(&Key::of(&root), &keys)?;
+        stash.declare_model(&Key::of(&big_root), &big_keys)?;
+        assert!(stash.remove(&keys[0])?);
+        assert!(stash.remove(&big_keys[0])?);
+        assert!(stash.get(&Key::of(&root))?.is_none(), "an incomplete model's root reads absent");
+        assert!(stash.get(&Key::of(&big_root))?.is_none());
+        let report = stash.verify()?;
+        assert!(
+            report.is_ok() && report.problems.is_empty(),
+            "an incomplete model is no damage: {report}"
+        );
+        stash.close()?;
+    }
+    let recovery = objstash::repair(&path)?;
+    eprintln!("{recovery}");
+    let stash = Stash::open(&path)?;
+    assert_eq!(
+        stash.resolve(&["the root", "the big root"])?,
+        [Some(Key::of(&root)), Some(Key::of(&big_root))]
+    );
+    stash.save_all(&[&members[0], &big_members[0]])?;
+    stash.flush()?;
+    assert_eq!(stash.get_named(&["the root"])?[0].as_deref(), Some(&root[..]), "the root is back");
+    assert_eq!(stash.get(&Key::of(&big_root))?.as_deref(), Some(&big_root[..]), "the big root too");
+    assert!(stash.verify()?.is_ok());
+    Ok(())
+}
+
 #[test]
 fn a_repaired_stash_keeps_its_models_and_a_model_that_lost_an_object_is_absent() -> TestResult {
     for layout in crate::common::LAYOUTS {
