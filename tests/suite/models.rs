@@ -287,8 +287,9 @@ fn a_pinned_root_keeps_its_model() -> TestResult {
 /// that nothing was lost. An incomplete model is not damage: verify is sound, repair keeps
 /// the root, its name and its chunks, and the root reads again once its member is back.
 #[test]
-#[ignore = "#76 (6), open: verify reports the removed members and both held-aside roots as rows no \
-            index finds, 2 dangling names and 31 unreferenced chunks; repair then drops them"]
+#[ignore = "#76 (6), open: on the handle that removed, verify reports the removed members and \
+            both held-aside roots as rows no index finds (after a reopen, none); on either, 2 \
+            dangling names and 31 unreferenced chunks; repair then drops them"]
 fn verify_and_repair_keep_the_root_an_incomplete_model_holds_aside() -> TestResult {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("m.db");
