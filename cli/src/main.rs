@@ -15,6 +15,7 @@ use objstash::{Codec, Durability, Key, Layout, Stash, Values};
 mod bound;
 mod check;
 mod fetch;
+mod help_files;
 mod manage;
 mod models;
 mod output;
@@ -270,6 +271,22 @@ enum Command {
         #[command(subcommand)]
         action: RemoteAction,
     },
+    /// Print the completion script of a shell (bash, zsh, fish, powershell, elvish), made
+    /// from this build's commands and flags; needs no stash.
+    #[command(
+        after_help = "Install (bash):\n  objstash completions bash > ~/.local/share/bash-completion/completions/objstash\nzsh: objstash completions zsh > \"${fpath[1]}/_objstash\"\nfish: objstash completions fish > ~/.config/fish/completions/objstash.fish\nPowerShell: objstash completions powershell >> $PROFILE"
+    )]
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages (objstash.1 and one for each command) into a directory, made
+    /// from this build's commands and flags; prints each path; needs no stash.
+    #[command(after_help = "Install:\n  objstash man ~/.local/share/man/man1")]
+    Man {
+        /// The directory (made if missing).
+        dir: PathBuf,
+    },
 }
 
 /// A setting `config` changes.
@@ -383,6 +400,13 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<ExitCode, Failure> {
+    match &cli.command {
+        Command::Completions { shell } => {
+            return help_files::completions(*shell).map(|()| ExitCode::SUCCESS);
+        }
+        Command::Man { dir } => return help_files::man(dir).map(|()| ExitCode::SUCCESS),
+        _ => {}
+    }
     let db = cli
         .db
         .clone()
@@ -549,6 +573,9 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             remote::missing(&stash, keys, &mut out)?
         }
         Command::Repair => unreachable!("handled before opening"),
+        Command::Completions { .. } | Command::Man { .. } => {
+            unreachable!("handled before the stash")
+        }
     };
     out.flush()?;
     stash.close()?;

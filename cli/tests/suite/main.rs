@@ -5,6 +5,7 @@
 mod bad_input;
 mod commands;
 mod common;
+mod help_files;
 mod models;
 #[cfg(feature = "remote")]
 mod remote;
