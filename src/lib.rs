@@ -43,6 +43,9 @@
 //!   save call under way has saved, and objects used in the last moment
 //!   ([`StashBuilder::eviction_grace`]), are never evicted; a read within seconds of an
 //!   object's last use records none ([`StashBuilder::use_resolution`]).
+//! - An async handle (feature `async`, on by default, no dependencies): [`AsyncStash`]
+//!   offers the calls as futures that run on threads of the handle's own, for tokio or any
+//!   other executor; a future dropped before its answer cancels nothing.
 //! - A shared remote tier (feature `remote`): `StashBuilder::remote` with a
 //!   `RemoteConfig` (an S3-compatible bucket and prefix); `Stash::remote` gives its
 //!   calls: `push` uploads what the remote lacks in packs, `pull`, `missing`, `refresh`,
@@ -98,6 +101,8 @@
 // a module imports only modules below it.
 //
 // What a user holds and opens.
+#[cfg(feature = "async")]
+mod nonblocking; // the async handle: calls as futures on threads of its own (feature `async`)
 mod open; // builder, the open sequence, the header, repair
 #[cfg(feature = "remote")]
 mod remote;
@@ -132,6 +137,8 @@ pub use crate::db::names::MAX_NAME_LEN;
 pub use crate::error::{Error, Result};
 pub use crate::files::stash_files;
 pub use crate::key::{Key, ParseKeyError};
+#[cfg(feature = "async")]
+pub use crate::nonblocking::{AsyncObjectReader, AsyncStash, Call};
 pub use crate::open::builder::StashBuilder;
 pub use crate::open::repair::repair;
 #[cfg(feature = "remote")]

@@ -21,6 +21,8 @@ mod layouts_agree;
 mod models;
 mod models_processes;
 mod names;
+#[cfg(feature = "async")]
+mod nonblocking;
 mod owned;
 mod read_your_writes;
 #[cfg(feature = "remote")]
