@@ -2,6 +2,7 @@
 //! `rm` and `export` see to one. A model is a root object and the objects it lists, kept
 //! and evicted whole; while one of its objects is not stored, its root reads as absent.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -31,6 +32,10 @@ pub enum ModelAction {
         /// A name of your own for the model (listed with it).
         #[arg(long, value_name = "NAME")]
         name: Option<String>,
+        /// Replace a model of the same root that lists other objects or has another name
+        /// (without it, such a put is refused and changes nothing).
+        #[arg(long)]
+        replace: bool,
     },
     /// Declare the object ROOT a model of MEMBERS (keys; `-` alone reads them from stdin):
     /// from then on the root reads as absent while any of them is not stored. Exit 1 if
@@ -127,7 +132,9 @@ pub fn run(stash: &Stash, action: &ModelAction, out: &mut Out) -> Result<ExitCod
                 None => none(&root, out),
             }
         }
-        ModelAction::Put { root, members, name } => put(stash, root, members, name, out),
+        ModelAction::Put { root, members, name, replace } => {
+            put(stash, root, members, name, *replace, out)
+        }
         ModelAction::Declare { root, members, name } => {
             let root = parse_key(root)?;
             let members = keys_arg(members)?;
@@ -200,10 +207,36 @@ fn put(
     root: &Path,
     members: &[PathBuf],
     name: &Option<String>,
+    replace: bool,
     out: &mut Out,
 ) -> Result<ExitCode, Failure> {
     let root_bytes = read(root)?;
     let member_bytes = members.iter().map(|p| read(p)).collect::<Result<Vec<_>, _>>()?;
+    let root_key = Key::of(&root_bytes);
+    let listed: HashSet<Key> =
+        member_bytes.iter().map(|m| Key::of(m)).filter(|k| *k != root_key).collect();
+    let replaced = stash.model(&root_key)?.filter(|old| {
+        old.objects != listed.len() as u64 + 1
+            || old.name.as_deref() != name.as_deref().map(str::as_bytes)
+    });
+    if let Some(old) = &replaced {
+        let (was, now) = (
+            format!("a model of {}{}", count(old.objects), named(old.name.as_deref())),
+            format!(
+                "one of {}{}",
+                count(listed.len() as u64 + 1),
+                named(name.as_deref().map(str::as_bytes))
+            ),
+        );
+        if !replace {
+            out.warn(&format!(
+                "{root_key} is {was}; this put would make it {now}: nothing was changed. Pass \
+                 --replace to replace it, or `objstash model rm {root_key}` first"
+            ));
+            return Ok(ExitCode::from(1));
+        }
+        out.say(&format!("replaced: {root_key} was {was}, and is now {now}"));
+    }
     let assembly = stash.assemble()?;
     let keys = assembly.save_all(&member_bytes)?;
     let root_key = assembly.save(&root_bytes)?;
@@ -219,6 +252,19 @@ fn put(
         out.say(&model.to_string());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `1 object`, `41 objects`.
+fn count(objects: u64) -> String {
+    if objects == 1 { "1 object".to_string() } else { format!("{objects} objects") }
+}
+
+/// `, named "NAME"`, or `, unnamed`.
+fn named(name: Option<&[u8]>) -> String {
+    match name {
+        Some(name) => format!(", named \"{}\"", String::from_utf8_lossy(name)),
+        None => ", unnamed".to_string(),
+    }
 }
 
 /// `model export`: the model's objects, in storage order.

@@ -93,3 +93,42 @@ fn a_model_declared_from_keys_on_stdin_and_pinned_against_a_trim() -> TestResult
     assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
     Ok(())
 }
+
+/// The story (#76, 10): `model put R R R` of a root that was already a named model of 41
+/// objects silently replaced it with an unnamed model of one. A put that would change an
+/// existing model (its members or its name) refuses and says what it would replace;
+/// `--replace` does it and says what it replaced; the same model put again is no change.
+#[test]
+fn a_model_put_over_another_model_of_its_root_refuses_unless_told_to_replace() -> TestResult {
+    let env = Env::new();
+    let root = env.file("root.json", br#"{"speckle_type":"Base","id":"root"}"#);
+    let members: Vec<_> = (0..40)
+        .map(|i| env.file(&format!("m{i}.json"), format!("{{\"member\":{i}}}").as_bytes()))
+        .collect();
+    let mut args = vec!["model", "put", s(&root), "--name", "v1"];
+    args.extend(members.iter().map(|m| s(m)));
+    let out = env.run(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let key = key_of(br#"{"speckle_type":"Base","id":"root"}"#);
+    // The same model again: no change, no refusal.
+    let out = env.run(&args);
+    assert!(out.status.success(), "the same model again: {}", stderr(&out));
+
+    let out = env.run(&["model", "put", s(&root), s(&root), s(&root)]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stderr(&out);
+    assert!(
+        text.contains("41 objects") && text.contains("v1") && text.contains("--replace"),
+        "{text}"
+    );
+    let shown = env.run(&["model", "show", &key]);
+    assert!(
+        stdout(&shown).contains("41") || stderr(&shown).contains("41"),
+        "the model is as it was"
+    );
+
+    let out = env.run(&["model", "put", "--replace", s(&root), s(&root)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("replaced"), "it says what it replaced: {}", stderr(&out));
+    Ok(())
+}
