@@ -11,6 +11,7 @@
 
 use std::fs;
 use std::path::Path;
+use std::time::Duration;
 
 use crate::common::{TestResult, Tmpfs, noise, sibling};
 use crate::crash::{acknowledged, spawn_child, wait_until_acked};
@@ -18,10 +19,17 @@ use objstash::{Codec, Durability, Key, Layout, Stash, Values};
 
 const NEEDS_ROOT: &str = "mounting a tmpfs (needs root: run as root)";
 
+/// The stash at `path`, with no eviction grace: a trim evicts objects used a moment ago
+/// too, so that what it evicts does not depend on how long the test took (a handle opened
+/// on a full disk opens for writing with the same settings).
+fn open(path: &Path) -> objstash::Result<Stash> {
+    Stash::builder().eviction_grace(Duration::ZERO).open(path)
+}
+
 /// A stash of `count` incompressible 50 kB objects at `path`, closed.
 fn closed_stash(path: &Path, count: u64) -> objstash::Result<(Vec<Vec<u8>>, Vec<Key>)> {
     let objects: Vec<Vec<u8>> = (0..count).map(|i| noise(i, 50_000)).collect();
-    let stash = Stash::open(path)?;
+    let stash = open(path)?;
     let keys = stash.save_all(&objects)?;
     stash.close()?;
     Ok((objects, keys))
@@ -47,7 +55,7 @@ fn a_closed_stash_on_a_disk_another_program_filled_reads_trims_and_saves_again()
     assert!(!sibling(&path, "-wal").exists() && !sibling(&path, "-shm").exists());
     fs.fill()?;
 
-    let stash = Stash::open(&path)?;
+    let stash = open(&path)?;
     assert_reads(&stash, &objects, &keys)?;
     assert!(stash.verify()?.is_ok());
     let err = stash.save(&noise(9_999, 50_000)).unwrap_err();
@@ -58,7 +66,7 @@ fn a_closed_stash_on_a_disk_another_program_filled_reads_trims_and_saves_again()
     stash.close()?;
     assert!(fs::metadata(&path)?.len() <= 10 << 20, "the file gave the space back");
 
-    let stash = Stash::open(&path)?;
+    let stash = open(&path)?;
     let more = noise(10_000, 50_000);
     let key = stash.save(&more)?;
     stash.flush()?;
@@ -78,7 +86,7 @@ fn a_closed_stash_without_a_reserve_reads_on_a_full_disk_and_says_room_must_be_m
     assert!(!sibling(&path, "-reserve").exists(), "a stash of 20 MB keeps no reserve");
     fs.fill()?;
 
-    let stash = Stash::open(&path)?;
+    let stash = open(&path)?;
     assert_reads(&stash, &objects, &keys)?;
     let err = stash.trim_to(1 << 20).unwrap_err();
     assert!(err.is_disk_full(), "{err:?}");
@@ -88,7 +96,7 @@ fn a_closed_stash_without_a_reserve_reads_on_a_full_disk_and_says_room_must_be_m
     stash.close()?;
 
     fs::remove_file(fs.path().join("ballast"))?;
-    let stash = Stash::open(&path)?;
+    let stash = open(&path)?;
     assert_reads(&stash, &objects, &keys)?;
     let evicted = stash.trim_to(1 << 20)?;
     assert!(evicted.objects >= 350, "{evicted}");
@@ -122,13 +130,13 @@ fn a_log_left_by_a_killed_process_reads_and_trims_on_a_full_disk() -> TestResult
     assert!(!acked.is_empty());
     fs.fill()?;
 
-    let stash = Stash::open(&path)?;
+    let stash = open(&path)?;
     assert_reads(&stash, &objects, &keys)?;
     assert_eq!(stash.missing(&acked)?, Vec::<Key>::new(), "what the killed writer committed");
     let evicted = stash.trim_to(8 << 20)?;
     assert!(evicted.objects >= 1_400, "{evicted}");
     stash.close()?;
-    let stash = Stash::open(&path)?;
+    let stash = open(&path)?;
     let key = stash.save(b"after the trim")?;
     stash.flush()?;
     assert!(stash.get(&key)?.is_some());
