@@ -288,12 +288,14 @@ static class Tests
     }
 
     // JSON as Speckle's serializers write it, generated here the way they build it:
-    // - V2 (Speckle.Sdk Serialisation/V2/Send/ObjectSerializer.cs): each detached child is
-    //   written inline as {"speckle_type":"reference","referencedId":ID,"__closure":null},
+    // - V2 (speckle-sharp-sdk's src/Speckle.Sdk/Serialisation/V2/Send/ObjectSerializer.cs):
+    //   each detached child is written inline as
+    //   {"speckle_type":"reference","referencedId":ID,"__closure":null},
     //   and the object's own "__closure":{ID:depth} comes last;
-    // - a reused ObjectReference (Speckle.Sdk Models/ObjectReference.cs) carries its own
+    // - a reused reference (the SDK's ObjectReference type) carries its own
     //   closure map inline;
-    // - V1 (Serialisation/BaseObjectSerializer.cs) lists blob ids as "blob:<hash>".
+    // - V1 (speckle-sharp-sdk's src/Speckle.Sdk/Serialisation/SpeckleObjectSerializer.cs)
+    //   lists blob ids as "blob:<hash>".
     static (string id, string json) O(string id, string json) => (id, json);
 
     static string Reference(string id, string closure = null) =>
