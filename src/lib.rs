@@ -146,6 +146,7 @@ pub use crate::remote::{
     CollectOptions, CollectReport, CompactReport, DEFAULT_PACK_SIZE, DamagedPack, LastCollection,
     PullReport, PushReport, RemoteConfig, RemoteStatus, TrimOptions, TrimReport,
 };
+pub use crate::report::counters::Counters;
 pub use crate::report::model::Model;
 pub use crate::report::recovery::{RecoveryReport, Trigger};
 pub use crate::report::stats::{Evicted, Stats, VerifyReport};

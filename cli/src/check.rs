@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::output::{Failure, Out, RecoveryJson};
 
-pub fn stats(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
+pub fn stats(stash: &Stash, zero: bool, out: &mut Out) -> Result<ExitCode, Failure> {
     let s = stash.stats()?;
     if out.json {
         #[derive(Serialize)]
@@ -33,7 +33,24 @@ pub fn stats(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
             evicted_objects: u64,
             evicted_bytes: u64,
             oldest_use_unix_ms: Option<u128>,
+            counters: Counters,
         }
+        #[derive(Serialize)]
+        struct Counters {
+            since_unix_ms: Option<u128>,
+            hits: u64,
+            misses: u64,
+            hit_rate: Option<f64>,
+            read_throughs: u64,
+            read_through_bytes: u64,
+            found: u64,
+            absent: u64,
+            saved: u64,
+            saved_again: u64,
+            evicted: u64,
+            evicted_bytes: u64,
+        }
+        let c = &s.counters;
         out.json(&Stats {
             objects: s.objects,
             raw_bytes: s.raw_bytes,
@@ -58,9 +75,30 @@ pub fn stats(stash: &Stash, out: &mut Out) -> Result<ExitCode, Failure> {
                 .oldest_use
                 .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
                 .map(|d| d.as_millis()),
+            counters: Counters {
+                since_unix_ms: c
+                    .since
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map(|d| d.as_millis()),
+                hits: c.hits,
+                misses: c.misses,
+                hit_rate: c.hit_rate(),
+                read_throughs: c.read_throughs,
+                read_through_bytes: c.read_through_bytes,
+                found: c.found,
+                absent: c.absent,
+                saved: c.saved,
+                saved_again: c.saved_again,
+                evicted: c.evicted,
+                evicted_bytes: c.evicted_bytes,
+            },
         })?;
     } else {
         out.line(&s.to_string())?;
+    }
+    if zero {
+        stash.reset_counters()?;
+        out.say("counters zeroed: counting begins now");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -163,9 +163,17 @@ enum Command {
     /// List keys with raw and stored sizes.
     #[command(after_help = "Example:\n  objstash --db cache.db ls | head")]
     Ls,
-    /// Print the size report.
-    #[command(after_help = "Example:\n  objstash --db cache.db stats --json")]
-    Stats,
+    /// Print the size report and the hit rate: what every process's reads, lookups and
+    /// saves found since counting began.
+    #[command(
+        after_help = "Example:\n  objstash --db cache.db stats --json\n  objstash --db cache.db stats --zero   print, then count from now"
+    )]
+    Stats {
+        /// After printing, set the counters to 0 (hits, misses, saves); counting begins
+        /// again.
+        #[arg(long)]
+        zero: bool,
+    },
     /// Check every object; exit 1 if anything is damaged or the open had to salvage.
     #[command(after_help = "Example:\n  objstash --db cache.db verify")]
     Verify,
@@ -537,7 +545,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Missing => fetch::missing(&stash, &mut out)?,
         Command::Export { dir } => fetch::export(&stash, &db, dir, &mut out)?,
         Command::Ls => fetch::ls(&stash, &mut out)?,
-        Command::Stats => check::stats(&stash, &mut out)?,
+        Command::Stats { zero } => check::stats(&stash, *zero, &mut out)?,
         Command::Verify => check::verify(&stash, &db, &mut out)?,
         Command::Rm { keys } => manage::rm(&stash, keys, &mut out)?,
         Command::Config { .. } => manage::config_show(&stash, &mut out)?,

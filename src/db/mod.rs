@@ -1,6 +1,7 @@
 //! The database: its format versions, the tables and the SQL of every statement, the meta
 //! table, the key index and its generations, names, row scans and the read connections.
 
+pub(crate) mod counts;
 pub(crate) mod dicts;
 pub(crate) mod first_generation;
 pub(crate) mod format;

@@ -6,6 +6,7 @@
 use std::fmt;
 use std::time::SystemTime;
 
+use super::counters::Counters;
 use crate::codec::Codec;
 use crate::key::Key;
 use crate::settings::durability::Durability;
@@ -55,6 +56,9 @@ pub struct Stats {
     /// cap (uses are indexed from then on), or one made by an older version and opened
     /// read-only.
     pub oldest_use: Option<SystemTime>,
+    /// What the stash served since counting began: hits, misses, saves
+    /// ([`Stash::counters`](crate::Stash::counters)).
+    pub counters: Counters,
 }
 
 impl Stats {
@@ -162,12 +166,12 @@ impl fmt::Display for Stats {
         if self.dictionaries > 0 {
             write!(f, ", {} zstd dictionaries", self.dictionaries)?;
         }
-        Ok(())
+        write!(f, "\n\n{}", self.counters)
     }
 }
 
 /// Spells an age in its largest whole unit: `45s`, `12m`, `5h`, `30d`.
-fn age_words(secs: u64) -> String {
+pub(super) fn age_words(secs: u64) -> String {
     match secs {
         s if s < 120 => format!("{s}s"),
         s if s < 2 * 3600 => format!("{}m", s / 60),
@@ -312,6 +316,7 @@ mod tests {
             evicted_objects: 7,
             evicted_bytes: 2100,
             oldest_use: Some(SystemTime::now() - std::time::Duration::from_secs(3 * 86_400)),
+            counters: Counters::default(),
         };
         assert_eq!(stats.compression_ratio(), 3.0);
         assert!(stats.over_cap());

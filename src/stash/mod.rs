@@ -11,6 +11,7 @@
 #[cfg(feature = "remote")]
 mod behind;
 mod bound;
+mod counters;
 pub(crate) mod entries;
 mod gzip_training;
 mod large;
@@ -247,14 +248,20 @@ impl Stash {
     /// # Errors
     /// As [`Stash::len`], or [`Error::Io`] if a file size cannot be read.
     pub fn stats(&self) -> Result<Stats> {
+        self.record_counts()?;
         let totals = self.totals()?;
         let path = self.path();
         let file_bytes = files::database_bytes(path).map_err(|e| {
             Error::io(format!("reading the size of {} and its journals", path.display()), e)
         })?;
-        let (max_size, oldest_use, dictionaries) = {
+        let (max_size, oldest_use, dictionaries, counters) = {
             let reader = self.readers.checkout()?;
-            (meta::read_max_size(&reader)?, self.oldest_use(&reader)?, dicts::count(&reader)?)
+            (
+                meta::read_max_size(&reader)?,
+                self.oldest_use(&reader)?,
+                dicts::count(&reader)?,
+                self.recorded_counters(&reader)?,
+            )
         };
         Ok(Stats {
             max_size,
@@ -274,6 +281,7 @@ impl Stash {
             codec: self.saving.codec,
             dictionaries,
             names: totals.names,
+            counters,
         })
     }
 

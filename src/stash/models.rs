@@ -177,7 +177,10 @@ impl Stash {
                 }
                 Ok(models::by_root(conn, root)?.filter(|m| m.state == State::Complete))
             })?;
-            let Some(model) = model else { return Ok(None) };
+            let Some(model) = model else {
+                self.shared.counts.read(1, 0);
+                return Ok(None);
+            };
             let parts = split_runs(&model.runs, self.pool.current_num_threads());
             let read: Vec<Option<ModelObjects>> = self.pool.install(|| {
                 parts
@@ -187,9 +190,12 @@ impl Stash {
             })?;
             if read.iter().all(Option::is_some) {
                 self.shared.uses.record_model(model.id);
-                return Ok(Some(read.into_iter().flatten().flatten().collect()));
+                let objects: ModelObjects = read.into_iter().flatten().flatten().collect();
+                self.shared.counts.read(objects.len(), objects.len());
+                return Ok(Some(objects));
             }
         }
+        self.shared.counts.read(1, 0);
         Ok(None)
     }
 

@@ -123,7 +123,7 @@ impl Stash {
             names::check(name.as_ref())?;
         }
         let keys: Vec<Key> = names.iter().map(|(_, key)| *key).collect();
-        let absent: std::collections::HashSet<Key> = self.missing(&keys)?.into_iter().collect();
+        let absent: std::collections::HashSet<Key> = self.missing_uncounted(&keys)?.into_iter().collect();
         let rows: Vec<_> = names
             .iter()
             .filter(|(_, key)| !absent.contains(key))
@@ -190,6 +190,7 @@ impl Stash {
         if self.remote.is_some() && found.iter().any(Option::is_none) {
             self.get_named_through(names, &mut found)?;
         }
+        self.shared.counts.read(names.len(), found.iter().filter(|f| f.is_some()).count());
         Ok(found)
     }
 
@@ -211,7 +212,7 @@ impl Stash {
         if keys.is_empty() {
             return Ok(());
         }
-        let objects = self.get_many(&keys)?;
+        let objects = self.get_many_uncounted(&keys)?;
         let mut bind = Vec::new();
         for ((i, key), object) in at.into_iter().zip(keys).zip(objects) {
             if object.is_some() {
@@ -344,7 +345,7 @@ impl Stash {
     fn get_one_named(&self, name: &[u8]) -> Result<Option<Vec<u8>>> {
         names::check(name)?;
         if let Some(key) = self.shared.names.get(name) {
-            return self.get(&key);
+            return self.get_uncounted(&key);
         }
         // In a kept snapshot (readers.rs), renewed if it finds nothing.
         let key = {
@@ -358,7 +359,7 @@ impl Stash {
         };
         // The name was committed with or after its object: unless a remove came between
         // the two reads, the object is found.
-        key.map_or(Ok(None), |key| self.get(&key))
+        key.map_or(Ok(None), |key| self.get_uncounted(&key))
     }
 
     /// The committed key of `name`, read on `conn`.

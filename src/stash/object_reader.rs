@@ -178,6 +178,12 @@ impl Stash {
     /// [`Error::Corrupt`] if its stored row is damaged; [`Error::Database`] if the read
     /// fails.
     pub fn open_reader(&self, key: &Key) -> Result<Option<ObjectReader>> {
+        let reader = self.open_reader_uncounted(key)?;
+        self.shared.counts.read(1, usize::from(reader.is_some()));
+        Ok(reader)
+    }
+
+    fn open_reader_uncounted(&self, key: &Key) -> Result<Option<ObjectReader>> {
         let row = match self.shared.pending.get(key) {
             Some(row) => {
                 Some((row.raw_len as i64, row.data.to_vec(), Some(crate::cache::uses::now())))
@@ -191,7 +197,7 @@ impl Stash {
             // Not here: read it through the remote, if the stash has one.
             #[cfg(feature = "remote")]
             if self.remote.is_some() {
-                return Ok(self.get(key)?.map(|bytes| ObjectReader {
+                return Ok(self.get_uncounted(key)?.map(|bytes| ObjectReader {
                     key: *key,
                     len: bytes.len() as u64,
                     source: Source::Row(bytes),

@@ -66,6 +66,13 @@ impl Stash {
     /// does not hash to `key`; the damaged bytes are never returned.
     /// [`Error::Database`](crate::Error::Database) if the read fails.
     pub fn get(&self, key: &Key) -> Result<Option<Vec<u8>>> {
+        let found = self.get_uncounted(key)?;
+        self.shared.counts.read(1, usize::from(found.is_some()));
+        Ok(found)
+    }
+
+    /// [`Stash::get`], not counted as a read (for the library's own reads: verify, names).
+    pub(super) fn get_uncounted(&self, key: &Key) -> Result<Option<Vec<u8>>> {
         if let Some(row) = self.shared.pending.get(key) {
             return self.decode(key, row.raw_len as i64, &row.data, Some(uses::now())).map(Some);
         }
@@ -172,6 +179,13 @@ impl Stash {
     /// [`Error::Corrupt`](crate::Error::Corrupt) for the first key in `keys` whose row is
     /// damaged.
     pub fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Vec<u8>>>> {
+        let found = self.get_many_uncounted(keys)?;
+        self.shared.counts.read(keys.len(), found.iter().filter(|f| f.is_some()).count());
+        Ok(found)
+    }
+
+    /// [`Stash::get_many`], not counted as reads.
+    pub(super) fn get_many_uncounted(&self, keys: &[Key]) -> Result<Vec<Option<Vec<u8>>>> {
         let threads = self.pool.current_num_threads();
         let parts = parts::sorted_parts(keys, Key::cmp, threads, GET_MANY_MIN_PART);
         let read: Vec<Vec<(usize, Read)>> = self.pool.install(|| {
@@ -303,6 +317,12 @@ impl Stash {
     /// # Errors
     /// [`Error::Database`](crate::Error::Database) if the lookup fails.
     pub fn contains(&self, key: &Key) -> Result<bool> {
+        let stored = self.contains_uncounted(key)?;
+        self.shared.counts.looked_up(1, usize::from(stored));
+        Ok(stored)
+    }
+
+    fn contains_uncounted(&self, key: &Key) -> Result<bool> {
         if self.shared.pending.contains(key) {
             return Ok(true);
         }
@@ -321,6 +341,13 @@ impl Stash {
     /// # Errors
     /// [`Error::Database`](crate::Error::Database) if a lookup fails.
     pub fn missing(&self, keys: &[Key]) -> Result<Vec<Key>> {
+        let missing = self.missing_uncounted(keys)?;
+        self.shared.counts.looked_up(keys.len(), keys.len() - missing.len());
+        Ok(missing)
+    }
+
+    /// [`Stash::missing`], not counted as lookups.
+    pub(super) fn missing_uncounted(&self, keys: &[Key]) -> Result<Vec<Key>> {
         let found = self.lookup(
             keys,
             |_| (),

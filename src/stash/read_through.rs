@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use crate::cache::counts::Count;
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::remote::{self, Kind, Location, Remote};
@@ -134,6 +135,10 @@ impl Stash {
                 log::warn!("{}: {e}", keys[i]);
                 *result = Ok(None);
             }
+        }
+        for object in found.iter().flatten().flatten() {
+            self.shared.counts.add(Count::ReadThroughs, 1);
+            self.shared.counts.add(Count::ReadThroughBytes, object.len() as u64);
         }
         found.into_iter().collect()
     }

@@ -38,7 +38,7 @@ impl Stash {
             named.extend(names.into_iter().map(|entry| Location { pack: pack.clone(), entry }));
             let entries: Vec<_> = entries.into_iter().filter(|e| seen.insert(e.key)).collect();
             let keys: Vec<Key> = entries.iter().map(|e| e.key).collect();
-            let missing: HashSet<Key> = self.missing(&keys)?.into_iter().collect();
+            let missing: HashSet<Key> = self.missing_uncounted(&keys)?.into_iter().collect();
             report.already_local += (keys.len() - missing.len()) as u64;
             for entry in entries.into_iter().filter(|e| missing.contains(&e.key)) {
                 wanted_bytes += u64::from(entry.len);

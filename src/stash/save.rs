@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use crate::cache::counts::Count;
 use crate::codec;
 use crate::codec::Codec;
 use crate::error::{Error, Result};
@@ -195,6 +196,7 @@ impl Stash {
             Ok(stored)
         })?;
         known[..stored.len()].copy_from_slice(&stored);
+        self.shared.counts.add(Count::SavedAgain, known.iter().filter(|&&k| k).count() as u64);
         // Saving a stored object again is a use of it.
         self.shared
             .uses
@@ -210,6 +212,7 @@ impl Stash {
             // Committed, not queued (`stash/large.rs`); held for the assembly it was
             // saved into, as a queued row is tagged.
             self.save_chunked(object)?;
+            self.shared.counts.add(Count::Saved, 1);
             if let Some(assembly) = assembly {
                 let hold = Hold { assembly, keys: vec![key], stored: Vec::new() };
                 self.send(Message::Op(unasked(HoldQuietly(hold))))?;
@@ -218,6 +221,7 @@ impl Stash {
         }
         // A duplicate earlier in the same batch call may have been queued meanwhile.
         if self.shared.pending.contains(&key) {
+            self.shared.counts.add(Count::SavedAgain, 1);
             return Ok(false);
         }
         let dict = self.dictionary_for(object);
@@ -228,6 +232,8 @@ impl Stash {
             data: Arc::new(codec::encode(object, self.saving.level, dict.as_deref(), code)),
             model: assembly,
         };
+        // Counted before the writer can find it stored already (`Counts::saved_already`).
+        self.shared.counts.add(Count::Saved, 1);
         let shown = self.shared.show_pending(&row);
         let sent = self.send(Message::Save(row.clone()));
         if sent.is_err() && shown {

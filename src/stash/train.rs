@@ -77,7 +77,7 @@ impl Stash {
         }
         let mut samples = Vec::with_capacity(keys.len());
         for chunk in keys.chunks(SAVE_CHUNK) {
-            samples.extend(self.get_many(chunk)?.into_iter().flatten());
+            samples.extend(self.get_many_uncounted(chunk)?.into_iter().flatten());
         }
         // An explicit training ends any sampling of first objects.
         *self.trainer.lock().unwrap_or_else(|p| p.into_inner()) = Trainer::Off;

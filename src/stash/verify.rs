@@ -75,7 +75,7 @@ impl Stash {
                     && let Some(lost) = codec::key_of_intact_gzip(raw_len, &data)
                     && lost != key
                 {
-                    if !listed.contains(&lost) && !matches!(self.get(&lost), Ok(Some(_))) {
+                    if !listed.contains(&lost) && !matches!(self.get_uncounted(&lost), Ok(Some(_))) {
                         report.unreachable.push(lost);
                         listed.insert(lost);
                     }
@@ -84,7 +84,7 @@ impl Stash {
                 if known {
                     return;
                 }
-                match self.get(&key) {
+                match self.get_uncounted(&key) {
                     Ok(Some(_)) => {}
                     Ok(None) if intact => {
                         report.unreachable.push(key);
@@ -110,7 +110,7 @@ impl Stash {
         let mut lost = 0;
         let indexed = pagescan::scan_index(self.path(), |entry| match entry {
             Indexed::Key(key) => {
-                if !listed.contains(&key) && !untrusted.contains(&key) && self.get(&key).is_err() {
+                if !listed.contains(&key) && !untrusted.contains(&key) && self.get_uncounted(&key).is_err() {
                     report.corrupt.push(key);
                     listed.insert(key);
                 }
@@ -121,7 +121,7 @@ impl Stash {
                 }
                 match self.key_at(&prefix, rowid) {
                     Ok(Some(key)) if prefix_of(&key) == prefix => {
-                        if !listed.contains(&key) && self.get(&key).is_err() {
+                        if !listed.contains(&key) && self.get_uncounted(&key).is_err() {
                             report.corrupt.push(key);
                             listed.insert(key);
                         }

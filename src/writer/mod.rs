@@ -19,6 +19,7 @@
 mod batch;
 mod chunked;
 mod compact;
+mod counting;
 mod generations;
 mod model_memory;
 pub(crate) mod models;
@@ -42,6 +43,7 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, SendTimeoutError, Sender, bounded};
 use rusqlite::Connection;
 
+use crate::cache::counts::Counts;
 use crate::cache::uses::Uses;
 use crate::db::first_generation::FirstGeneration;
 use crate::db::readers::Commits;
@@ -57,7 +59,10 @@ pub(crate) use models::{
     Declare, Declared, GiveUp, Hold, HoldQuietly, OpenAssembly, PinModel, RemoveModel,
 };
 pub(crate) use op::{Answer, Message, Op, asked, unasked};
-pub(crate) use ops::{Dictionary, Flush, GzipCode, Name, Pin, Remove, SetMaxSize, Trim, Unname};
+pub(crate) use ops::{
+    Dictionary, Flush, GzipCode, Name, Pin, RecordCounts, Remove, ResetCounters, SetMaxSize, Trim,
+    Unname,
+};
 pub(crate) use stop::Stop;
 
 /// What the writer of a handle needs, built once by the open sequence.
@@ -84,6 +89,8 @@ pub(crate) struct Shared {
     pub commits: Commits,
     pub names: PendingNames,
     pub uses: Uses,
+    /// What the handle's calls served (`counts.rs`), which the writer adds to the stash's.
+    pub counts: Counts,
     pub schema: Schema,
     /// The file of values, in a stash that keeps them there (`value_log.rs`).
     pub values: Option<ValueLog>,
@@ -120,6 +127,7 @@ impl Shared {
             commits: Commits::default(),
             names: PendingNames::new(names_table),
             uses,
+            counts: Counts::default(),
             schema,
             values,
             first: FirstGeneration::default(),

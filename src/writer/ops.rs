@@ -8,7 +8,10 @@ use super::op::{After, Answer, Op, Request, Unasked};
 use super::state::Job;
 use super::stop::Stop;
 use super::tx::Tx;
+use crate::cache::counts::Count;
+use crate::cache::uses;
 use crate::codec::gzip_code;
+use crate::db::counts;
 use crate::codec::zstd_dict;
 use crate::db::meta;
 use crate::error::{Error, Result};
@@ -170,6 +173,36 @@ impl Request for SetMaxSize {
         if self.cap.is_some() && !tx.shared.schema.removals_indexed(tx.conn)? {
             tx.shared.schema.index_removals(tx.conn)?;
         }
+        Ok(())
+    }
+
+    fn answer(self) {}
+}
+
+/// Sets the stash's counters to 0 and counting to begin now; what the handle counted
+/// before is not added (`writer/counting.rs`).
+pub(crate) struct ResetCounters;
+
+impl Request for ResetCounters {
+    type Answer = ();
+
+    fn apply(&mut self, tx: &mut Tx<'_>) -> Result<(), Stop> {
+        tx.written.counted_from = Some(tx.shared.counts.snapshot());
+        counts::reset(tx.conn, &Count::names(), uses::now())?;
+        Ok(())
+    }
+
+    fn answer(self) {}
+}
+
+/// Commits a transaction, if only to add what the handle counted to the stash's counters
+/// (`writer/counting.rs`), after everything sent before it.
+pub(crate) struct RecordCounts;
+
+impl Request for RecordCounts {
+    type Answer = ();
+
+    fn apply(&mut self, _: &mut Tx<'_>) -> Result<(), Stop> {
         Ok(())
     }
 

@@ -181,12 +181,9 @@ impl Writer {
                 }
             }
         }
-        // The reads it recorded last still count.
-        if !self.shared.uses.is_empty()
-            && let Err(Failure::Fatal(stop)) = self.transaction(|writer| {
-                tx::write_uses(&writer.conn, &writer.shared, writer.uses_apart());
-                Ok(())
-            })
+        // The reads it recorded last, and what it counted last, still count.
+        if (!self.shared.uses.is_empty() || self.shared.counts.owed())
+            && let Err(Failure::Fatal(stop)) = self.record_uses_and_counts()
         {
             log::warn!("objstash: the last uses of objects could not be recorded: {stop:?}");
         }
@@ -300,11 +297,14 @@ impl Writer {
         }
         tx::write_uses(&self.conn, &self.shared, self.uses_apart());
         meta::add_totals(&self.conn, &batch.tx.totals)?;
+        let from = batch.tx.counted_from.unwrap_or_else(|| self.shared.counts.recorded());
+        let counted = self.write_counts(&from)?;
         if let Some(appender) = &mut batch.tx.values {
             self.sync_values()?;
             appender.record(&self.conn)?;
         }
         self.conn.execute_batch("COMMIT").stop(|| "committing a batch".into())?;
+        self.shared.counts.set_recorded(counted);
         self.shared.commits.committed();
         self.commits_since_reserve += 1;
         if self.commits_since_reserve >= RESERVE_EVERY {

@@ -16,6 +16,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::Shared;
 use super::stop::{Stop, StopContext};
+use crate::cache::counts::Snapshot;
 use crate::cache::uses;
 use crate::db::key_filter::{KeyFilter, Lookup};
 use crate::db::meta::Delta;
@@ -51,6 +52,9 @@ pub(crate) struct Written {
     pub values: Option<Appender>,
     /// What it changed of models, for the writer's memory once it commits.
     pub models: ModelChanges,
+    /// The handle's counts when a reset of the counters in this transaction zeroed them:
+    /// what was counted before is not added (`writer/counting.rs`).
+    pub counted_from: Option<Snapshot>,
 }
 
 impl Written {
@@ -188,6 +192,7 @@ impl Tx<'_> {
                     appender.unplace(place);
                 }
                 self.shared.uses.record(&row.key);
+                self.shared.counts.saved_already();
             }
             self.written.present.insert(row.key);
         }

@@ -172,14 +172,10 @@ impl Writer {
             self.checkpoint_owed = false;
             self.checkpoint();
         }
-        if !self.shared.uses.is_empty() {
+        if !self.shared.uses.is_empty() || self.shared.counts.owed() {
             // Uses are a hint (see `write_uses`): a failure to write them is no reason to
             // stop, and a damaged file is rebuilt by the next open.
-            let written = self.transaction(|writer| {
-                tx::write_uses(&writer.conn, &writer.shared, writer.uses_apart());
-                Ok(())
-            });
-            if let Err(Failure::Fatal(stop)) = written {
+            if let Err(Failure::Fatal(stop)) = self.record_uses_and_counts() {
                 log::warn!("objstash: the uses of objects could not be recorded: {stop:?}");
                 self.shared.uses.take(self.uses_apart());
             }

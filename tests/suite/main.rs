@@ -10,6 +10,7 @@ mod bounded;
 mod codec;
 mod concurrency;
 mod contention;
+mod counters;
 mod corruption;
 mod crash;
 mod crash_eviction;

@@ -874,3 +874,41 @@ fn import_counts_its_own_objects_reports_evictions_and_lists_keys() -> TestResul
     assert_eq!(after["over_cap"], false, "{after}");
     Ok(())
 }
+
+#[test]
+fn stats_shows_the_hit_rate_of_every_command_and_zero_counts_from_then() -> TestResult {
+    let env = Env::new();
+    let a = env.file("a.json", br#"{"id":"a"}"#);
+    let b = env.file("b.json", br#"{"id":"b"}"#);
+    assert!(env.run(&["put", s(&a), s(&b), s(&a)]).status.success());
+    // Each command is a process of its own; each one's calls count in the stash.
+    for _ in 0..3 {
+        assert!(env.run(&["get", &key_of(br#"{"id":"a"}"#)]).status.success());
+    }
+    assert!(!env.run(&["get", &key_of(b"absent")]).status.success());
+    let out = env.run(&["has", &key_of(br#"{"id":"b"}"#), &key_of(b"absent")]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stdout(&out).contains(" missing"), "{}", stdout(&out));
+
+    let out = env.run(&["stats", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let counters = &report["counters"];
+    assert_eq!(counters["hits"], 3, "{report}");
+    assert_eq!(counters["misses"], 1, "{report}");
+    assert_eq!(counters["hit_rate"], 0.75, "{report}");
+    assert_eq!((counters["found"].clone(), counters["absent"].clone()), (1.into(), 1.into()));
+    assert_eq!((counters["saved"].clone(), counters["saved_again"].clone()), (2.into(), 1.into()));
+    assert!(counters["since_unix_ms"].as_u64().is_some(), "{report}");
+
+    let out = env.run(&["stats", "--zero"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("hits                              3 / 4             75.00 %  of keys read"), "{text}");
+    assert!(stderr(&out).contains("counters zeroed"), "{}", stderr(&out));
+    let out = env.run(&["stats", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(report["counters"]["hits"], 0, "{report}");
+    assert_eq!(report["counters"]["hit_rate"], serde_json::Value::Null, "{report}");
+    assert_eq!(report["objects"], 2, "{report}");
+    Ok(())
+}
