@@ -85,6 +85,22 @@ namespace Objstash
     }
 
     [StructLayout(LayoutKind.Sequential)]
+    internal struct NativeCounters
+    {
+        public ulong SinceUnixMs;
+        public ulong Hits;
+        public ulong Misses;
+        public ulong ReadThroughs;
+        public ulong ReadThroughBytes;
+        public ulong Found;
+        public ulong Absent;
+        public ulong Saved;
+        public ulong SavedAgain;
+        public ulong Evicted;
+        public ulong EvictedBytes;
+    }
+
+    [StructLayout(LayoutKind.Sequential)]
     internal struct NativeVerify
     {
         [MarshalAs(UnmanagedType.I1)] public bool Ok;
@@ -158,6 +174,8 @@ namespace Objstash
         [DllImport(Lib)] internal static extern ObjstashStatus objstash_read_model(StashHandle handle, byte[] root, out IntPtr keys, out NativeObjects objects, out UIntPtr n, [MarshalAs(UnmanagedType.I1)] out bool found);
 
         [DllImport(Lib)] internal static extern ObjstashStatus objstash_stats(StashHandle handle, out NativeStats stats);
+        [DllImport(Lib)] internal static extern ObjstashStatus objstash_counters(StashHandle handle, [MarshalAs(UnmanagedType.I1)] bool thisHandle, out NativeCounters counters);
+        [DllImport(Lib)] internal static extern ObjstashStatus objstash_reset_counters(StashHandle handle);
         [DllImport(Lib)] internal static extern ObjstashStatus objstash_verify(StashHandle handle, out NativeVerify report);
         [DllImport(Lib)] internal static extern ObjstashStatus objstash_repair(byte[] path, out NativeBuffer text, [MarshalAs(UnmanagedType.I1)] out bool lost);
     }

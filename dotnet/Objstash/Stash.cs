@@ -74,6 +74,35 @@ namespace Objstash
         public ulong EvictedObjects { get; internal set; }
     }
 
+    /// <summary>What a stash served since counting began (<see cref="Stash.Counters"/>:
+    /// every process's calls), or one handle since it opened
+    /// (<see cref="Stash.HandleCounters"/>): is the cache helping?</summary>
+    public sealed class CacheCounters
+    {
+        /// <summary>When counting began (UTC); null for a stash that never counted.</summary>
+        public DateTime? Since { get; internal set; }
+        /// <summary>Keys read and served, from the stash or through its remote.</summary>
+        public ulong Hits { get; internal set; }
+        /// <summary>Keys read and found nowhere.</summary>
+        public ulong Misses { get; internal set; }
+        /// <summary>Of the hits, keys read through the remote.</summary>
+        public ulong ReadThroughs { get; internal set; }
+        public ulong ReadThroughBytes { get; internal set; }
+        /// <summary>Keys looked up (Contains, Missing) that were stored.</summary>
+        public ulong Found { get; internal set; }
+        /// <summary>Keys looked up that were not.</summary>
+        public ulong Absent { get; internal set; }
+        /// <summary>Objects saved that were new.</summary>
+        public ulong Saved { get; internal set; }
+        /// <summary>Saves of objects already stored (nothing written).</summary>
+        public ulong SavedAgain { get; internal set; }
+        /// <summary>Objects evicted since counting began (0 for a handle).</summary>
+        public ulong Evicted { get; internal set; }
+        public ulong EvictedBytes { get; internal set; }
+        /// <summary>Hits over keys read; null before any read.</summary>
+        public double? HitRate => Hits + Misses == 0 ? (double?)null : (double)Hits / (Hits + Misses);
+    }
+
     /// <summary>What Verify found.</summary>
     public sealed class VerifyReport
     {
@@ -484,6 +513,38 @@ namespace Objstash
                 Names = s.Names,
                 MaxSize = s.MaxSize == 0 ? (ulong?)null : s.MaxSize,
                 EvictedObjects = s.EvictedObjects,
+            };
+        }
+
+        /// <summary>What the stash served since counting began: every process's calls
+        /// (another handle's are recorded with its next commit, within about a second when
+        /// idle, and when it closes); this handle's are committed first.</summary>
+        public CacheCounters Counters() => CountersOf(false);
+
+        /// <summary>What this handle's calls served since it opened.</summary>
+        public CacheCounters HandleCounters() => CountersOf(true);
+
+        /// <summary>Sets the stash's counters to 0; counting begins now.</summary>
+        public void ResetCounters() => Check(Native.objstash_reset_counters(Handle));
+
+        private CacheCounters CountersOf(bool thisHandle)
+        {
+            Check(Native.objstash_counters(Handle, thisHandle, out NativeCounters c));
+            return new CacheCounters
+            {
+                Since = c.SinceUnixMs == 0
+                    ? (DateTime?)null
+                    : new DateTime(1970, 1, 1, 0, 0, 0, DateTimeKind.Utc).AddMilliseconds(c.SinceUnixMs),
+                Hits = c.Hits,
+                Misses = c.Misses,
+                ReadThroughs = c.ReadThroughs,
+                ReadThroughBytes = c.ReadThroughBytes,
+                Found = c.Found,
+                Absent = c.Absent,
+                Saved = c.Saved,
+                SavedAgain = c.SavedAgain,
+                Evicted = c.Evicted,
+                EvictedBytes = c.EvictedBytes,
             };
         }
 

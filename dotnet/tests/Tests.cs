@@ -138,6 +138,15 @@ static class Tests
             Check(stats.Objects == 5 && stats.Names == 1 && stats.FileBytes > 0, "Stats " + stats.Objects);
             var report = s.Verify();
             Check(report.Ok && report.Checked == 5 && report.Text.Contains("5 objects"), "Verify: " + report.Text);
+            // Counted: Get, GetMany (2 of 3), GetNamed; Contains and Missing; six saves.
+            var counters = s.Counters();
+            Check(counters.Hits == 4 && counters.Misses == 1 && counters.HitRate == 0.8
+                && counters.Found == 2 && counters.Absent == 1 && counters.Saved == 6
+                && counters.SavedAgain == 0 && counters.Since != null,
+                "Counters: " + counters.Hits + " " + counters.Misses + " " + counters.Found + " " + counters.Absent + " " + counters.Saved);
+            Check(s.HandleCounters().Hits == 4, "HandleCounters");
+            s.ResetCounters();
+            Check(s.Counters().Hits == 0 && s.Counters().HitRate == null && s.HandleCounters().Hits == 4, "ResetCounters");
             Check(!s.IsReadOnly, "IsReadOnly");
         }
         string text = Stash.Repair(PathOf("stash.db"), out bool lost);

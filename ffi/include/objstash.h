@@ -131,6 +131,28 @@ typedef struct ObjstashStats {
   uint64_t evicted_bytes;
 } ObjstashStats;
 
+// What a stash served since counting began (`objstash_counters`).
+typedef struct ObjstashCounters {
+  // Milliseconds since the Unix epoch when counting began; 0 if it never has.
+  uint64_t since_unix_ms;
+  // Keys read and served (from the stash or through its remote).
+  uint64_t hits;
+  // Keys read and found nowhere.
+  uint64_t misses;
+  // Of the hits, keys read through the remote, and their bytes.
+  uint64_t read_throughs;
+  uint64_t read_through_bytes;
+  // Keys looked up (`objstash_contains`, `objstash_missing`) that were stored, and not.
+  uint64_t found;
+  uint64_t absent;
+  // Objects saved that were new, and saves of objects already stored.
+  uint64_t saved;
+  uint64_t saved_again;
+  // Objects evicted since counting began, and their stored bytes (0 for a handle).
+  uint64_t evicted;
+  uint64_t evicted_bytes;
+} ObjstashCounters;
+
 // What `objstash_verify` found. `text` is the report in words (free its `data` with
 // `objstash_free`).
 typedef struct ObjstashVerify {
@@ -361,6 +383,15 @@ enum ObjstashStatus objstash_trim_to(const struct ObjstashStash *handle,
 
 // The size report into `*out` (waits for pending writes to commit).
 enum ObjstashStatus objstash_stats(const struct ObjstashStash *handle, struct ObjstashStats *out);
+
+// The counters into `*out`: the stash's (every process's calls; this handle's are
+// committed first), or with `this_handle` this handle's since it opened.
+enum ObjstashStatus objstash_counters(const struct ObjstashStash *handle,
+                                      bool this_handle,
+                                      struct ObjstashCounters *out);
+
+// Sets the stash's counters to 0; counting begins now.
+enum ObjstashStatus objstash_reset_counters(const struct ObjstashStash *handle);
 
 // Reads and checks every object and name into `*out`.
 enum ObjstashStatus objstash_verify(const struct ObjstashStash *handle, struct ObjstashVerify *out);

@@ -24,6 +24,30 @@ pub struct ObjstashStats {
     pub evicted_bytes: u64,
 }
 
+/// What a stash served since counting began (`objstash_counters`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ObjstashCounters {
+    /// Milliseconds since the Unix epoch when counting began; 0 if it never has.
+    pub since_unix_ms: u64,
+    /// Keys read and served (from the stash or through its remote).
+    pub hits: u64,
+    /// Keys read and found nowhere.
+    pub misses: u64,
+    /// Of the hits, keys read through the remote, and their bytes.
+    pub read_throughs: u64,
+    pub read_through_bytes: u64,
+    /// Keys looked up (`objstash_contains`, `objstash_missing`) that were stored, and not.
+    pub found: u64,
+    pub absent: u64,
+    /// Objects saved that were new, and saves of objects already stored.
+    pub saved: u64,
+    pub saved_again: u64,
+    /// Objects evicted since counting began, and their stored bytes (0 for a handle).
+    pub evicted: u64,
+    pub evicted_bytes: u64,
+}
+
 /// What `objstash_verify` found. `text` is the report in words (free its `data` with
 /// `objstash_free`).
 #[repr(C)]
@@ -63,6 +87,41 @@ pub extern "C" fn objstash_stats(
         };
         Ok(())
     })
+}
+
+/// The counters into `*out`: the stash's (every process's calls; this handle's are
+/// committed first), or with `this_handle` this handle's since it opened.
+#[unsafe(no_mangle)]
+pub extern "C" fn objstash_counters(
+    handle: *const ObjstashStash,
+    this_handle: bool,
+    out: *mut ObjstashCounters,
+) -> ObjstashStatus {
+    guard(|| {
+        let out = slot(out, "out")?;
+        let c = with(handle, |s| Ok(if this_handle { s.handle_counters() } else { s.counters()? }))?;
+        let since = c.since.and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+        *out = ObjstashCounters {
+            since_unix_ms: since.map_or(0, |d| d.as_millis() as u64),
+            hits: c.hits,
+            misses: c.misses,
+            read_throughs: c.read_throughs,
+            read_through_bytes: c.read_through_bytes,
+            found: c.found,
+            absent: c.absent,
+            saved: c.saved,
+            saved_again: c.saved_again,
+            evicted: c.evicted,
+            evicted_bytes: c.evicted_bytes,
+        };
+        Ok(())
+    })
+}
+
+/// Sets the stash's counters to 0; counting begins now.
+#[unsafe(no_mangle)]
+pub extern "C" fn objstash_reset_counters(handle: *const ObjstashStash) -> ObjstashStatus {
+    guard(|| with(handle, |s| Ok(s.reset_counters()?)))
 }
 
 /// Reads and checks every object and name into `*out`.

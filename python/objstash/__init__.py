@@ -103,6 +103,47 @@ from objstash.errors import RemoteCorruptError as RemoteCorruptError
 
 
 @dataclass(frozen=True)
+class Counters:
+    """What a stash served since counting began (``Stash.counters()``: every process's
+    calls), or one handle since it opened (``Stash.handle_counters()``): is the cache
+    helping? ``str(counters)`` is the table ``objstash stats`` prints."""
+
+    since: float | None = None
+    """Seconds since the epoch when counting began (the first count, or the last
+    ``reset_counters()``); ``None`` for a stash that never counted."""
+    hits: int = 0
+    """Keys read (``get``, ``get_many``, ``get_named``, ``read_model``'s objects, readers)
+    and served, from the stash or through its remote."""
+    misses: int = 0
+    """Keys read and found nowhere."""
+    read_throughs: int = 0
+    """Of the hits, keys read through the remote (then stored)."""
+    read_through_bytes: int = 0
+    found: int = 0
+    """Keys asked by ``in``/``contains`` and ``missing`` that were stored."""
+    absent: int = 0
+    """Keys asked by ``in``/``contains`` and ``missing`` that were not."""
+    saved: int = 0
+    """Objects saved that were new."""
+    saved_again: int = 0
+    """Saves of objects already stored: deduplicated, nothing written."""
+    evicted: int = 0
+    """Objects evicted since counting began (the stash's; a handle counts none)."""
+    evicted_bytes: int = 0
+
+    text: str = field(default="", repr=False, compare=False)
+
+    @property
+    def hit_rate(self) -> float | None:
+        """Hits over keys read; ``None`` before any read."""
+        read = self.hits + self.misses
+        return self.hits / read if read else None
+
+    def __str__(self) -> str:
+        return self.text or repr(self)
+
+
+@dataclass(frozen=True)
 class Stats:
     """Sizes of a stash: what the cache costs on disk."""
 
@@ -128,6 +169,9 @@ class Stats:
     """Seconds since the epoch of the earliest last use of an unpinned object; ``None``
     until the stash has had a cap or evicted or removed anything (uses are indexed from
     then on)."""
+
+    counters: Counters = field(default_factory=Counters)
+    """What the stash served since counting began (``Stash.counters()``)."""
 
     text: str = field(default="", repr=False, compare=False)
     """The size report as the command line's ``stats`` prints it (``str(stats)``)."""
@@ -516,7 +560,19 @@ class Stash(_Stash):
 
     def stats(self) -> Stats:
         """The size report (waits for pending writes to commit; costs no scan)."""
-        return Stats(**self._stats())
+        fields = self._stats()
+        return Stats(**{**fields, "counters": Counters(**fields["counters"])})
+
+    def counters(self) -> Counters:
+        """What the stash served since counting began: hits and misses of reads, lookups,
+        saves of new and of stored objects, evictions; every process's calls (another
+        handle's are recorded with its next commit, within about a second when idle, and
+        when it closes; a read-only handle's are not). This handle's are recorded first."""
+        return Counters(**self._counters(False))
+
+    def handle_counters(self) -> Counters:
+        """What this handle's calls served since it opened."""
+        return Counters(**self._counters(True))
 
     def verify(self) -> VerifyReport:
         """Reads and checks every object and name."""
@@ -578,6 +634,7 @@ __all__ = [
     "repair",
     "RecoveryReport",
     "DataLossWarning",
+    "Counters",
     "Stats",
     "VerifyReport",
     "Remote",

@@ -676,8 +676,25 @@ impl Stash {
         d.set_item("chunk_bytes", s.chunk_bytes)?;
         let oldest = s.oldest_use.and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
         d.set_item("oldest_use", oldest.map(|d| d.as_secs_f64()))?;
+        d.set_item("counters", counters_dict(py, &s.counters)?)?;
         d.set_item("text", s.to_string())?;
         Ok(d)
+    }
+
+    /// The hit and miss report as a dict (the package turns it into `objstash.Counters`):
+    /// the stash's (every process's calls), or with `handle` this handle's since it opened.
+    fn _counters<'py>(&self, py: Python<'py>, handle: bool) -> PyResult<Bound<'py, PyDict>> {
+        let counters = if handle {
+            self.handle.with(py, |s| Ok(s.handle_counters()))?
+        } else {
+            self.handle.waiting(py, objstash::Stash::counters)?
+        };
+        counters_dict(py, &counters)
+    }
+
+    /// Sets the stash's counters to 0; counting begins now.
+    fn reset_counters(&self, py: Python<'_>) -> PyResult<()> {
+        self.handle.waiting(py, objstash::Stash::reset_counters)
     }
 
     /// The integrity report as a dict (the package turns it into `objstash.VerifyReport`).
@@ -754,4 +771,23 @@ impl KeyIterator {
             None => Ok(None),
         }
     }
+}
+
+/// A [`objstash::Counters`] as the dict `objstash.Counters` is made from.
+fn counters_dict<'py>(py: Python<'py>, c: &objstash::Counters) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let since = c.since.and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+    d.set_item("since", since.map(|d| d.as_secs_f64()))?;
+    d.set_item("hits", c.hits)?;
+    d.set_item("misses", c.misses)?;
+    d.set_item("read_throughs", c.read_throughs)?;
+    d.set_item("read_through_bytes", c.read_through_bytes)?;
+    d.set_item("found", c.found)?;
+    d.set_item("absent", c.absent)?;
+    d.set_item("saved", c.saved)?;
+    d.set_item("saved_again", c.saved_again)?;
+    d.set_item("evicted", c.evicted)?;
+    d.set_item("evicted_bytes", c.evicted_bytes)?;
+    d.set_item("text", c.to_string())?;
+    Ok(d)
 }

@@ -203,6 +203,31 @@ def test_a_pools_saves_survive_its_exit(path, method):
         assert stash.get(keys[7]) == b"pool item 7"
 
 
+def read_in_worker(i: int) -> bool:
+    assert WORKER is not None
+    return WORKER.get(objstash.key_of(b"pool item %d" % i)) is not None
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_pools_reads_count_in_the_stash_after_its_exit(path, method):
+    """Every process's reads count in the stash: the workers' too, which ``Pool.__exit__``
+    terminates (SIGTERM) as soon as ``map`` returns."""
+    with Stash(path) as stash:
+        stash.save_all([b"pool item %d" % i for i in range(0, 60, 2)])  # the even ones
+        stash.reset_counters()
+    ctx = multiprocessing.get_context(method)
+    with ctx.Pool(2, initializer=open_in_worker, initargs=(path,)) as pool:
+        found = pool.map(read_in_worker, range(60))
+    assert sum(found) == 30
+    with Stash(path) as stash:
+        assert stash.handle_counters().hits == 0
+        counters = stash.counters()
+        assert (counters.hits, counters.misses) == (30, 30), counters
+        assert counters.hit_rate == 0.5
+        assert stash.stats().counters == counters
+        assert "hits                             30 / 60" in str(counters), str(counters)
+
+
 def test_pool_workers_use_a_handle_the_parent_opened_before_forking(path):
     global INHERITED
     INHERITED = Stash(path)

@@ -161,6 +161,17 @@ static void round_trip(void) {
   CHECK(report.ok && report.checked == stats.objects);
   CHECK(report.text.data != NULL);
   objstash_free(report.text.data);
+  /* The counters: this handle's reads and the stash's; a reset counts from then. */
+  ObjstashCounters mine, all;
+  OK(objstash_counters(s, true, &mine));
+  CHECK(mine.hits > 0 && mine.misses > 0 && mine.saved > 0 && mine.since_unix_ms > 0);
+  OK(objstash_counters(s, false, &all));
+  CHECK(all.hits == mine.hits && all.misses == mine.misses && all.saved == mine.saved);
+  OK(objstash_reset_counters(s));
+  OK(objstash_get(s, &root, &got)); /* its model was removed */
+  CHECK(got.data == NULL);
+  OK(objstash_counters(s, false, &all));
+  CHECK(all.hits == 0 && all.misses == 1 && all.saved == 0);
   OK(objstash_set_max_size(s, 1 << 30));
   uint64_t evicted_objects = 0;
   OK(objstash_trim_to(s, 1 << 30, &evicted_objects, NULL));
