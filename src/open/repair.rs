@@ -37,6 +37,20 @@ use crate::values::value_log::ValueLog;
 /// [`Error::Io`] or [`Error::Database`] if the new file cannot be written.
 pub fn repair(path: impl AsRef<Path>) -> Result<RecoveryReport> {
     let path = path.as_ref();
+    let span = tracing::debug_span!(
+        "repair",
+        path = %path.display(),
+        kept = tracing::field::Empty,
+        lost_anything = tracing::field::Empty,
+    );
+    let _entered = span.enter();
+    let report = repair_in(path)?;
+    span.record("kept", report.recovered);
+    span.record("lost_anything", report.lost_anything());
+    Ok(report)
+}
+
+fn repair_in(path: &Path) -> Result<RecoveryReport> {
     // A stash whose header is gone is rebuilt from its pages (salvage reads them through a
     // copy with a mended header); SQLite cannot open it to check it.
     let headless = match header::recognise(path) {

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use futures::TryStreamExt;
+use tracing::Instrument;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path;
 use object_store::{
@@ -269,14 +270,20 @@ impl Client {
         name: &str,
     ) -> Result<Option<(Bytes, Option<String>)>> {
         let path = self.path(part, name);
+        let span = request_span("get", &path);
         self.count(1);
-        let result = match self.store.get(&path).await {
+        let result = match self.store.get(&path).instrument(span.clone()).await {
             Ok(result) => result,
             Err(object_store::Error::NotFound { .. }) => return Ok(None),
             Err(e) => return Err(self.error("reading", &path, e)),
         };
         let tag = result.meta.e_tag.clone();
-        let bytes = result.bytes().await.map_err(|e| self.error("reading", &path, e))?;
+        let bytes = result
+            .bytes()
+            .instrument(span.clone())
+            .await
+            .map_err(|e| self.error("reading", &path, e))?;
+        span.record("bytes", bytes.len());
         self.count_index_bytes(part, bytes.len());
         Ok(Some((bytes, tag)))
     }
@@ -298,8 +305,10 @@ impl Client {
             }
         };
         let options = PutOptions { mode, ..PutOptions::default() };
+        let span = request_span("put_if", &path);
+        span.record("bytes", bytes.len());
         self.count(1);
-        match self.uploads.put_opts(&path, PutPayload::from(bytes), options).await {
+        match self.uploads.put_opts(&path, PutPayload::from(bytes), options).instrument(span).await {
             Ok(result) => Ok(Some(result.e_tag.unwrap_or_default())),
             Err(
                 object_store::Error::AlreadyExists { .. }
@@ -334,8 +343,16 @@ impl Client {
     /// coalesces ranges less than 1 MiB apart).
     pub(crate) async fn get_ranges(&self, name: &str, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
         let path = self.path(Part::Body, name);
+        let span = request_span("get_ranges", &path);
         self.count(coalesced_requests(ranges));
-        self.store.get_ranges(&path, ranges).await.map_err(|e| self.error("reading", &path, e))
+        let parts = self
+            .store
+            .get_ranges(&path, ranges)
+            .instrument(span.clone())
+            .await
+            .map_err(|e| self.error("reading", &path, e))?;
+        span.record("bytes", parts.iter().map(Bytes::len).sum::<usize>());
+        Ok(parts)
     }
 
     /// Ranges of a file of `part` (neighbours merged as for a body); `None` if there is no
@@ -347,9 +364,11 @@ impl Client {
         ranges: &[Range<u64>],
     ) -> Result<Option<Vec<Bytes>>> {
         let path = self.path(part, name);
+        let span = request_span("get_ranges", &path);
         self.count(coalesced_requests(ranges));
-        match self.store.get_ranges(&path, ranges).await {
+        match self.store.get_ranges(&path, ranges).instrument(span.clone()).await {
             Ok(parts) => {
+                span.record("bytes", parts.iter().map(Bytes::len).sum::<usize>());
                 self.count_index_bytes(part, parts.iter().map(Bytes::len).sum());
                 Ok(Some(parts))
             }
@@ -370,14 +389,18 @@ impl Client {
         let path = self.path(part, name);
         let mode = if create { PutMode::Create } else { PutMode::Overwrite };
         let options = PutOptions { mode, ..PutOptions::default() };
+        let span = request_span("put", &path);
+        span.record("bytes", bytes.len());
         self.count(1);
-        match self.uploads.put_opts(&path, PutPayload::from(bytes.clone()), options).await {
+        let put = self.uploads.put_opts(&path, PutPayload::from(bytes.clone()), options);
+        match put.instrument(span.clone()).await {
             Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => Ok(()),
             // A store without conditional writes: an overwrite writes the same bytes.
             Err(object_store::Error::NotImplemented) if create => {
                 self.count(1);
                 self.uploads
                     .put(&path, PutPayload::from(bytes))
+                    .instrument(span)
                     .await
                     .map(|_| ())
                     .map_err(|e| self.error("writing", &path, e))
@@ -390,7 +413,7 @@ impl Client {
     pub(crate) async fn delete(&self, part: Part, name: &str) -> Result<()> {
         let path = self.path(part, name);
         self.count(1);
-        match self.store.delete(&path).await {
+        match self.store.delete(&path).instrument(request_span("delete", &path)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(self.error("deleting", &path, e)),
         }
@@ -415,6 +438,12 @@ pub(crate) fn is_not_found(e: &Error) -> bool {
         ),
         _ => false,
     }
+}
+
+/// The span of one request to the store: what it does, to which file, how many bytes it
+/// moved (recorded once known).
+fn request_span(op: &'static str, path: &Path) -> tracing::Span {
+    tracing::debug_span!("remote_request", op, path = %path, bytes = tracing::field::Empty)
 }
 
 /// Requests `object_store::get_ranges` sends for `ranges`: one per run of ranges less than

@@ -460,8 +460,11 @@ impl Stash {
         if meta::read_state(&conn).ok() != Some(meta::State::Damaged) {
             meta::write_state(&conn, meta::State::Clean)?;
         }
+        let log_bytes = std::fs::metadata(files::sibling(path, "-wal")).map_or(0, |m| m.len());
+        let span = tracing::debug_span!("checkpoint", mode = "close", log_bytes).entered();
         conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
             .context(|| format!("checkpointing {}", path.display()))?;
+        drop(span);
         conn.pragma_update(None, "journal_mode", "DELETE")
             .context(|| format!("closing {}", path.display()))?;
         // The writer looks at the reserve every few hundred commits: a stash that grew past

@@ -65,6 +65,7 @@ impl Stash {
         name: Option<Vec<u8>>,
         assembly: Option<i64>,
     ) -> Result<Model> {
+        let _span = tracing::debug_span!("declare_model", members = members.len()).entered();
         let declared = self.ask(|answer| {
             asked(
                 Declare {

@@ -101,10 +101,21 @@ impl Stash {
         for item in items {
             self.check_size(object(item))?;
         }
+        let span = tracing::debug_span!(
+            "save_batch",
+            objects = items.len(),
+            bytes = tracing::field::Empty,
+            new = tracing::field::Empty,
+        );
+        let _entered = span.enter();
+        if !span.is_disabled() {
+            span.record("bytes", items.iter().map(|i| object(i).len()).sum::<usize>());
+        }
+        let saved_before = self.shared.counts.snapshot().get(Count::Saved);
         let _call = self.shared.uses.saving();
         self.train_gzip_code_ahead(items.iter().map(&object));
         let chunk = (items.len() / (self.pool.current_num_threads() * 4)).clamp(1, SAVE_CHUNK);
-        self.pool.install(|| {
+        let keys = self.pool.install(|| {
             let chunks: Vec<Vec<Key>> = items
                 .par_chunks(chunk)
                 .map(|c| {
@@ -114,7 +125,11 @@ impl Stash {
                 })
                 .collect::<Result<_>>()?;
             Ok(chunks.into_iter().flatten().collect())
-        })
+        });
+        // New by this handle's count (other calls on it at the same time count too).
+        let saved = self.shared.counts.snapshot().get(Count::Saved);
+        span.record("new", saved.wrapping_sub(saved_before) as i64);
+        keys
     }
 
     /// Queues rows for the writer as they are, unhashed and uncompressed (see

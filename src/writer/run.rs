@@ -295,6 +295,15 @@ impl Writer {
         if !batch.open {
             return Ok(());
         }
+        let totals = &batch.tx.totals;
+        let _span = tracing::debug_span!(
+            "commit",
+            rows = batch.rows(),
+            objects = totals.objects,
+            stored_bytes = totals.stored_bytes,
+            evicted = totals.evicted,
+        )
+        .entered();
         tx::write_uses(&self.conn, &self.shared, self.uses_apart());
         meta::add_totals(&self.conn, &batch.tx.totals)?;
         let from = batch.tx.counted_from.unwrap_or_else(|| self.shared.counts.recorded());

@@ -343,6 +343,7 @@ impl Writer {
     /// WAL mode a file shrinks only when a checkpoint copies the commit that shrank it;
     /// the automatic checkpoint only runs once the log holds enough pages.
     fn checkpoint(&self) {
+        let _span = tracing::debug_span!("checkpoint", mode = "passive").entered();
         if let Err(e) = self.conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
             log::debug!("objstash: checkpoint after upkeep: {e}");
         }
@@ -359,6 +360,7 @@ impl Writer {
         if std::fs::metadata(log).map_or(0, |m| m.len()) <= IDLE_LOG_BYTES {
             return;
         }
+        let _span = tracing::debug_span!("checkpoint", mode = "truncate").entered();
         let truncated = self
             .conn
             .busy_timeout(Duration::ZERO)
@@ -380,6 +382,7 @@ impl Writer {
         if bytes <= marks.log {
             return;
         }
+        let _span = tracing::debug_span!("checkpoint", mode = "restart", log_bytes = bytes).entered();
         let restarted = self
             .conn
             .busy_timeout(LOG_WAIT)
@@ -413,9 +416,16 @@ impl Writer {
         stored_bytes: u64,
         keep_newest: bool,
     ) -> Result<Evicted, Failure> {
+        let span = tracing::debug_span!(
+            "evict",
+            up_to_bytes = stored_bytes,
+            objects = tracing::field::Empty,
+            stored_bytes = tracing::field::Empty,
+        );
+        let _entered = span.enter();
         self.index_removals()?;
         let uses_apart = self.uses_apart();
-        self.transaction_tx(|tx| {
+        let evicted = self.transaction_tx(|tx| {
             // Uses recorded in memory first, and those recorded apart folded into the rows,
             // so that they count.
             tx::write_uses(tx.conn, tx.shared, uses_apart);
@@ -444,7 +454,10 @@ impl Writer {
                 objects: (delta.evicted - evicted) as u64,
                 stored_bytes: (delta.evicted_bytes - bytes) as u64,
             })
-        })
+        })?;
+        span.record("objects", evicted.objects);
+        span.record("stored_bytes", evicted.stored_bytes);
+        Ok(evicted)
     }
 
     /// One step of the eviction of a model under way, if there is one: started by a cap or

@@ -40,5 +40,6 @@ mod settings;
 mod shared_dictionaries;
 mod sharing;
 mod snapshots;
+mod traces;
 mod uses_apart;
 mod values_in_file;
