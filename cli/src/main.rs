@@ -23,6 +23,7 @@ mod own_files;
 #[cfg(feature = "remote")]
 mod remote;
 mod store;
+mod traces;
 
 use output::{Failure, Out};
 
@@ -408,6 +409,7 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<ExitCode, Failure> {
+    traces::init()?;
     match &cli.command {
         Command::Completions { shell } => {
             return help_files::completions(*shell).map(|()| ExitCode::SUCCESS);

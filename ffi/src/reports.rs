@@ -99,7 +99,8 @@ pub extern "C" fn objstash_counters(
 ) -> ObjstashStatus {
     guard(|| {
         let out = slot(out, "out")?;
-        let c = with(handle, |s| Ok(if this_handle { s.handle_counters() } else { s.counters()? }))?;
+        let c =
+            with(handle, |s| Ok(if this_handle { s.handle_counters() } else { s.counters()? }))?;
         let since = c.since.and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
         *out = ObjstashCounters {
             since_unix_ms: since.map_or(0, |d| d.as_millis() as u64),

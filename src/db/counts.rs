@@ -61,9 +61,10 @@ pub(crate) fn reset(conn: &Connection, names: &[&str], now: i64) -> Result<()> {
     for name in names {
         meta::write_setting(conn, &format!("count_{name}"), "0")?;
     }
-    conn.execute(&format!("INSERT OR REPLACE INTO {META}(name, value) VALUES (?1, ?2)"), params![
-        SINCE, now
-    ])
+    conn.execute(
+        &format!("INSERT OR REPLACE INTO {META}(name, value) VALUES (?1, ?2)"),
+        params![SINCE, now],
+    )
     .context(|| "resetting the counters".to_string())?;
     set_bases(conn)
 }
@@ -72,10 +73,10 @@ pub(crate) fn reset(conn: &Connection, names: &[&str], now: i64) -> Result<()> {
 fn set_bases(conn: &Connection) -> Result<()> {
     for (base, total) in BASES {
         let value = meta::read_count(conn, total)?;
-        conn.execute(&format!("INSERT OR REPLACE INTO {META}(name, value) VALUES (?1, ?2)"), params![
-            base,
-            value.min(i64::MAX as u64) as i64
-        ])
+        conn.execute(
+            &format!("INSERT OR REPLACE INTO {META}(name, value) VALUES (?1, ?2)"),
+            params![base, value.min(i64::MAX as u64) as i64],
+        )
         .context(|| "recording where eviction counts begin".to_string())?;
     }
     Ok(())

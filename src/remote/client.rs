@@ -11,13 +11,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use futures::TryStreamExt;
-use tracing::Instrument;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path;
 use object_store::{
     BackoffConfig, ClientOptions, ObjectStore, PutMode, PutOptions, PutPayload, RetryConfig,
     UpdateVersion,
 };
+use tracing::Instrument;
 
 use super::config::RemoteConfig;
 use crate::error::{Error, Result};
@@ -308,7 +308,8 @@ impl Client {
         let span = request_span("put_if", &path);
         span.record("bytes", bytes.len());
         self.count(1);
-        match self.uploads.put_opts(&path, PutPayload::from(bytes), options).instrument(span).await {
+        match self.uploads.put_opts(&path, PutPayload::from(bytes), options).instrument(span).await
+        {
             Ok(result) => Ok(Some(result.e_tag.unwrap_or_default())),
             Err(
                 object_store::Error::AlreadyExists { .. }

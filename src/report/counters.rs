@@ -122,9 +122,18 @@ mod tests {
         assert_eq!(counters.dedup_rate(), Some(0.75));
         let text = counters.to_string();
         assert!(text.contains("counting since                   2h  ago"), "{text}");
-        assert!(text.contains("hits                             90 / 100           90.00 %"), "{text}");
-        assert!(text.contains("  through remote                 30 / 100           30.00 %"), "{text}");
-        assert!(text.contains("found                             3 / 4             75.00 %"), "{text}");
+        assert!(
+            text.contains("hits                             90 / 100           90.00 %"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  through remote                 30 / 100           30.00 %"),
+            "{text}"
+        );
+        assert!(
+            text.contains("found                             3 / 4             75.00 %"),
+            "{text}"
+        );
         assert!(text.contains("evicted                           2"), "{text}");
         assert_eq!(Counters::default().hit_rate(), None);
         assert_eq!(Counters::default().to_string(), "counting           nothing counted yet");

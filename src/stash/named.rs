@@ -123,7 +123,8 @@ impl Stash {
             names::check(name.as_ref())?;
         }
         let keys: Vec<Key> = names.iter().map(|(_, key)| *key).collect();
-        let absent: std::collections::HashSet<Key> = self.missing_uncounted(&keys)?.into_iter().collect();
+        let absent: std::collections::HashSet<Key> =
+            self.missing_uncounted(&keys)?.into_iter().collect();
         let rows: Vec<_> = names
             .iter()
             .filter(|(_, key)| !absent.contains(key))

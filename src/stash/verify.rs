@@ -75,7 +75,8 @@ impl Stash {
                     && let Some(lost) = codec::key_of_intact_gzip(raw_len, &data)
                     && lost != key
                 {
-                    if !listed.contains(&lost) && !matches!(self.get_uncounted(&lost), Ok(Some(_))) {
+                    if !listed.contains(&lost) && !matches!(self.get_uncounted(&lost), Ok(Some(_)))
+                    {
                         report.unreachable.push(lost);
                         listed.insert(lost);
                     }
@@ -110,7 +111,10 @@ impl Stash {
         let mut lost = 0;
         let indexed = pagescan::scan_index(self.path(), |entry| match entry {
             Indexed::Key(key) => {
-                if !listed.contains(&key) && !untrusted.contains(&key) && self.get_uncounted(&key).is_err() {
+                if !listed.contains(&key)
+                    && !untrusted.contains(&key)
+                    && self.get_uncounted(&key).is_err()
+                {
                     report.corrupt.push(key);
                     listed.insert(key);
                 }

@@ -382,7 +382,8 @@ impl Writer {
         if bytes <= marks.log {
             return;
         }
-        let _span = tracing::debug_span!("checkpoint", mode = "restart", log_bytes = bytes).entered();
+        let _span =
+            tracing::debug_span!("checkpoint", mode = "restart", log_bytes = bytes).entered();
         let restarted = self
             .conn
             .busy_timeout(LOG_WAIT)

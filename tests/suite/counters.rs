@@ -199,8 +199,7 @@ fn two_handles_saving_one_object_at_once_count_it_new_once() -> TestResult {
 }
 
 #[test]
-fn a_reset_counts_from_then_evictions_included_and_a_read_only_handle_counts_alone()
--> TestResult {
+fn a_reset_counts_from_then_evictions_included_and_a_read_only_handle_counts_alone() -> TestResult {
     let dir = tempfile::tempdir()?;
     let db = dir.path().join("s.db");
     let stash = stash_of_ten(dir.path())?;

@@ -88,14 +88,15 @@ fn spans(name: &str, matches: impl Fn(&Closed) -> bool) -> Vec<Closed> {
 }
 
 #[test]
-fn saves_commits_evictions_models_checkpoints_and_repairs_are_spans_with_their_sizes()
--> TestResult {
+fn saves_commits_evictions_models_checkpoints_and_repairs_are_spans_with_their_sizes() -> TestResult
+{
     closed_spans();
     let dir = tempfile::tempdir()?;
     let db = dir.path().join("traced.db");
     let stash = Stash::builder().eviction_grace(Duration::ZERO).open(&db)?;
-    let objects: Vec<Vec<u8>> =
-        (0..1234u32).map(|i| format!(r#"{{"traced":{i},"pad":"{}"}}"#, "y".repeat(50)).into_bytes()).collect();
+    let objects: Vec<Vec<u8>> = (0..1234u32)
+        .map(|i| format!(r#"{{"traced":{i},"pad":"{}"}}"#, "y".repeat(50)).into_bytes())
+        .collect();
     let bytes: usize = objects.iter().map(Vec::len).sum();
     stash.save_all(&objects)?;
     stash.flush()?;
@@ -117,10 +118,8 @@ fn saves_commits_evictions_models_checkpoints_and_repairs_are_spans_with_their_s
     let evicted = stash.trim_to(0)?;
     assert!(evicted.objects > 0);
     let evictions = spans("evict", |c| c.field("up_to_bytes").is_some());
-    let evicted_in_spans: u64 = evictions
-        .iter()
-        .filter_map(|c| c.field("objects")?.parse::<u64>().ok())
-        .sum();
+    let evicted_in_spans: u64 =
+        evictions.iter().filter_map(|c| c.field("objects")?.parse::<u64>().ok()).sum();
     assert!(evicted_in_spans >= evicted.objects, "{evictions:?}");
     stash.close()?;
     // The last close folds the log into the file.

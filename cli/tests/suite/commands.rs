@@ -903,12 +903,44 @@ fn stats_shows_the_hit_rate_of_every_command_and_zero_counts_from_then() -> Test
     let out = env.run(&["stats", "--zero"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
-    assert!(text.contains("hits                              3 / 4             75.00 %  of keys read"), "{text}");
+    assert!(
+        text.contains("hits                              3 / 4             75.00 %  of keys read"),
+        "{text}"
+    );
     assert!(stderr(&out).contains("counters zeroed"), "{}", stderr(&out));
     let out = env.run(&["stats", "--json"]);
     let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
     assert_eq!(report["counters"]["hits"], 0, "{report}");
     assert_eq!(report["counters"]["hit_rate"], serde_json::Value::Null, "{report}");
     assert_eq!(report["objects"], 2, "{report}");
+    Ok(())
+}
+
+#[test]
+fn objstash_log_prints_the_spans_of_a_command_with_their_sizes_and_times() -> TestResult {
+    let env = Env::new();
+    for i in 0..40u64 {
+        env.file(&format!("src/o{i}.json"), &speckle_gen::object(9, i));
+    }
+    let out = env
+        .cmd(&["import", s(&env.root.join("src"))])
+        .env("OBJSTASH_LOG", "objstash=debug")
+        .output()?;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("save_batch{objects=40 bytes="), "{err}");
+    assert!(err.contains("commit{rows="), "{err}");
+    assert!(err.contains("time.busy="), "{err}");
+    // Unset, nothing is printed but what the command says.
+    let out = env.run(&["stats"]);
+    assert!(!stderr(&out).contains("time.busy"), "{}", stderr(&out));
+    // A filter that does not parse is a usage error that names it.
+    let out = env.cmd(&["stats"]).env("OBJSTASH_LOG", "objstash=loud").output()?;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("OBJSTASH_LOG=\"objstash=loud\" is not a filter"),
+        "{}",
+        stderr(&out)
+    );
     Ok(())
 }

@@ -29,6 +29,8 @@ impl Env {
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_objstash"));
         cmd.arg("--db").arg(&self.db).args(args).env_remove("OBJSTASH_DB");
+        // Traces on stderr only where a test asks for them.
+        cmd.env_remove("OBJSTASH_LOG").env_remove("RUST_LOG");
         cmd
     }
 
