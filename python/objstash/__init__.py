@@ -80,7 +80,8 @@ from objstash._objstash import key_of as key_of
 from objstash._objstash import _repair
 from objstash._objstash import Stash as _Stash
 from objstash._objstash import _after_fork_in_child, _after_fork_in_parent
-from objstash._objstash import _before_fork, _close_all, _take_sigterm
+from objstash._objstash import _before_fork, _close_all, _stop_tracing, _take_sigterm
+from objstash._objstash import trace_to_logging
 from objstash import errors as errors
 from objstash.models import Model as Model
 from objstash.errors import BadKeyError as BadKeyError
@@ -465,7 +466,12 @@ os.register_at_fork(
     after_in_parent=_after_fork_in_parent,
     after_in_child=_after_fork_in_child_hooks,
 )
+# Last (atexit runs in reverse): the spans of the closes below still reach logging.
+atexit.register(_stop_tracing)
 atexit.register(_close_all)
+if os.environ.get("OBJSTASH_LOG", "").strip():
+    # Spans and log records to the logger "objstash.trace" (see ``trace_to_logging``).
+    trace_to_logging(os.environ["OBJSTASH_LOG"])
 # A multiprocessing child clears the finalizers it inherited once it starts, then runs
 # these: the finalizer is made again there.
 multiprocessing.util.register_after_fork(
@@ -631,6 +637,7 @@ __all__ = [
     "Model",
     "Assembly",
     "key_of",
+    "trace_to_logging",
     "repair",
     "RecoveryReport",
     "DataLossWarning",

@@ -18,6 +18,7 @@ mod signals;
 mod sigterm;
 mod stash;
 mod stream;
+mod traces;
 
 use pyo3::prelude::*;
 
@@ -79,6 +80,8 @@ fn _objstash(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_take_sigterm, m)?)?;
     m.add_function(wrap_pyfunction!(_close_all, m)?)?;
     m.add_function(wrap_pyfunction!(key_of, m)?)?;
+    m.add_function(wrap_pyfunction!(traces::trace_to_logging, m)?)?;
+    m.add_function(wrap_pyfunction!(traces::_stop_tracing, m)?)?;
     m.add_function(wrap_pyfunction!(closure::_closure_ids, m)?)?;
     m.add_function(wrap_pyfunction!(recovery::_repair, m)?)?;
     m.add("MAX_NAME_LEN", objstash::MAX_NAME_LEN)?;
