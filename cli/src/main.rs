@@ -33,7 +33,9 @@ Examples:
   echo hello | objstash --db cache.db put      store stdin
   objstash --db cache.db get <KEY> -o obj.json write an object to a file
   objstash --db cache.db import ./objects      store a whole directory in parallel
-  OBJSTASH_DB=cache.db objstash stats --json   the size report as JSON
+  OBJSTASH_DB=cache.db objstash stats --json   the size report and the hit rate as JSON
+  OBJSTASH_LOG=objstash=debug objstash --db cache.db import ./objects   print each batch, commit
+                                               and checkpoint with its sizes and time (RUST_LOG's syntax)
   objstash --db cache.db --remote s3://team/cache push   upload what the remote lacks";
 
 #[derive(Parser, Debug)]

@@ -132,3 +132,44 @@ fn saves_commits_evictions_models_checkpoints_and_repairs_are_spans_with_their_s
     assert_eq!(repairs[0].field("lost_anything"), Some("false"));
     Ok(())
 }
+
+/// Requests to the remote are spans with their bytes; reads through it count as hits and
+/// read-throughs, with their bytes.
+#[cfg(feature = "remote")]
+#[test]
+fn remote_requests_are_spans_and_reads_through_the_remote_count() -> TestResult {
+    use crate::common::s3::S3Server;
+
+    closed_spans();
+    let server = S3Server::start();
+    let dir = tempfile::tempdir()?;
+    let remote = server.remote("traced");
+    let a = Stash::builder().remote(remote.clone()).open(dir.path().join("a.db"))?;
+    let objects = crate::common::objects(31, 2_000);
+    let keys = a.save_all(&objects)?;
+    let pushed = a.remote().expect("a remote").push()?;
+    assert_eq!(pushed.objects, 2_000);
+    let puts = spans("remote_request", |c| {
+        c.field("op") == Some("put") && c.field("path").is_some_and(|p| p.contains("traced"))
+    });
+    assert!(!puts.is_empty());
+    assert!(puts.iter().all(|c| c.field("bytes").is_some_and(|b| b.parse::<u64>().is_ok())));
+
+    let b = Stash::builder().remote(remote).open(dir.path().join("b.db"))?;
+    let before = b.counters()?;
+    assert_eq!(b.get(&keys[5])?.as_deref(), Some(&objects[5][..]));
+    let many = b.get_many(&[keys[6], keys[7], objstash::Key::of(b"nowhere")])?;
+    assert_eq!(many.iter().filter(|o| o.is_some()).count(), 2);
+    let after = b.counters()?;
+    assert_eq!(after.hits - before.hits, 3, "{after:?}");
+    assert_eq!(after.misses - before.misses, 1, "{after:?}");
+    assert_eq!(after.read_throughs - before.read_throughs, 3, "{after:?}");
+    let bytes = (objects[5].len() + objects[6].len() + objects[7].len()) as u64;
+    assert_eq!(after.read_through_bytes - before.read_through_bytes, bytes, "{after:?}");
+    // Read again: served by the stash itself now.
+    assert!(b.get(&keys[5])?.is_some());
+    let last = b.counters()?;
+    assert_eq!((last.hits - after.hits, last.read_throughs), (1, after.read_throughs));
+    assert!(!spans("remote_request", |c| c.field("op") == Some("get_ranges")).is_empty());
+    Ok(())
+}
