@@ -115,7 +115,7 @@ pub(crate) fn read_setting<T: std::str::FromStr>(
     Ok(word.and_then(|w| w.parse().ok()))
 }
 
-/// The boot the stash was last opened in (see `open.rs`); `None` if not recorded.
+/// The boot the stash was last opened in (see `open/sequence.rs`); `None` if not recorded.
 pub(crate) fn read_boot(conn: &Connection) -> Result<Option<String>> {
     Ok(read_meta::<String>(conn, "boot")?.filter(|boot| !boot.is_empty()))
 }

@@ -18,7 +18,7 @@
 //! way relies on from going with another object that shared it, in any process. A
 //! process killed during a save leaves its chunks pending; nobody else can tell that save
 //! from one still running, so they are reclaimed by the next open that is alone with the
-//! stash ([`reclaim`]), which is also when the file is recovered (`open.rs`), and counted
+//! stash ([`reclaim`]), which is also when the file is recovered (`open/sequence.rs`), and counted
 //! by `verify` meanwhile.
 //!
 //! Column order puts `form` before `data`, so the page scanner of salvage

@@ -1,6 +1,6 @@
 //! The configurable way to open a stash: settings, each with its default, ended by `open`.
 //!
-//! The builder only gathers settings; `open.rs` validates them and runs the open sequence.
+//! The builder only gathers settings; `sequence.rs` validates them and runs the open sequence.
 
 use std::path::Path;
 use std::time::Duration;

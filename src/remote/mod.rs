@@ -5,7 +5,7 @@
 //! push packs many into one file with an index beside it (`pack.rs`), names both by their
 //! content, and uploads the body before the index, so a pack is visible (listed) only
 //! once whole and a push stopped at any point leaves nothing half-visible. Each machine
-//! keeps a local copy of every index (`catalog.rs`), so "does the remote hold this key,
+//! keeps a local copy of every index (`catalog/mod.rs`), so "does the remote hold this key,
 //! and where" costs no request; the copy is refreshed by listing what the pack log
 //! (`pack_log.rs`) recorded since the last refresh, one request however many packs the
 //! remote holds, and reading the new indexes. Reads of objects the stash lacks fetch byte ranges of the packs,
@@ -15,7 +15,7 @@
 //! - `client.rs`: the S3 client, its runtime and its request count.
 //! - `pack.rs`: the pack and index format.
 //! - `pack_log.rs`: the pack log, which packs came and went, listed in time order.
-//! - `catalog.rs`: the local copy of the remote's indexes.
+//! - `catalog/`: the local copy of the remote's indexes.
 //! - `locate.rs`: where the remote holds keys (the catalog, the shards, refreshes).
 //! - `report.rs`: what push, pull and refresh did.
 //! - `collect.rs`: garbage collection, two-phase (out of the listing, then deleted).

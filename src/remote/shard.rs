@@ -1,5 +1,5 @@
 //! Compacted indexes: every pack index merged into key-sharded files, so that a machine
-//! reads only the parts it needs (`compact.rs` writes them, `catalog.rs` reads them).
+//! reads only the parts it needs (`compact.rs` writes them, `catalog/shards.rs` reads them).
 //!
 //! A compaction writes a generation, `shards/<gen>/`, of 2^bits shard files (a key's shard
 //! is its first `bits` bits), then points `shards/current` at it. `current` holds the

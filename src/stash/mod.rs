@@ -193,7 +193,7 @@ impl Stash {
         Ok(Shared::new(path, busy, schema, names_table, uses, values))
     }
 
-    /// Attaches the remote tier (`open.rs`, once the stash is open).
+    /// Attaches the remote tier (`open/sequence.rs`, once the stash is open).
     #[cfg(feature = "remote")]
     pub(crate) fn attach_remote(&mut self, config: crate::remote::RemoteConfig) -> Result<()> {
         let interval = config.write_behind;

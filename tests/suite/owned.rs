@@ -1,5 +1,5 @@
 //! An owned stash (`Durability::Owned`): one handle has it, no other opens it meanwhile,
-//! and it goes back to shared use when reconfigured. Kills: `tests/crash.rs`.
+//! and it goes back to shared use when reconfigured. Kills: `tests/suite/crash.rs`.
 
 use crate::common::{TestResult, objects};
 use objstash::{Durability, Error, Stash};
