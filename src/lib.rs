@@ -105,19 +105,19 @@
 mod nonblocking; // the async handle: calls as futures on threads of its own (feature `async`)
 mod open; // builder, the open sequence, the header, repair
 #[cfg(feature = "remote")]
-mod remote;
-mod stash; // the handle: saving, reading, names, bounds, large objects, remote calls // the shared remote tier: packs on an S3-compatible store (feature `remote`)
+mod remote; // the shared remote tier: packs on an S3-compatible store (feature `remote`)
+mod stash; // the handle: saving, reading, names, bounds, large objects, remote calls
 
 // The machinery below the handle.
-mod cache; // uses, pins and eviction within a size cap
+mod cache; // uses, pins and eviction within a size cap; what a handle counts
 mod check; // verify, salvage, the page scanner, mending a damaged header
 mod codec; // gzip and zstd with dictionaries, the stash's gzip code, inflate
 mod db; // the database: format versions, tables, rows, indexes, names, readers
 mod files; // the files of a stash and their locks
 mod large; // large objects: chunks and manifests
-mod report;
+mod report; // what reports say: sizes, hits and misses, verify's and recovery's
 mod values; // the file of values beside the database
-mod writer; // the one writer thread, its batches, transactions and upkeep // what reports say: the size report, verify's and recovery's
+mod writer; // the one writer thread, its batches, transactions and upkeep
 
 // The words at the bottom.
 mod closure; // the ids a Speckle object lists as its model (its own "__closure")

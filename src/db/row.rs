@@ -206,11 +206,12 @@ impl<'a> RowOf<'a> {
         self.row.get(self.columns.at(Column::Manifest))
     }
 
-    /// Whether the stored bytes are a manifest (not when the row has none: damage).
+    /// The model the row is a member of, if any (`db/models.rs`).
     pub(crate) fn model(&self) -> rusqlite::Result<Option<i64>> {
         self.row.get(self.columns.at(Column::Model))
     }
 
+    /// Whether the stored bytes are a manifest (not when the row has none: damage).
     pub(crate) fn is_manifest(&self) -> rusqlite::Result<bool> {
         Ok(self.row.get::<_, Option<bool>>(self.columns.at(Column::IsManifest))?.unwrap_or(false))
     }
