@@ -162,6 +162,7 @@ namespace Objstash
         [DllImport(Lib)] internal static extern ObjstashStatus objstash_resolve(StashHandle handle, NativeBytes[] names, UIntPtr n, [Out] byte[] keys, [Out] byte[] found);
         [DllImport(Lib)] internal static extern ObjstashStatus objstash_remove_named(StashHandle handle, NativeBytes[] names, UIntPtr n, [Out] byte[] removed);
         [DllImport(Lib)] internal static extern ObjstashStatus objstash_names(StashHandle handle, out IntPtr names, out IntPtr keys, out UIntPtr n);
+        [DllImport(Lib)] internal static extern ObjstashStatus objstash_named_texts(StashHandle handle, out NativeBuffer text, out IntPtr spans, out UIntPtr n);
         [DllImport(Lib)] internal static extern ObjstashStatus objstash_closure_ids(NativeBytes json, out IntPtr ids, out UIntPtr n);
 
         [DllImport(Lib)] internal static extern ObjstashStatus objstash_save_model(StashHandle handle, NativeBytes root, NativeBytes[] members, UIntPtr n, NativeBytes name, out NativeModel model);

@@ -66,17 +66,8 @@ namespace Objstash
 
         public IReadOnlyCollection<(string Id, string Json)> GetAllObjects()
         {
-            var names = Live.Names();
-            var all = new List<(string Id, string Json)>(names.Count);
-            for (int start = 0; start < names.Count; start += Batch)
-            {
-                int n = Math.Min(Batch, names.Count - start);
-                var keys = new string[n];
-                for (int i = 0; i < n; i++) keys[i] = names[start + i].Key;
-                var objects = Live.GetMany(keys);
-                for (int i = 0; i < n; i++)
-                    if (objects[i] != null) all.Add((names[start + i].Name, Encoding.UTF8.GetString(objects[i])));
-            }
+            var all = new List<(string Id, string Json)>();
+            Live.ForEachNamedText((id, json) => all.Add((id, json)));
             return all;
         }
 

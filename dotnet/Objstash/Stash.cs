@@ -360,6 +360,32 @@ namespace Objstash
         }
 
         /// <summary>Every name saved, with its key.</summary>
+        /// <summary>Every named object as text, in one call: each name and its object's
+        /// UTF-8 bytes decoded (by the library, in parallel, into UTF-16), handed to
+        /// <paramref name="add"/>. Names whose object is not stored are left out.</summary>
+        public void ForEachNamedText(Action<string, string> add)
+        {
+            Check(Native.objstash_named_texts(Handle, out NativeBuffer text, out IntPtr spans, out UIntPtr count));
+            try
+            {
+                int n = (int)count;
+                var at = new long[4 * n];
+                if (n > 0) Marshal.Copy(spans, at, 0, at.Length);
+                long origin = text.Data.ToInt64();
+                for (int i = 0; i < n; i++)
+                {
+                    string name = Marshal.PtrToStringUni(new IntPtr(origin + 2 * at[4 * i]), (int)at[4 * i + 1]);
+                    string json = Marshal.PtrToStringUni(new IntPtr(origin + 2 * at[4 * i + 2]), (int)at[4 * i + 3]);
+                    add(name, json);
+                }
+            }
+            finally
+            {
+                Native.objstash_free(text.Data);
+                Native.objstash_free(spans);
+            }
+        }
+
         public IReadOnlyList<(string Name, string Key)> Names()
         {
             Check(Native.objstash_names(Handle, out IntPtr names, out IntPtr keys, out UIntPtr count));

@@ -106,6 +106,12 @@ static class Tests
         var all = cache.GetAllObjects();
         Check(all.Count == 25001, "GetAllObjects counts " + all.Count);
         Check(all.Any(x => x.Item1 == many[777].id && x.Item2 == many[777].json), "GetAllObjects holds each"); // Item1/Item2: mcs does not read tuple names from another assembly
+        Check(many.All(o => all.Contains((o.id, o.json))), "GetAllObjects: every id with its JSON");
+        // Text beyond ASCII and beyond the Basic Multilingual Plane, as the SDK's own tests use.
+        const string odd = "spécial_字符_!@#$%^&*()", oddJson = "{\"name\":\"Bürogebäude 🏢 𝔘\"}";
+        cache.SaveObject(odd, oddJson);
+        Check(cache.GetAllObjects().Any(x => x.Item1 == odd && x.Item2 == oddJson), "GetAllObjects keeps every character");
+        cache.DeleteObject(odd);
         cache.DeleteObject(many[5].id);
         Check(!cache.HasObject(many[5].id) && cache.GetObject(many[5].id) == null, "DeleteObject");
         cache.DeleteObject("not an id that is saved");

@@ -411,6 +411,17 @@ const char *objstash_last_error(void);
 // The library's version, as text. Never null; not to be freed.
 const char *objstash_version(void);
 
+// Every named object, as UTF-16 text (invalid UTF-8 replaced by U+FFFD, as .NET's decoder
+// does): `*out_text` holds the code units of every name and object one after another
+// (native byte order; `len` counts bytes), and `*out_spans` (4 × `*out_n` integers) where
+// each entry's name and object are: code-unit offset and length of the name, then of the
+// object. Names whose object is not stored (removed since, or the root of an incomplete
+// model) are left out. Free both with `objstash_free`.
+enum ObjstashStatus objstash_named_texts(const struct ObjstashStash *handle,
+                                         struct ObjstashBuffer *out_text,
+                                         uint64_t **out_spans,
+                                         size_t *out_n);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

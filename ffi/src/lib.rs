@@ -21,7 +21,8 @@
 //! | `objects` | save, get, contains, missing, remove, flush |
 //! | `named` | objects under names of the caller's own |
 //! | `models` | models: a root and its objects, kept and evicted whole |
-//! | `reports` | stats, verify, repair |
+//! | `reports` | stats, counters, verify, repair |
+//! | `texts` | every named object as UTF-16 text, for .NET |
 
 mod handle;
 mod keys;
@@ -31,6 +32,7 @@ mod named;
 mod objects;
 mod reports;
 mod status;
+mod texts;
 
 pub use handle::{ObjstashOptions, ObjstashStash};
 pub use keys::ObjstashKey;
