@@ -172,7 +172,9 @@ class Stats:
     then on)."""
 
     counters: Counters = field(default_factory=Counters)
-    """What the stash served since counting began (``Stash.counters()``)."""
+    """What the stash served since counting began, as recorded: this handle's latest calls
+    arrive with its next commit, within about a second (``Stash.counters()`` records them
+    first)."""
 
     text: str = field(default="", repr=False, compare=False)
     """The size report as the command line's ``stats`` prints it (``str(stats)``)."""

@@ -56,8 +56,10 @@ pub struct Stats {
     /// cap (uses are indexed from then on), or one made by an older version and opened
     /// read-only.
     pub oldest_use: Option<SystemTime>,
-    /// What the stash served since counting began: hits, misses, saves
-    /// ([`Stash::counters`](crate::Stash::counters)).
+    /// What the stash served since counting began: hits, misses, saves, as the stash has
+    /// recorded them. A report writes nothing, so this handle's latest calls arrive with its
+    /// writer's next commit (within about a second); [`Stash::counters`](crate::Stash::counters)
+    /// records them first.
     pub counters: Counters,
 }
 

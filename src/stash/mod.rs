@@ -248,7 +248,6 @@ impl Stash {
     /// # Errors
     /// As [`Stash::len`], or [`Error::Io`] if a file size cannot be read.
     pub fn stats(&self) -> Result<Stats> {
-        self.record_counts()?;
         let totals = self.totals()?;
         let path = self.path();
         let file_bytes = files::database_bytes(path).map_err(|e| {

@@ -432,14 +432,17 @@ impl Writer {
             let value = work(&mut tx)?;
             tx.write_run()?;
             meta::add_totals(&self.conn, &written.totals)?;
+            // What the handle counted rides along (`writer/counting.rs`).
+            let counted = self.write_counts(&self.shared.counts.recorded())?;
             if let Some(appender) = &mut written.values {
                 appender.record(&self.conn)?;
             }
             self.conn.execute_batch("COMMIT").stop(|| "committing".into())?;
-            Ok(value)
+            Ok((value, counted))
         })();
         match done {
-            Ok(value) => {
+            Ok((value, counted)) => {
+                self.shared.counts.set_recorded(counted);
                 self.shared.commits.committed();
                 self.models.apply(&mut written.models);
                 self.shared.release_withheld(&written.models.readable);
