@@ -15,6 +15,7 @@ mod counters;
 pub(crate) mod entries;
 mod gzip_training;
 mod large;
+mod listing;
 mod models;
 mod named;
 mod object_reader;

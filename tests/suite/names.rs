@@ -323,3 +323,48 @@ fn stored_objects_can_be_named_afterwards_and_absent_ones_are_not() -> TestResul
     assert!(matches!(stash.name(&[("", key)]), Err(Error::BadName { .. })));
     Ok(())
 }
+
+/// Every named object at once (`named_objects`, what Speckle's `GetAllObjects` lists): each
+/// name with its object, in both layouts and with values in a file; an object under two
+/// names under each; a removed object and an incomplete model's root left out; a large
+/// (chunked) object whole.
+#[test]
+fn named_objects_lists_every_name_with_its_object() -> TestResult {
+    use objstash::Values;
+    for (layout, values) in
+        LAYOUTS.into_iter().flat_map(|l| [(l, Values::InRows), (l, Values::InFile)])
+    {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("n.db");
+        let stash = Stash::builder().layout(layout).values(values).open(&path)?;
+        let many = objects(70, 9_000);
+        let named: Vec<(String, &[u8])> =
+            many.iter().enumerate().map(|(i, o)| (format!("id-{i}"), &o[..])).collect();
+        stash.save_named(&named)?;
+        stash.save_named(&[("twin", &many[5][..])])?;
+        let large = crate::common::noise(71, 9 << 20);
+        stash.save_named(&[("large", &large[..])])?;
+        assert!(stash.remove(&Key::of(&many[7]))?);
+        let root = b"{\"root\":1}".to_vec();
+        let member = Key::of(&many[8]);
+        stash.save_named(&[("root", &root[..])])?;
+        stash.declare_model(&Key::of(&root), &[member])?;
+        assert!(stash.remove(&member)?, "the model is incomplete: its root reads absent");
+
+        let listed: std::collections::HashMap<Vec<u8>, Vec<u8>> =
+            stash.named_objects()?.into_iter().collect();
+        assert_eq!(listed.len(), 9_000 - 2 + 2, "{layout} {values}");
+        for (i, object) in many.iter().enumerate() {
+            let got = listed.get(format!("id-{i}").as_bytes());
+            assert_eq!(got.map(Vec::as_slice), (i != 7 && i != 8).then_some(&object[..]));
+        }
+        assert_eq!(listed[&b"twin"[..]], many[5]);
+        assert_eq!(listed[&b"large"[..]], large);
+        assert!(
+            !listed.contains_key(&b"root"[..]),
+            "{layout} {values}: an incomplete model's root"
+        );
+        stash.close()?;
+    }
+    Ok(())
+}
