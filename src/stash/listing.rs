@@ -9,10 +9,8 @@ use std::collections::HashMap;
 use rayon::prelude::*;
 
 use super::Stash;
-use crate::db::row::Place;
 use crate::error::{DbContext, Result};
 use crate::key::Key;
-use crate::values::value_log;
 
 /// Rows one range reads.
 const RANGE_ROWS: i64 = 4_096;
@@ -29,7 +27,7 @@ impl Stash {
     /// [`Error::Corrupt`](crate::Error::Corrupt) for a damaged object;
     /// [`Error::Database`](crate::Error::Database) if a read fails.
     pub fn named_objects(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let names = self.names()?;
+        let mut names = self.names()?;
         let mut by_key: HashMap<Key, Vec<usize>> = HashMap::with_capacity(names.len());
         for (i, (_, key)) in names.iter().enumerate() {
             by_key.entry(*key).or_default().push(i);
@@ -43,11 +41,12 @@ impl Stash {
         })?;
         let mut listed = Vec::with_capacity(names.len());
         for (key, object) in read.into_iter().flatten() {
+            // A key's row is read once: its names are taken, not copied.
             let Some(named) = by_key.get(&key) else { continue };
             for &i in &named[1..] {
-                listed.push((names[i].0.clone(), object.clone()));
+                listed.push((std::mem::take(&mut names[i].0), object.clone()));
             }
-            listed.push((names[named[0]].0.clone(), object));
+            listed.push((std::mem::take(&mut names[named[0]].0), object));
         }
         self.shared.counts.read(listed.len(), listed.len());
         Ok(listed)
@@ -93,19 +92,7 @@ impl Stash {
                     Ok((row.raw_len()?, row.data()?, row.place()?))
                 })();
                 let (raw_len, data, place) = read.context(|| table.name.clone())?;
-                let object = match place {
-                    // A value in the file is read inside the snapshot that found its row.
-                    Some(place) => {
-                        let stored = value_log::read_value(
-                            self.shared.values.as_ref(),
-                            &key,
-                            Place::pack(place),
-                        )?;
-                        self.decode_unrecorded(&key, raw_len, &stored)?
-                    }
-                    None => self.decode_unrecorded(&key, raw_len, data)?,
-                };
-                objects.push((key, object));
+                objects.push((key, self.decode_row(&key, raw_len, data, place)?));
             }
             Ok(objects)
         })

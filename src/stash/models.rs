@@ -16,12 +16,10 @@ use rayon::prelude::*;
 
 use crate::cache::uses;
 use crate::db::models::{self, ModelRow, State};
-use crate::db::row::Place;
 use crate::db::runs::Runs;
 use crate::error::{DbContext, Result};
 use crate::key::Key;
 use crate::report::model::Model;
-use crate::values::value_log;
 use crate::writer::{
     Declare, Declared, GiveUp, Hold, Message, OpenAssembly, PinModel, RemoveModel, asked, unasked,
 };
@@ -229,19 +227,7 @@ impl Stash {
                     else {
                         continue;
                     };
-                    // A value in the file is read inside the snapshot that found its row.
-                    let object = match place {
-                        Some(place) => {
-                            let stored = value_log::read_value(
-                                self.shared.values.as_ref(),
-                                &key,
-                                Place::pack(place),
-                            )?;
-                            self.decode_unrecorded(&key, raw_len, &stored)?
-                        }
-                        None => self.decode_unrecorded(&key, raw_len, data)?,
-                    };
-                    objects.push((key, object));
+                    objects.push((key, self.decode_row(&key, raw_len, data, place)?));
                 }
             }
             Ok(Some(objects))

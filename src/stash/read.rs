@@ -18,7 +18,7 @@ use rusqlite::{Connection, OptionalExtension, Statement};
 use crate::cache::uses;
 use crate::codec;
 use crate::db::first_generation::Generation;
-use crate::db::row::{Column, Columns, RowOf, Sql};
+use crate::db::row::{Column, Columns, Place, RowOf, Sql};
 use crate::db::schema::TableSql;
 use crate::error::{DbContext, Result};
 use crate::key::Key;
@@ -401,6 +401,26 @@ impl Stash {
     }
 
     /// [`Stash::decode`] without recording a use (a model's read records the model's).
+    /// The object of a row read in a run (`read_model`, `named_objects`): its stored bytes,
+    /// or its value in the file of values at `place`, which must be read inside the
+    /// snapshot that found the row; decoded and checked, no use recorded.
+    pub(super) fn decode_row(
+        &self,
+        key: &Key,
+        raw_len: i64,
+        data: &[u8],
+        place: Option<Place>,
+    ) -> Result<Vec<u8>> {
+        match place {
+            Some(place) => {
+                let stored =
+                    value_log::read_value(self.shared.values.as_ref(), key, Place::pack(place))?;
+                self.decode_unrecorded(key, raw_len, &stored)
+            }
+            None => self.decode_unrecorded(key, raw_len, data),
+        }
+    }
+
     pub(super) fn decode_unrecorded(
         &self,
         key: &Key,
