@@ -3,6 +3,8 @@
 use std::fmt;
 use std::time::SystemTime;
 
+use super::words::age_words;
+
 /// What a stash served, since counting began: is the cache helping? From
 /// [`Stash::counters`](crate::Stash::counters) (every process's calls) or
 /// [`Stash::handle_counters`](crate::Stash::handle_counters) (this handle's, since it
@@ -75,7 +77,7 @@ impl fmt::Display for Counters {
             return write!(f, "counting           nothing counted yet");
         };
         let age = SystemTime::now().duration_since(since).unwrap_or_default();
-        writeln!(f, "counting since     {:>16}  ago", super::stats::age_words(age.as_secs()))?;
+        writeln!(f, "counting since     {:>16}  ago", age_words(age.as_secs()))?;
         let line = |f: &mut fmt::Formatter<'_>, label: &str, part: u64, whole: u64, what: &str| {
             let rate = fraction(part, whole)
                 .map_or_else(|| "-".to_string(), |r| format!("{:.2} %", r * 100.0));

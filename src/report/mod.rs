@@ -5,3 +5,4 @@ pub(crate) mod counters;
 pub(crate) mod model;
 pub(crate) mod recovery;
 pub(crate) mod stats;
+mod words;

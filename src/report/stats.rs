@@ -7,6 +7,7 @@ use std::fmt;
 use std::time::SystemTime;
 
 use super::counters::Counters;
+use super::words::age_words;
 use crate::codec::Codec;
 use crate::key::Key;
 use crate::settings::durability::Durability;
@@ -169,16 +170,6 @@ impl fmt::Display for Stats {
             write!(f, ", {} zstd dictionaries", self.dictionaries)?;
         }
         write!(f, "\n\n{}", self.counters)
-    }
-}
-
-/// Spells an age in its largest whole unit: `45s`, `12m`, `5h`, `30d`.
-pub(super) fn age_words(secs: u64) -> String {
-    match secs {
-        s if s < 120 => format!("{s}s"),
-        s if s < 2 * 3600 => format!("{}m", s / 60),
-        s if s < 2 * 86_400 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86_400),
     }
 }
 
