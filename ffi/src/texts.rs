@@ -88,15 +88,6 @@ fn buffer_of_units(units: usize) -> Result<ObjstashBuffer, Failure> {
     if data.is_null() {
         return refuse(ObjstashStatus::Other, format!("out of memory for {bytes} bytes"));
     }
-    // Hundreds of MB written once: in huge pages where the system gives them, a page fault
-    // every 2 MiB instead of every 4 KiB (a hint; refused, nothing changes).
-    let page = 2 << 20;
-    let start = (data as usize).next_multiple_of(page);
-    let end = (data as usize + bytes) / page * page;
-    if end > start {
-        // SAFETY: the range lies inside the allocation just made, which nothing else uses.
-        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
-    }
     Ok(ObjstashBuffer { data, len: bytes })
 }
 
