@@ -43,6 +43,12 @@
 //!   save call under way has saved, and objects used in the last moment
 //!   ([`StashBuilder::eviction_grace`]), are never evicted; a read within seconds of an
 //!   object's last use records none ([`StashBuilder::use_resolution`]).
+//! - Counters ([`Stash::counters`], [`Stash::handle_counters`], [`Stash::reset_counters`]):
+//!   hits and misses of reads, lookups, saves of new and of stored objects, reads through
+//!   the remote, evictions; every process's calls, kept in the stash. Spans of saves,
+//!   commits, checkpoints, evictions, model declarations, remote requests and repairs go to
+//!   a `tracing` subscriber if one is installed. [`Stash::named_objects`] lists every named
+//!   object at once, in file order.
 //! - An async handle (feature `async`, on by default, no dependencies): [`AsyncStash`]
 //!   offers the calls as futures that run on threads of the handle's own, for tokio or any
 //!   other executor; a future dropped before its answer cancels nothing.
