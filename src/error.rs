@@ -59,7 +59,7 @@ pub enum Error {
     },
 
     /// The file's header (its first 100 bytes) is damaged, but its pages hold a stash:
-    /// nothing was changed, and [`repair`](crate::open::repair) rebuilds the stash from them.
+    /// nothing was changed, and [`repair`](crate::repair) rebuilds the stash from them.
     #[error(
         "{} is a stash, but {reason}; its objects are still in its pages and nothing was \
          changed: repair it (objstash::repair) to rebuild it from them",

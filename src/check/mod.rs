@@ -2,7 +2,7 @@
 //! key index, the recorded totals against a recount, the names against their objects, and
 //! SQLite's integrity check. One check serves [`Stash::verify`](crate::Stash::verify) (a
 //! live stash: each chunk read in a read transaction of its own, so the writer is never
-//! kept waiting for long, and checked in parallel) and [`repair`](crate::open::repair) (a closed
+//! kept waiting for long, and checked in parallel) and [`repair`](crate::repair) (a closed
 //! file). What it reads with is a function that hands out a connection.
 
 mod chunked;

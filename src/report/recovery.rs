@@ -16,7 +16,7 @@ use rusqlite::Connection;
 pub enum Trigger {
     /// An open found that the previous fast-mode session did not close.
     UncleanShutdown,
-    /// [`repair`](crate::open::repair) was called.
+    /// [`repair`](crate::repair) was called.
     Repair,
     /// An open found the file damaged (its header, schema or meta table) without an
     /// unclean shutdown to explain it.
@@ -24,7 +24,7 @@ pub enum Trigger {
 }
 
 /// What a check of a stash found, and what rebuilding it kept and lost: after an open
-/// found the previous fast-mode session did not close, or after [`repair`](crate::open::repair).
+/// found the previous fast-mode session did not close, or after [`repair`](crate::repair).
 ///
 /// Writes that session had not committed are gone whatever the report says; `flush`
 /// acknowledgements are what [`Durability::Safe`](crate::Durability::Safe) makes durable.

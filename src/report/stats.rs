@@ -203,7 +203,7 @@ pub struct VerifyReport {
     /// nowhere in the file), and a `get` of the true key finds nothing.
     pub corrupt: Vec<Key>,
     /// Keys whose row is intact but that the key index does not find (damage to index
-    /// pages): `get` answers `None` for them; [`repair`](crate::open::repair) brings them back.
+    /// pages): `get` answers `None` for them; [`repair`](crate::repair) brings them back.
     pub unreachable: Vec<Key>,
     /// Damaged rows found on the file's pages whose key bytes cannot be trusted, so they
     /// are counted here instead of named. Only looked for once other damage is found.
@@ -215,7 +215,7 @@ pub struct VerifyReport {
     pub pending_chunks: u64,
     /// Damage found beyond single rows: objects missing against the recorded count, or
     /// what SQLite's integrity check reports (an index that lost keys, a truncated file).
-    /// The stash's file needs rebuilding: see [`repair`](crate::open::repair).
+    /// The stash's file needs rebuilding: see [`repair`](crate::repair).
     pub problems: Vec<String>,
 }
 
