@@ -4,9 +4,9 @@
 Scans the library's, the front ends' and the tests' sources, notes/, the READMEs and
 CONTRIBUTING.md for `...` spans that end in a source or doc extension. A path starting with
 ./ or ../ is resolved from the repository's root or the naming file's folder; any other is
-found if a tracked file is that path or ends with it (`stash/save.rs`, `save.rs`). Paths in
-other repositories, cited by their own paths, are listed in OTHER_REPOSITORIES. Exits 1 and
-lists each stale reference with its file and line.
+found if a tracked file is that path or ends with it (`stash/save.rs`, `save.rs`). A file of
+another repository is named by its type or file name and its repository, never by a path
+that reads as one of ours. Exits 1 and lists each stale reference with its file and line.
 """
 
 import os
@@ -22,8 +22,6 @@ SCANNED = (
 )
 DOCS = ("README.md", "CONTRIBUTING.md", "python/README.md", "Cargo.toml")
 EXTENSIONS = ("rs", "md", "py", "pyi", "cs", "h", "c", "sh", "toml")
-# Files of other repositories that comments cite by their paths there.
-OTHER_REPOSITORIES = ("src/Speckle.Sdk/",)
 PATH = re.compile(r"`([A-Za-z0-9_./-]+\.(?:%s))`" % "|".join(EXTENSIONS))
 
 
@@ -53,8 +51,6 @@ def main() -> int:
 
 
 def exists(path: str, naming: str, exact: set, tracked: list) -> bool:
-    if path.startswith(OTHER_REPOSITORIES):
-        return True
     if path.startswith(("./", "../")):
         base = ROOT if path.startswith("./") else os.path.join(ROOT, os.path.dirname(naming))
         full = os.path.normpath(os.path.join(base, path))

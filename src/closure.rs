@@ -2,15 +2,15 @@
 //!
 //! Every front end asks this one parser (Rust, Python's transport, C and the .NET cache
 //! manager), so a root means the same model whichever wrote or reads it. Speckle's
-//! serializers (speckle-sharp-sdk's `src/Speckle.Sdk/Serialisation/V2/Send/
-//! ObjectSerializer.cs`, and the V1 `src/Speckle.Sdk/Serialisation/SpeckleObjectSerializer.cs`)
-//! write each detached child inline as
+//! serializers (in the speckle-sharp-sdk repository: the V2 `ObjectSerializer` of its
+//! `Serialisation/V2/Send` folder, and the V1 `SpeckleObjectSerializer`) write each
+//! detached child inline as
 //! `{"speckle_type":"reference","referencedId":ID,"__closure":null}`, a reused reference
 //! with a closure map of its own, and the object's own `"__closure":{ID:depth,...}` last:
 //! only the field of the top-level object counts, wherever it stands. Ids that start with
 //! `blob` name files (Speckle's blobs), which are never cached as objects; the SDK drops
-//! them from a closure before it reads one (speckle-sharp-sdk's `src/Speckle.Sdk/
-//! Serialisation/V2/Receive/ObjectLoader.cs`), and so does this.
+//! them from a closure before it reads one (speckle-sharp-sdk's `ObjectLoader`, in
+//! `Serialisation/V2/Receive`), and so does this.
 //!
 //! Only that field is built: the rest of the object (a root can be megabytes) is read past
 //! without being kept.

@@ -303,13 +303,13 @@ static class Tests
     }
 
     // JSON as Speckle's serializers write it, generated here the way they build it:
-    // - V2 (speckle-sharp-sdk's src/Speckle.Sdk/Serialisation/V2/Send/ObjectSerializer.cs):
+    // - V2 (in the speckle-sharp-sdk repository: ObjectSerializer, Serialisation/V2/Send):
     //   each detached child is written inline as
     //   {"speckle_type":"reference","referencedId":ID,"__closure":null},
     //   and the object's own "__closure":{ID:depth} comes last;
     // - a reused reference (the SDK's ObjectReference type) carries its own
     //   closure map inline;
-    // - V1 (speckle-sharp-sdk's src/Speckle.Sdk/Serialisation/SpeckleObjectSerializer.cs)
+    // - V1 (speckle-sharp-sdk's SpeckleObjectSerializer)
     //   lists blob ids as "blob:<hash>".
     static (string id, string json) O(string id, string json) => (id, json);
 

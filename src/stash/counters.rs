@@ -1,6 +1,6 @@
 //! The hit and miss report of a stash and of a handle, and its reset.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use rusqlite::Connection;
 
@@ -71,7 +71,7 @@ impl Stash {
 /// The report of `counts`, with no time and no evictions.
 fn counters_of(counts: &Snapshot) -> Counters {
     Counters {
-        since: None::<SystemTime>,
+        since: None,
         hits: counts.get(Count::Hits),
         misses: counts.get(Count::Misses),
         read_throughs: counts.get(Count::ReadThroughs),
