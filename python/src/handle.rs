@@ -150,10 +150,14 @@ impl Handle {
         }
     }
 
-    /// Commits what was saved, if the stash is open.
-    fn flush(&self) -> objstash::Result<()> {
+    /// Commits what was saved and what the handle counted (a process ended by SIGTERM
+    /// counts in the stash like one that closed), if the stash is open.
+    fn commit(&self) -> objstash::Result<()> {
         match &*self.state.read().unwrap_or_else(PoisonError::into_inner) {
-            State::Open(stash) => stash.flush(),
+            State::Open(stash) => {
+                stash.flush()?;
+                stash.counters().map(drop)
+            }
             _ => Ok(()),
         }
     }
@@ -169,11 +173,11 @@ pub fn suspend_all() {
     live().iter().for_each(|handle| handle.suspend());
 }
 
-/// Commits what every open handle saved; failures are reported on stderr, which is all a
-/// process that is being stopped can do with them.
+/// Commits what every open handle saved and counted; failures are reported on stderr,
+/// which is all a process that is being stopped can do with them.
 pub fn flush_all() {
     for handle in live() {
-        if let Err(e) = handle.flush() {
+        if let Err(e) = handle.commit() {
             eprintln!("objstash: committing {} failed: {e}", handle.path.display());
         }
     }
