@@ -78,6 +78,17 @@ impl<C: Deref<Target = Connection>, F: Fn() -> Result<C>> Check<'_, F> {
                 objects.push((key, manifest.chunks));
             }
         }
+        // A root an incomplete model keeps aside holds its chunks like a stored object.
+        for (key, hidden) in crate::db::models::hidden_roots(conn)? {
+            if hidden.place.is_some() || !crate::large::manifest::is_manifest(&hidden.data) {
+                continue;
+            }
+            let Ok(manifest) = Manifest::decode(&hidden.data, hidden.raw_len) else { continue };
+            for chunk in &manifest.chunks {
+                listed.entry(chunk.key).or_insert((0, chunk.len)).0 += 1;
+            }
+            objects.push((key, manifest.chunks));
+        }
         let mut found = Found::default();
         let mut bad: HashSet<Key> = HashSet::new();
         let mut seen: HashSet<Key> = HashSet::new();

@@ -11,6 +11,7 @@ pub(crate) mod pagescan;
 pub(crate) mod salvage;
 pub(crate) mod totals;
 
+use std::collections::HashSet;
 use std::ops::Deref;
 
 use rayon::prelude::*;
@@ -20,6 +21,7 @@ use crate::codec;
 use crate::codec::zstd_dict::Dictionaries;
 use crate::db::first_generation::Generation;
 use crate::db::meta;
+use crate::db::models;
 use crate::db::names;
 use crate::db::readers::in_read_transaction;
 use crate::db::row::Lenient;
@@ -188,9 +190,15 @@ impl<C: Deref<Target = Connection>, F: Fn() -> Result<C>> Check<'_, F> {
             in_read_transaction(&conn, |conn| {
                 let recorded = meta::read_count(conn, "names")?;
                 let (mut names, mut dangling) = (0, 0);
+                // A root an incomplete model keeps aside keeps its names.
+                let kept: HashSet<Key> =
+                    models::hidden_roots(conn)?.into_iter().map(|(key, _)| key).collect();
                 names::each_key(conn, |key| {
                     names += 1;
                     let stored = key.is_some_and(|key| {
+                        if kept.contains(&key) {
+                            return true;
+                        }
                         let table = self.schema.table(&key);
                         conn.prepare_cached(&table.exists)
                             .and_then(|mut stmt| stmt.exists([&key.as_bytes()[..]]))

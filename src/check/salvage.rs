@@ -453,9 +453,13 @@ fn salvage_names(
     let tx = fresh.unchecked_transaction().context(|| "starting to copy names".to_string())?;
     let mut copied = 0;
     for (name, key) in found {
-        let table = target.table(&key);
+        // A name is copied with its object, or with a root its model keeps aside.
+        let insert = match kept_apart.contains(&key) {
+            true => names::NameSql::INSERT_KNOWN,
+            false => &target.table(&key).name_insert,
+        };
         copied += tx
-            .prepare_cached(&table.name_insert)
+            .prepare_cached(insert)
             .and_then(|mut s| s.execute(params![&form.store(&name)[..], &key.as_bytes()[..]]))
             .context(|| format!("copying the names of {key}"))? as u64;
     }

@@ -270,6 +270,28 @@ pub(crate) fn hidden_root(conn: &Connection, id: i64, take: bool) -> Result<Opti
     Ok(hidden)
 }
 
+/// Every root kept with its model (out of the object table while the model is
+/// incomplete), with its row: a check counts it as stored, with its names and chunks.
+pub(crate) fn hidden_roots(conn: &Connection) -> Result<Vec<(Key, HiddenRoot)>> {
+    if !exist(conn)? {
+        return Ok(Vec::new());
+    }
+    let rows: Vec<(Vec<u8>, HiddenRoot)> = conn
+        .prepare_cached(&format!(
+            "SELECT root, hidden_raw_len, hidden_data, hidden_place FROM {MODELS} \
+             WHERE hidden_raw_len IS NOT NULL AND root IS NOT NULL"
+        ))
+        .and_then(|mut stmt| {
+            stmt.query_map([], |r| {
+                let hidden = HiddenRoot { raw_len: r.get(1)?, data: r.get(2)?, place: r.get(3)? };
+                Ok((r.get(0)?, hidden))
+            })?
+            .collect()
+        })
+        .context(|| "reading the roots models keep".to_string())?;
+    Ok(rows.into_iter().filter_map(|(k, h)| Some((Key::from_slice(&k)?, h))).collect())
+}
+
 /// Records `key` as a member of model `id` that is not stored.
 pub(crate) fn add_missing(conn: &Connection, id: i64, key: &Key) -> Result<bool> {
     let added = conn
@@ -441,6 +463,19 @@ pub(crate) fn every_missing(conn: &Connection) -> Result<Vec<Key>> {
         .and_then(|mut stmt| stmt.query_map([], |r| r.get(0))?.collect())
         .context(|| "reading the missing members of models".to_string())?;
     Ok(keys.iter().filter_map(|k| Key::from_slice(k)).collect())
+}
+
+/// Whether `key` is the root of a model that must not be read (incomplete, or being
+/// evicted), as `conn`'s snapshot says.
+pub(crate) fn root_withheld(conn: &Connection, key: &Key) -> Result<bool> {
+    conn.prepare_cached(&format!(
+        "SELECT 1 FROM {MODELS} WHERE root = ?1 AND state IN ({}, {})",
+        State::Incomplete as i64,
+        State::Evicting as i64
+    ))
+    .and_then(|mut stmt| stmt.query_row([&key.as_bytes()[..]], |_| Ok(())).optional())
+    .map(|found| found.is_some())
+    .context(|| format!("looking {key} up among the models' roots"))
 }
 
 /// The roots that must not be read: of the models incomplete or being evicted.

@@ -353,6 +353,14 @@ pub(crate) fn recount_refs(conn: &Connection, schema: &crate::db::schema::Schema
             }
         }
     }
+    // A root that an incomplete model keeps aside lists its chunks too.
+    for (_, hidden) in crate::db::models::hidden_roots(conn)? {
+        let Ok(manifest) = Manifest::decode(&hidden.data, hidden.raw_len) else { continue };
+        for chunk in &manifest.chunks {
+            bump.execute([&chunk.key.as_bytes()[..]])
+                .context(|| "recounting the chunks' references".to_string())?;
+        }
+    }
     conn.execute_batch(&format!("DELETE FROM {TABLE} WHERE refs = 0"))
         .context(|| "dropping chunks no object lists".to_string())
 }

@@ -290,6 +290,8 @@ impl Stash {
         /// What is known of a name's object as the part goes.
         enum Lookup {
             Row(Key, Stored),
+            /// Pending, unless another handle withheld it since (`pending_servable`).
+            Queued(Key, Stored),
             Key(Key),
             Unknown,
             Absent,
@@ -299,18 +301,28 @@ impl Stash {
             .iter()
             .map(|name| match self.shared.names.get(name) {
                 Some(key) => match self.shared.pending.get(&key) {
-                    Some(row) => Lookup::Row(key, Stored::pending(row, now)),
+                    Some(row) => Lookup::Queued(key, Stored::pending(row, now)),
                     None => Lookup::Key(key),
                 },
                 None => Lookup::Unknown,
             })
             .collect();
-        if found.iter().any(|f| matches!(f, Lookup::Key(_) | Lookup::Unknown)) {
+        if found.iter().any(|f| !matches!(f, Lookup::Row(..) | Lookup::Absent)) {
             let reader = self.readers.checkout()?;
             let table = self.shared.names.table_exists(&reader)?;
             let form = if table { Some(self.shared.names.form(&reader)?) } else { None };
             reader.in_transaction(|conn| {
+                let models = self.models_in(conn)?;
                 for (name, slot) in names.iter().zip(found.iter_mut()) {
+                    if matches!(slot, Lookup::Queued(..))
+                        && let Lookup::Queued(key, row) = std::mem::replace(slot, Lookup::Absent)
+                    {
+                        if self.pending_servable(conn, models, &key)? {
+                            *slot = Lookup::Row(key, row);
+                            continue;
+                        }
+                        *slot = Lookup::Key(key);
+                    }
                     let key = match slot {
                         Lookup::Key(key) => Some(*key),
                         Lookup::Unknown if let Some(form) = form => {

@@ -184,7 +184,7 @@ impl Stash {
     }
 
     fn open_reader_uncounted(&self, key: &Key) -> Result<Option<ObjectReader>> {
-        let row = match self.shared.pending.get(key) {
+        let row = match self.pending_row(key)? {
             Some(row) => {
                 Some((row.raw_len as i64, row.data.to_vec(), Some(crate::cache::uses::now())))
             }

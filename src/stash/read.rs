@@ -73,7 +73,7 @@ impl Stash {
 
     /// [`Stash::get`], not counted as a read (for the library's own reads: verify, names).
     pub(super) fn get_uncounted(&self, key: &Key) -> Result<Option<Vec<u8>>> {
-        if let Some(row) = self.shared.pending.get(key) {
+        if let Some(row) = self.pending_row(key)? {
             return self.decode(key, row.raw_len as i64, &row.data, Some(uses::now())).map(Some);
         }
         // A snapshot kept from an earlier read (readers.rs) saves starting a read
@@ -126,6 +126,43 @@ impl Stash {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// This handle's pending row of `key`, if reads may serve it (see
+    /// [`Stash::pending_servable`]).
+    pub(super) fn pending_row(&self, key: &Key) -> Result<Option<Row>> {
+        let Some(row) = self.shared.pending.get(key) else { return Ok(None) };
+        let reader = self.readers.checkout()?;
+        let models = self.models_in(&reader)?;
+        Ok(self.pending_servable(&reader, models, key)?.then_some(row))
+    }
+
+    /// Whether the stash has models, as `conn` finds it (another handle may have made the
+    /// model tables since this one opened).
+    pub(super) fn models_in(&self, conn: &Connection) -> Result<bool> {
+        if self.shared.models() {
+            return Ok(true);
+        }
+        let made = crate::db::models::exist(conn)?;
+        if made {
+            self.shared.models_made();
+        }
+        Ok(made)
+    }
+
+    /// Whether a row of `key` pending in this handle may be served, as `conn`'s snapshot
+    /// (taken after the row was found pending; `models`: [`Stash::models_in`] it) says:
+    /// not while `key` is the root of a model that must not be read. This handle keeps such
+    /// a save out of its pending map, but another handle or process may have withheld the
+    /// root since (a member removed, evicted or found damaged), and the database is the one
+    /// place every handle passes.
+    pub(super) fn pending_servable(
+        &self,
+        conn: &Connection,
+        models: bool,
+        key: &Key,
+    ) -> Result<bool> {
+        Ok(!models || !crate::db::models::root_withheld(conn, key)?)
     }
 
     /// The committed object under `key`, decoded and checked, read on `conn`.
@@ -323,7 +360,7 @@ impl Stash {
     }
 
     fn contains_uncounted(&self, key: &Key) -> Result<bool> {
-        if self.shared.pending.contains(key) {
+        if self.pending_row(key)?.is_some() {
             return Ok(true);
         }
         let mut reader = self.readers.checkout_held(&self.shared.commits)?;
@@ -366,22 +403,31 @@ impl Stash {
         pending: impl Fn(Row) -> T,
         read: impl FnOnce(&Connection, &[&Key]) -> Result<Vec<Option<T>>>,
     ) -> Result<Vec<Option<T>>> {
-        let queued: Vec<Option<T>> =
-            keys.iter().map(|key| self.shared.pending.get(key).map(&pending)).collect();
-        let absent: Vec<&Key> = keys
-            .iter()
-            .zip(&queued)
-            .filter(|(_, queued)| queued.is_none())
-            .map(|(k, _)| k)
-            .collect();
-        if absent.is_empty() {
-            return Ok(queued);
+        if keys.is_empty() {
+            return Ok(Vec::new());
         }
+        let queued: Vec<Option<Row>> =
+            keys.iter().map(|key| self.shared.pending.get(key)).collect();
         self.readers.checkout()?.in_transaction(|conn| {
+            // A pending root that another handle withheld since is looked up as committed,
+            // where it is not (see `pending_servable`).
+            let models = queued.iter().any(Option::is_some) && self.models_in(conn)?;
+            let mut found: Vec<Option<T>> = Vec::with_capacity(keys.len());
+            for (key, row) in keys.iter().zip(queued) {
+                found.push(match row {
+                    Some(row) if self.pending_servable(conn, models, key)? => Some(pending(row)),
+                    _ => None,
+                });
+            }
+            let absent: Vec<&Key> =
+                keys.iter().zip(&found).filter(|(_, f)| f.is_none()).map(|(k, _)| k).collect();
+            if absent.is_empty() {
+                return Ok(found);
+            }
             let read = read(conn, &absent)?;
             debug_assert_eq!(read.len(), absent.len(), "an answer for each key not pending");
             let mut read = read.into_iter();
-            Ok(queued.into_iter().map(|queued| queued.or_else(|| read.next().flatten())).collect())
+            Ok(found.into_iter().map(|found| found.or_else(|| read.next().flatten())).collect())
         })
     }
 

@@ -171,6 +171,14 @@ impl Shared {
         !withheld.is_empty() && withheld.contains(key)
     }
 
+    /// How many roots this handle withholds.
+    pub(crate) fn withheld_count(&self) -> usize {
+        if !self.any_withheld.load(Ordering::SeqCst) {
+            return 0;
+        }
+        self.withheld.read().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
     /// Keeps `key`, the root of a model that must not be read, out of the pending map from
     /// now on, and takes it out now; inside the transaction that hides it, before its
     /// commit.

@@ -164,6 +164,19 @@ impl Tx<'_> {
         if !self.models.on || !self.models.missing.contains(key) {
             return Ok(());
         }
+        self.found_member(key, rowid, stored_len, home)
+    }
+
+    /// Records `key`, stored at `rowid`, in every model that misses it (the first becomes
+    /// its home, unless it has one): a model that then misses nothing is complete, and its
+    /// root, put back, may complete the models that list it in turn.
+    fn found_member(
+        &mut self,
+        key: &Key,
+        rowid: i64,
+        stored_len: i64,
+        home: Option<i64>,
+    ) -> Result<(), Stop> {
         let table = self.table_of(key);
         let mut home = home;
         for id in models::missing_in(self.conn, key, true)? {
@@ -175,14 +188,18 @@ impl Tx<'_> {
             model.runs.insert(table, rowid);
             model.missing = model.missing.saturating_sub(1);
             model.bytes += stored_len.max(0) as u64;
-            if model.missing == 0 && model.state == State::Incomplete {
-                self.complete(&mut model)?;
-            }
             models::update(self.conn, &model)?;
+            if model.state != State::Incomplete {
+                continue;
+            }
+            if model.missing == 0 {
+                self.complete(id)?;
+            } else {
+                self.complete_circle(id)?;
+            }
         }
         Ok(())
     }
-
     /// Adds the rows inserted into assemblies, `(assembly, table, rowid)`, to their runs.
     pub(crate) fn assembled(&mut self, mut rows: Vec<(i64, u16, i64)>) -> Result<(), Stop> {
         rows.sort_unstable();
@@ -206,16 +223,106 @@ impl Tx<'_> {
         Ok(())
     }
 
-    /// A model that misses nothing: its root, if kept with it, goes into the object table.
-    fn complete(&mut self, model: &mut ModelRow) -> Result<(), Stop> {
-        let Some(root) = model.root else { return Ok(()) };
-        if let Some(hidden) = models::hidden_root(self.conn, model.id, true)?
-            && let Some(rowid) = self.put_root(&root, &hidden, Some(model.id))?
-        {
-            model.runs.insert(self.table_of(&root), rowid);
-        }
+    /// Model `id`, which misses nothing now: its root, if kept with it, goes back into the
+    /// object table, where the models that list it find it.
+    fn complete(&mut self, id: i64) -> Result<(), Stop> {
+        let Some(mut model) = models::by_id(self.conn, id)? else { return Ok(()) };
         model.state = State::Complete;
+        models::update(self.conn, &model)?;
+        let Some(root) = model.root else { return Ok(()) };
         self.written.models.readable.push(root);
+        if let Some(hidden) = models::hidden_root(self.conn, id, true)? {
+            self.restore_root(&mut model, &hidden)?;
+        }
+        Ok(())
+    }
+
+    /// Puts the root kept with `model` back into the object table as its member, and
+    /// records it in the models that list it.
+    fn restore_root(&mut self, model: &mut ModelRow, hidden: &HiddenRoot) -> Result<(), Stop> {
+        let Some(root) = model.root else { return Ok(()) };
+        let Some(rowid) = self.put_root(&root, hidden, Some(model.id))? else { return Ok(()) };
+        model.runs.insert(self.table_of(&root), rowid);
+        models::update(self.conn, model)?;
+        let stored = hidden.place.and_then(Place::unpack).map_or(hidden.data.len(), |p| p.len);
+        self.found_member(&root, rowid, stored as i64, Some(model.id))
+    }
+
+    /// Models that list each other's roots and miss nothing else (a circle: each one's
+    /// root is kept aside because another is incomplete) are complete together. Starting
+    /// from model `id`, which misses something: finds the largest set of incomplete models,
+    /// each with its root kept aside, that miss only each other's roots, and completes
+    /// them if `id` is one.
+    fn complete_circle(&mut self, id: i64) -> Result<(), Stop> {
+        // A model can miss only roots that this handle withholds for such a set to exist.
+        let Some(start) = models::by_id(self.conn, id)? else { return Ok(()) };
+        if start.missing as usize > self.shared.withheld_count() {
+            return Ok(());
+        }
+        let mut circle: std::collections::HashMap<i64, (ModelRow, Vec<Key>)> = Default::default();
+        let mut roots: std::collections::HashMap<Key, i64> = Default::default();
+        let mut next = vec![start];
+        while let Some(model) = next.pop() {
+            if circle.contains_key(&model.id) {
+                continue;
+            }
+            let Some(root) = model.root else { continue };
+            if model.state != State::Incomplete
+                || models::hidden_root(self.conn, model.id, false)?.is_none()
+            {
+                continue;
+            }
+            let missing = models::missing_keys(self.conn, model.id)?;
+            for key in &missing {
+                if let Some(other) = models::by_root(self.conn, key)?
+                    && !circle.contains_key(&other.id)
+                {
+                    next.push(other);
+                }
+            }
+            roots.insert(root, model.id);
+            circle.insert(model.id, (model, missing));
+        }
+        // Whatever misses a key that is not a root of the set cannot complete with it.
+        loop {
+            let out: Vec<i64> = circle
+                .iter()
+                .filter(|(_, (_, missing))| missing.iter().any(|k| !roots.contains_key(k)))
+                .map(|(id, _)| *id)
+                .collect();
+            if out.is_empty() {
+                break;
+            }
+            for gone in out {
+                if let Some((model, _)) = circle.remove(&gone)
+                    && let Some(root) = model.root
+                {
+                    roots.remove(&root);
+                }
+            }
+        }
+        if !circle.contains_key(&id) {
+            return Ok(());
+        }
+        // Every root of the set goes back; the models that list one find it there, and the
+        // set's models, missing nothing then, are complete.
+        let mut put = Vec::new();
+        for (id, (mut model, _)) in circle {
+            model.state = State::Complete;
+            model.missing = 0;
+            models::update(self.conn, &model)?;
+            if let Some(root) = model.root {
+                self.written.models.readable.push(root);
+            }
+            if let Some(hidden) = models::hidden_root(self.conn, id, true)? {
+                put.push((id, hidden));
+            }
+        }
+        for (id, hidden) in put {
+            // Missing nothing, the set's models take what they listed without a count.
+            let Some(mut model) = models::by_id(self.conn, id)? else { continue };
+            self.restore_root(&mut model, &hidden)?;
+        }
         Ok(())
     }
 
@@ -246,7 +353,9 @@ impl Tx<'_> {
     }
 
     /// Keeps a model's root out of the object table: its row moves into the model's row,
-    /// and producers keep the root out of the pending map from now on.
+    /// and producers keep the root out of the pending map from now on. `model` (incomplete
+    /// or being evicted) is written; the models that list its root lose it, and `model`
+    /// is read back, as they may have changed it.
     fn hide(&mut self, model: &mut ModelRow) -> Result<(), Stop> {
         let Some(root) = model.root else { return Ok(()) };
         self.shared.withhold(root);
@@ -267,6 +376,23 @@ impl Tx<'_> {
         // The row goes; its value, chunks and names stay with the kept root.
         self.take(&root, found.rowid, true)?;
         model.runs.remove(self.table_of(&root), found.rowid);
+        self.unlisted(model, &root, found.rowid, found.stored_len)
+    }
+
+    /// After the row of `root`, `model`'s root, left the object table: writes `model`, and
+    /// every other model that lists the row misses it now; `model` is read back.
+    fn unlisted(
+        &mut self,
+        model: &mut ModelRow,
+        root: &Key,
+        rowid: i64,
+        stored: i64,
+    ) -> Result<(), Stop> {
+        models::update(self.conn, model)?;
+        self.lost_member(root, rowid, None, stored)?;
+        if let Some(now) = models::by_id(self.conn, model.id)? {
+            *model = now;
+        }
         Ok(())
     }
 
@@ -330,20 +456,28 @@ impl Tx<'_> {
     }
 
     /// After the row of `key` at `rowid`, whose home model was `home`, was deleted: every
-    /// model that listed it misses it now and keeps its root out of the object table.
+    /// model that listed it misses it now and keeps its root out of the object table, which
+    /// the models that list that root miss in turn.
     pub(crate) fn lost_member(
         &mut self,
         key: &Key,
         rowid: i64,
-        home: i64,
+        home: Option<i64>,
         stored: i64,
     ) -> Result<(), Stop> {
         let table = self.table_of(key);
         for held in self.models.assembled.values_mut() {
             held.remove(key);
         }
-        for mut model in models::all(self.conn)? {
-            if !model.runs.remove(table, rowid) && model.id != home {
+        // Read one by one: hiding a root changes the models that list it.
+        let listing: Vec<i64> = models::all(self.conn)?
+            .into_iter()
+            .filter(|m| m.runs.contains(table, rowid) || Some(m.id) == home)
+            .map(|m| m.id)
+            .collect();
+        for id in listing {
+            let Some(mut model) = models::by_id(self.conn, id)? else { continue };
+            if !model.runs.remove(table, rowid) && Some(model.id) != home {
                 continue;
             }
             match model.state {
@@ -611,15 +745,28 @@ impl Tx<'_> {
                     .filter(|m| !keep_newest || Some(m.id) != newest)
                     .collect();
                 candidates.sort_by_key(|m| (m.used, m.id));
-                let mut chosen = None;
+                // A root is readable only with its whole model: pinning it pins the model.
+                // A model whose root another model lists is held by that model and goes
+                // after it; when only models that list each other's roots are left to go,
+                // the oldest of them goes, and its listers miss its root.
+                let ids: HashSet<i64> = candidates.iter().map(|m| m.id).collect();
+                let (mut chosen, mut listed) = (None, None);
                 for m in candidates {
-                    // A root is readable only with its whole model: pinning it pins the model.
-                    if !self.root_pinned(m)? {
-                        chosen = Some(m);
-                        break;
+                    if self.root_pinned(m)? {
+                        continue;
+                    }
+                    match self.root_listers(m, &all)? {
+                        listers if listers.is_empty() => {
+                            chosen = Some(m);
+                            break;
+                        }
+                        listers if listers.iter().all(|id| ids.contains(id)) => {
+                            listed = listed.or(Some(m));
+                        }
+                        _held => {}
                     }
                 }
-                let Some(candidate) = chosen else {
+                let Some(candidate) = chosen.or(listed) else {
                     return Ok(None);
                 };
                 if self.oldest_loose_use()?.is_some_and(|loose| loose < candidate.used) {
@@ -667,25 +814,38 @@ impl Tx<'_> {
     }
 
     /// Starts evicting `model`: its root goes first (the row, or the copy kept with the
-    /// model), so that from this transaction on it reads as absent.
+    /// model), so that from this transaction on it reads as absent; the models that list
+    /// it miss it.
     fn start_eviction(&mut self, model: &mut ModelRow) -> Result<(), Stop> {
         model.state = State::Evicting;
         let Some(root) = model.root else { return Ok(()) };
         self.shared.withhold(root);
         if let Some(found) = self.find(&root)? {
-            model.runs.remove(self.table_of(&root), found.rowid);
-            let others = others_runs(self, model.id)?;
             let table = self.table_of(&root);
-            if others.contains(table, found.rowid) || found.model != Some(model.id) {
-                self.untag(table, found.rowid, model.id, uses::now())?;
-            } else if let Some(stored) = self.take(&root, found.rowid, false)? {
+            model.runs.remove(table, found.rowid);
+            if let Some(stored) = self.take(&root, found.rowid, false)? {
                 let totals = &mut self.written.totals;
                 totals.evicted += 1;
                 totals.evicted_bytes += stored;
             }
+            self.unlisted(model, &root, found.rowid, found.stored_len)?;
         }
         self.drop_kept_root(model.id, &root)?;
         Ok(models::update(self.conn, model)?)
+    }
+
+    /// The models other than `model` (among `all`, and not being evicted) that list
+    /// `model`'s root.
+    fn root_listers(&self, model: &ModelRow, all: &[ModelRow]) -> Result<Vec<i64>, Stop> {
+        let Some(root) = &model.root else { return Ok(Vec::new()) };
+        let Some(found) = self.find(root)? else { return Ok(Vec::new()) };
+        let table = self.table_of(root);
+        Ok(all
+            .iter()
+            .filter(|m| m.id != model.id && m.state != State::Evicting)
+            .filter(|m| m.runs.contains(table, found.rowid))
+            .map(|m| m.id)
+            .collect())
     }
 
     /// Drops the copy of a root kept with model `id`, if any: its value in the file of

@@ -337,7 +337,7 @@ impl Tx<'_> {
                 .stop(|| format!("releasing the chunks of {key}"))?;
         }
         if let (Some(home), Some(rowid)) = (home, rowid) {
-            self.lost_member(key, rowid, home, stored_len)?;
+            self.lost_member(key, rowid, Some(home), stored_len)?;
         }
         if removed && names {
             let mut stmt = self
