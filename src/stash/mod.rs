@@ -12,6 +12,7 @@
 mod behind;
 mod bound;
 mod counters;
+mod damage;
 pub(crate) mod entries;
 mod gzip_training;
 mod large;

@@ -473,10 +473,14 @@ impl Stash {
         raw_len: i64,
         data: &[u8],
     ) -> Result<Vec<u8>> {
-        if manifest::is_manifest(data) {
+        let decoded = if manifest::is_manifest(data) {
             self.assemble_chunks(key, raw_len, data)
         } else {
             codec::decode_checked(key, raw_len, data, &self.dicts)
+        };
+        if let Err(crate::Error::Corrupt { .. }) = &decoded {
+            self.found_damaged(key);
         }
+        decoded
     }
 }

@@ -45,6 +45,7 @@ impl Stash {
         if !report.problems.is_empty() {
             self.verify_pages(&mut report);
         }
+        self.drop_damaged_members(&mut report)?;
         Ok(report)
     }
 

@@ -20,6 +20,7 @@ mod batch;
 mod chunked;
 mod compact;
 mod counting;
+mod damaged;
 mod generations;
 mod model_memory;
 pub(crate) mod models;
@@ -55,6 +56,7 @@ use crate::writer::pending::{Pending, Row};
 use crate::writer::pending_names::PendingNames;
 
 pub(crate) use chunked::{CommitChunked, Outgoing, PutChunks, Unhold};
+pub(crate) use damaged::{DropDamaged, DropDamagedQuietly};
 pub(crate) use models::{
     Declare, Declared, GiveUp, Hold, HoldQuietly, OpenAssembly, PinModel, RemoveModel,
 };

@@ -40,11 +40,11 @@ pub(crate) struct Declared {
 }
 
 /// A row found by key.
-struct Found {
-    rowid: i64,
+pub(super) struct Found {
+    pub rowid: i64,
     /// Its home model.
-    model: Option<i64>,
-    stored_len: i64,
+    pub model: Option<i64>,
+    pub stored_len: i64,
 }
 
 impl Tx<'_> {
@@ -64,7 +64,7 @@ impl Tx<'_> {
     }
 
     /// The row of `key`, if stored.
-    fn find(&self, key: &Key) -> Result<Option<Found>, Stop> {
+    pub(super) fn find(&self, key: &Key) -> Result<Option<Found>, Stop> {
         let table = self.shared.schema.table(key);
         let sql = &table.models.find;
         self.conn

@@ -20,6 +20,7 @@ mod gzip_code;
 mod large;
 mod layouts_agree;
 mod models;
+mod models_damage;
 mod models_handles;
 mod models_nested;
 mod models_processes;
