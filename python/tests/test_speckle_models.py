@@ -192,3 +192,46 @@ def test_a_damaged_object_of_a_model_sends_the_receive_to_the_server(tmp_path, s
         receive_exactly(root_id, models[1], server, cache)
         assert cache.stash.verify().ok
         assert cache.stash.model(cache.stash.resolve(root_id)).complete
+
+
+class _RemovedMidReceive(ObjstashTransport):
+    """A transport whose model another process removes once the receive has read its root
+    and one child: the moment an evicting or removing process beside a receive picks."""
+
+    def __init__(self, path: str, root_id: str) -> None:
+        super().__init__(path=path)
+        self._root_id = root_id
+        self._reads = 0
+
+    def get_object(self, id: str):
+        self._reads += 1
+        if self._reads == 3:
+            import subprocess
+            import sys
+
+            remove = (
+                "import objstash, sys\n"
+                "with objstash.Stash(sys.argv[1]) as stash:\n"
+                "    assert stash.remove_model(stash.resolve(sys.argv[2]))\n"
+            )
+            subprocess.run([sys.executable, "-c", remove, self.stash.path, self._root_id], check=True)
+            assert self.stash.get_named(self._root_id) is None, "the other process removed it"
+        return super().get_object(id)
+
+
+def test_a_receive_that_read_a_model_finishes_with_it_while_another_process_removes_it(
+    tmp_path, models
+):
+    # The model's levels are detached and shared by many walls: the deserializer asks for
+    # each of them again and again. Once its root was read, the receive is served the whole
+    # model it swept, whatever another process does to the cache meanwhile.
+    path = str(tmp_path / "cache.db")
+    with ObjstashTransport(path=path) as cache:
+        root_id = operations.send(models[2], [cache])
+    with _RemovedMidReceive(path, root_id) as cache:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            warnings.filterwarnings("ignore", category=DeprecationWarning)
+            received = operations.receive(root_id, local_transport=cache)
+        assert cache._reads > 3
+        assert operations.serialize(received) == serialized(models[2])

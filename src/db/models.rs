@@ -33,6 +33,8 @@ use crate::key::Key;
 pub(crate) const MODELS: &str = "objstash_models";
 /// The members models name that are not stored.
 pub(crate) const MISSING: &str = "objstash_model_missing";
+/// Who holds each assembly (`files/owners.rs`): made by the first assembly with an owner.
+pub(crate) const OWNERS: &str = "objstash_assembly_owners";
 
 /// Where a model is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -268,6 +270,46 @@ pub(crate) fn hidden_root(conn: &Connection, id: i64, take: bool) -> Result<Opti
         .context(|| format!("taking the root of model {id} back"))?;
     }
     Ok(hidden)
+}
+
+/// Records `owner` as the holder of assembly `id`.
+pub(crate) fn set_owner(conn: &Connection, id: i64, owner: &str) -> Result<()> {
+    conn.execute_batch(&format!(
+        "CREATE TABLE IF NOT EXISTS {OWNERS}(model INTEGER PRIMARY KEY, owner TEXT NOT NULL)"
+    ))
+    .and_then(|()| {
+        conn.prepare_cached(&format!(
+            "INSERT OR REPLACE INTO {OWNERS}(model, owner) VALUES (?1, ?2)"
+        ))?
+        .execute(params![id, owner])
+    })
+    .context(|| format!("recording the owner of assembly {id}"))?;
+    Ok(())
+}
+
+/// Forgets the owner of `id`, an assembly no more (declared or given up).
+pub(crate) fn forget_owner(conn: &Connection, id: i64) -> Result<()> {
+    if !format::has_table(conn, OWNERS)? {
+        return Ok(());
+    }
+    conn.prepare_cached(&format!("DELETE FROM {OWNERS} WHERE model = ?1"))
+        .and_then(|mut stmt| stmt.execute([id]))
+        .context(|| format!("forgetting the owner of assembly {id}"))?;
+    Ok(())
+}
+
+/// The assemblies under way that have an owner, with it.
+pub(crate) fn owned_assemblies(conn: &Connection) -> Result<Vec<(i64, String)>> {
+    if !format::has_table(conn, OWNERS)? {
+        return Ok(Vec::new());
+    }
+    conn.prepare_cached(&format!(
+        "SELECT o.model, o.owner FROM {OWNERS} o JOIN {MODELS} m ON m.id = o.model \
+         WHERE m.state = {}",
+        State::Assembling as i64
+    ))
+    .and_then(|mut stmt| stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect())
+    .context(|| "reading the owners of assemblies".to_string())
 }
 
 /// Every root kept with its model (out of the object table while the model is

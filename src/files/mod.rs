@@ -4,6 +4,7 @@
 //! belong to a stash (what `stats` counts, what salvage moves aside) is written down once.
 
 pub(crate) mod lock;
+pub(crate) mod owners;
 pub(crate) mod reserve;
 
 use std::fs;
@@ -19,6 +20,10 @@ pub(crate) const JOURNALS: [&str; 3] = ["-wal", "-shm", "-journal"];
 pub(crate) const LOCK: &str = "-lock";
 /// Suffix of the lock file held while a handle opens or closes (see `lock.rs`).
 pub(crate) const GATE: &str = "-open";
+
+/// Suffix of the directory of the files that tell whether an assembly's owner lives
+/// (see `owners.rs`).
+pub(crate) const OWNERS: &str = "-owners";
 
 /// Suffix of the file of values of a stash that keeps its values beside the database
 /// (`value_log.rs`).

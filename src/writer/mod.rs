@@ -50,6 +50,7 @@ use crate::db::first_generation::FirstGeneration;
 use crate::db::readers::Commits;
 use crate::db::schema::Schema;
 use crate::error::{Error, Result};
+use crate::files::owners::Owner;
 use crate::key::Key;
 use crate::values::value_log::ValueLog;
 use crate::writer::pending::{Pending, Row};
@@ -107,6 +108,8 @@ pub(crate) struct Shared {
     /// Whether the object tables have their `model` column, committed: reads then record
     /// a read of a member as a use of its model.
     models: AtomicBool,
+    /// This handle as the owner of its assemblies (`files/owners.rs`).
+    pub owner: Owner,
     stopped: Mutex<Option<Stop>>,
 }
 
@@ -122,6 +125,7 @@ impl Shared {
         values: Option<ValueLog>,
     ) -> Self {
         let models = schema.models;
+        let owner = Owner::new(&path);
         Shared {
             path,
             busy,
@@ -136,6 +140,7 @@ impl Shared {
             withheld: RwLock::new(HashSet::new()),
             any_withheld: AtomicBool::new(false),
             models: AtomicBool::new(models),
+            owner,
             stopped: Mutex::new(None),
         }
     }

@@ -573,6 +573,7 @@ impl Tx<'_> {
             }
         };
         let id = model.id;
+        models::forget_owner(self.conn, id)?;
         let held = std::mem::take(&mut model.runs);
         let mut listed = Vec::with_capacity(members.len() + 1);
         let mut seen = HashSet::with_capacity(members.len() + 1);
@@ -666,9 +667,10 @@ impl Tx<'_> {
     }
 
     /// Gives an assembly up: what it held goes back to being loose (or to another model).
-    fn give_up(&mut self, id: i64) -> Result<(), Stop> {
+    pub(super) fn give_up(&mut self, id: i64) -> Result<(), Stop> {
         self.write_run()?;
         self.models.assembled.remove(&id);
+        models::forget_owner(self.conn, id)?;
         if let Some(model) = models::by_id(self.conn, id)?
             && model.state == State::Assembling
         {
@@ -905,6 +907,9 @@ impl Request for OpenAssembly {
         tx.write_run()?;
         tx.ensure_models()?;
         self.id = models::insert(tx.conn, None, State::Assembling, uses::now())?;
+        // Its owner's death, seen by any other handle, gives it up (`files/owners.rs`).
+        let owner = tx.shared.owner.name()?;
+        models::set_owner(tx.conn, self.id, &owner)?;
         Ok(())
     }
 

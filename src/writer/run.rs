@@ -95,6 +95,7 @@ impl Writer {
             tight: false,
             models: Models::default(),
             models_seen: None,
+            orphans_checked: None,
         };
         writer.read_cap().map_err(Stop::into_error)?;
         Ok(writer)

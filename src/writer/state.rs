@@ -66,6 +66,8 @@ pub(super) struct Writer {
     /// SQLite's `data_version` when the writer last read the models' state: another
     /// connection's commit changes it.
     pub(super) models_seen: Option<i64>,
+    /// When the writer last looked for assemblies whose owners are gone (`upkeep.rs`).
+    pub(super) orphans_checked: Option<std::time::Instant>,
 }
 
 /// The moves the writer owes.

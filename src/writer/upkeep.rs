@@ -16,13 +16,16 @@ use crate::db::names;
 use crate::db::use_table;
 use crate::error::Error;
 use crate::error::sqlite_code;
-use crate::files::reserve;
+use crate::files::{owners, reserve};
 use crate::key::Key;
 use crate::report::stats::Evicted;
 
 /// The longest the writer waits for readers to leave the write-ahead log when it is over
 /// its share of the cap (see `Writer::bound_log`).
 const LOG_WAIT: Duration = Duration::from_millis(200);
+/// How often the writer looks for assemblies whose owners are gone.
+const ORPHANS_EVERY: Duration = Duration::from_secs(1);
+
 /// A write-ahead log larger than this is truncated once the writer is idle
 /// (`Writer::truncate_log`).
 const IDLE_LOG_BYTES: u64 = 1 << 20;
@@ -107,6 +110,10 @@ impl Writer {
                 Err(Failure::Busy) => return Ok(false),
                 Err(Failure::Fatal(stop)) => return Err(stop),
             }
+        }
+        match self.give_up_orphans() {
+            Ok(()) | Err(Failure::Busy) => {}
+            Err(Failure::Fatal(stop)) => return Err(stop),
         }
         match self.finish_model_eviction() {
             Ok(Some(_)) => return Ok(true),
@@ -459,6 +466,37 @@ impl Writer {
         span.record("objects", evicted.objects);
         span.record("stored_bytes", evicted.stored_bytes);
         Ok(evicted)
+    }
+
+    /// Gives up the assemblies whose owners are gone (a process killed between its saves
+    /// and its root: `files/owners.rs`), at most once per [`ORPHANS_EVERY`]: what they held
+    /// becomes loose, and evictable, within about that long of the death.
+    fn give_up_orphans(&mut self) -> Result<(), Failure> {
+        if !self.models.on && !self.shared.models() {
+            return Ok(());
+        }
+        if self.orphans_checked.is_some_and(|at| at.elapsed() < ORPHANS_EVERY) {
+            return Ok(());
+        }
+        self.orphans_checked = Some(std::time::Instant::now());
+        let mine = self.shared.owner.made();
+        let owned = models::owned_assemblies(&self.conn).map_err(Stop::from)?;
+        let gone: Vec<i64> = owned
+            .into_iter()
+            .filter(|(_, owner)| Some(owner) != mine.as_ref())
+            .filter(|(_, owner)| owners::gone(&self.shared.path, owner))
+            .map(|(id, _)| id)
+            .collect();
+        if gone.is_empty() {
+            return Ok(());
+        }
+        self.transaction_tx(|tx| gone.iter().try_for_each(|id| tx.give_up(*id)))?;
+        log::warn!(
+            "objstash: gave up {} assemblies whose processes are gone; what they held is \
+             loose again",
+            gone.len()
+        );
+        Ok(())
     }
 
     /// One step of the eviction of a model under way, if there is one: started by a cap or

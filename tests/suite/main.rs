@@ -22,6 +22,7 @@ mod layouts_agree;
 mod models;
 mod models_damage;
 mod models_handles;
+mod models_liveness;
 mod models_nested;
 mod models_processes;
 mod names;
