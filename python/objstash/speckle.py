@@ -31,7 +31,9 @@ found, and is then declared.
 Reads follow a receive: ``get_object`` of a model's root reads the whole model in one
 sweep of the file (``Stash.read_model``: the order the objects were saved in, which a
 cold page cache reads sequentially), so the deserializer's one-by-one requests are served
-from memory. For an object that lists children without being a model's root, the children
+from memory, as often as it asks, until the next model is read or the transport closes: a
+receive that has read a root finishes with that model, whatever another process evicts
+or removes meanwhile. For an object that lists children without being a model's root, the children
 are read ahead ``COPY_CHUNK`` at a time in one batch call each, at most
 ``READ_AHEAD_MAX`` held ahead.
 
@@ -174,6 +176,11 @@ class ObjstashTransport(AbstractTransport):
         self._ahead: List[str] = []
         self._ahead_ids: set = set()
         self._fetched: Dict[str, str] = {}
+        # The objects of the model read last, by id: served as often as the deserializer
+        # asks (a detached level or material is asked for once per reference) until the
+        # next model is read or the transport closes, so that a receive that read a model
+        # finishes with it whatever another process evicts or removes meanwhile.
+        self._model: Dict[str, str] = {}
         self._buffer_bytes = 0
         self.saved_obj_count = 0
         # The background push (with a remote): one thread at a time; a commit while it
@@ -208,6 +215,7 @@ class ObjstashTransport(AbstractTransport):
         """Buffers an object under its id; the buffer goes to objstash in batches."""
         self._raise_saver_error()
         self._fetched.pop(id, None)
+        self._model.pop(id, None)
         # Kept as str: objstash stores a str as its UTF-8 bytes, read without a copy. The
         # buffer keeps the order of the calls (an id saved again moves to the end): its
         # last item is the write's last object, taken when the buffer is handed over.
@@ -387,6 +395,9 @@ class ObjstashTransport(AbstractTransport):
         buffered = self._unsaved(id)
         if buffered is not None:
             return buffered
+        swept = self._model.get(id)
+        if swept is not None:
+            return swept
         fetched = self._fetched.pop(id, None)
         if fetched is not None:
             return fetched
@@ -400,9 +411,9 @@ class ObjstashTransport(AbstractTransport):
             if not self._members_read and self._members_root is not None:
                 self._members_read = True
                 self._read_model(self._members_root)
-                fetched = self._fetched.pop(id, None)
-                if fetched is not None:
-                    return fetched
+                swept = self._model.get(id)
+                if swept is not None:
+                    return swept
             data = self.stash.get_named(id)
             return None if data is None else data.decode("utf-8")
         key = self.stash.resolve(id)
@@ -450,10 +461,11 @@ class ObjstashTransport(AbstractTransport):
         self._ahead.clear()
         self._ahead_ids.clear()
         self._members, self._members_root, self._members_read = set(children), key, True
+        self._model = {}
         for child, child_key in zip(children, self.stash.resolve_many(children)):
             data = by_key.get(child_key) if child_key is not None else None
             if data is not None:
-                self._fetched[child] = data.decode("utf-8")
+                self._model[child] = data.decode("utf-8")
         return root
 
     def _trust_root(self, id: str, key: str, text: str) -> Optional[str]:
@@ -472,11 +484,11 @@ class ObjstashTransport(AbstractTransport):
         if len(found) < len(keys) or self.stash.missing(found):
             return None  # part of a model: the server has the rest
         if not self.stash.read_only:
+            # The declaration settles it: a member gone since the check above (another
+            # process evicted or removed it) leaves the model incomplete, and its root
+            # absent; a model read whole is what the receive gets.
             model = self.stash.declare_model(key, found, id)
-            if model.complete:
-                whole = self._read_model(key)
-                if whole is not None:
-                    return whole
+            return self._read_model(key) if model.complete else None
         self._plan_read_ahead(text)
         return text
 
@@ -513,7 +525,9 @@ class ObjstashTransport(AbstractTransport):
         """Many objects in one call (read and checked in parallel), None where absent."""
         # Unsaved objects first: one that leaves the buffers meanwhile is in the stash by
         # then (the saver forgets a batch only once save_named has returned).
-        unsaved = [self._unsaved(id) or self._fetched.pop(id, None) for id in ids]
+        unsaved = [
+            self._unsaved(id) or self._model.get(id) or self._fetched.pop(id, None) for id in ids
+        ]
         wanted = [id for id, text in zip(ids, unsaved) if text is None]
         found = iter(self.stash.get_many_named(wanted) if wanted else [])
         texts = []
@@ -582,6 +596,7 @@ class ObjstashTransport(AbstractTransport):
                     f"{self.name} could not push to {self.stash.remote_url}: {error}"
                 ) from error
         finally:
+            self._model = {}
             if self._owns_stash:
                 self.stash.close()
             else:

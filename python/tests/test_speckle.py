@@ -197,15 +197,17 @@ def test_read_ahead_serves_any_order_and_stays_bounded(tmp_path, monkeypatch):
         for child in reversed(children):
             assert t.get_object(child) == memory.objects[child]
             assert len(t._fetched) <= 20
-    # A model's root reads the whole model at once; each object leaves memory once asked.
+    # A model's root reads the whole model at once, served as often as asked until the
+    # next model is read.
     with ObjstashTransport(base_path=str(tmp_path)) as t:
         operations.send(model, [t], use_default_cache=False)
     with ObjstashTransport(base_path=str(tmp_path)) as t:
         assert t.get_object(root_id) == memory.objects[root_id]
-        assert len(t._fetched) == len(children)
-        for n, child in enumerate(reversed(children)):
-            assert t.get_object(child) == memory.objects[child]
-            assert len(t._fetched) == len(children) - n - 1
+        assert len(t._model) == len(children)
+        for _ in range(2):
+            for child in reversed(children):
+                assert t.get_object(child) == memory.objects[child]
+        assert len(t._model) == len(children)
         # A name saved again is not served stale from the read ahead.
         t.get_object(root_id)
         t.get_object(children[0])

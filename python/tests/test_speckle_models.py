@@ -235,3 +235,41 @@ def test_a_receive_that_read_a_model_finishes_with_it_while_another_process_remo
             received = operations.receive(root_id, local_transport=cache)
         assert cache._reads > 3
         assert operations.serialize(received) == serialized(models[2])
+
+
+class _RemovingBeforeDeclare:
+    """A stash whose `declare_model` first has another process remove one of the members:
+    the moment between the transport's closure check and its declaration."""
+
+    def __init__(self, stash, member: str) -> None:
+        self._stash, self._member = stash, member
+
+    def __getattr__(self, name):
+        return getattr(self._stash, name)
+
+    def declare_model(self, *args, **kwargs):
+        import subprocess
+        import sys
+
+        remove = (
+            "import objstash, sys\n"
+            "with objstash.Stash(sys.argv[1]) as stash:\n"
+            "    assert stash.remove(stash.resolve(sys.argv[2]))\n"
+        )
+        subprocess.run([sys.executable, "-c", remove, self._stash.path, self._member], check=True)
+        return self._stash.declare_model(*args, **kwargs)
+
+
+def test_an_older_caches_root_is_not_returned_when_a_member_goes_before_it_is_declared(
+    tmp_path, server, models
+):
+    path = str(tmp_path / "old.db")
+    root_id = operations.send(models[0], [transport(server)], use_default_cache=False)
+    with objstash.Stash(path) as stash:
+        stash.save_named([(i, t) for i, t in server.objects.items()])
+    children = list(json.loads(server.objects[root_id])["__closure"])
+    with ObjstashTransport(path=path) as cache:
+        cache.stash = _RemovingBeforeDeclare(cache.stash, children[4])
+        assert cache.get_object(root_id) is None, "its model lost a member: no root"
+        cache.stash = cache.stash._stash
+        receive_exactly(root_id, models[0], server, cache)
