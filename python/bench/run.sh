@@ -5,7 +5,9 @@
 # Ctrl-C takes to interrupt long calls (python/bench/interrupt.py); `python/bench/run.sh
 # store [--rounds R]` the transport's share of a send (python/bench/store.py);
 # `python/bench/run.sh cold [--models M] [--rounds R]` a model received from a cold cache,
-# against SQLiteTransport (python/bench/cold_receive.py).
+# against SQLiteTransport (python/bench/cold_receive.py); `python/bench/run.sh evict
+# [--seconds S]` receives beside processes that send, trim and remove models
+# (python/bench/receive_under_eviction.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source python/venv.sh
@@ -16,6 +18,10 @@ fi
 if [ "${1:-}" = cold ]; then
   shift
   PATH="$venv_path" exec "$venv/bin/python" python/bench/cold_receive.py "$@"
+fi
+if [ "${1:-}" = evict ]; then
+  shift
+  PATH="$venv_path" exec "$venv/bin/python" python/bench/receive_under_eviction.py "$@"
 fi
 if [ "${1:-}" = interrupt ]; then
   shift

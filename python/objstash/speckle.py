@@ -251,7 +251,7 @@ class ObjstashTransport(AbstractTransport):
         try:
             self._raise_saver_error()
             if assembly is not None and copied:
-                self._declare_model(assembly, last)
+                self._declare_model(assembly, last, read=True)
             self.stash.flush()
             if assembly is not None and not copied:
                 self._start_saver()
@@ -269,19 +269,36 @@ class ObjstashTransport(AbstractTransport):
         self._assembly, self._last = None, None
         return assembly, last
 
-    def _declare_model(self, assembly: Assembly, last: Optional[Tuple[str, str]]) -> None:
+    def _declare_model(
+        self, assembly: Assembly, last: Optional[Tuple[str, str]], read: bool = False
+    ) -> None:
         """Finishes a write's assembly as the model of its root and the root's closure
         (the ids are looked up then: the objects the write saved or held, and any others an
         earlier write cached, held now). A root whose closure is not all cached (a member no
         write saved and the cache does not hold) is not left readable: its id is removed,
-        so a receive asks the server."""
+        so a receive asks the server. With `read` (a copy, whose receive reads the model
+        next), the model's objects are read in the transaction that declares it, and
+        served from memory: another process evicting or removing it once it is declared
+        cannot take part of it from the receive."""
         if last is None or '"__closure"' not in last[1]:
             return
         root_id, text = last
         closure = _closure_ids(text)
-        model, absent = assembly.finish_closure(root_id, closure, root_id)
+        objects = None
+        if read:
+            model, absent, objects = assembly.finish_closure_read(root_id, closure, root_id)
+        else:
+            model, absent = assembly.finish_closure(root_id, closure, root_id)
         if absent:
             self.stash.remove_named([root_id])
+            if read:
+                # A copy whose receive reads the model next: another process took objects
+                # of it while it ran (between a save that found one stored and its hold).
+                # The receive fails clearly rather than deserializing part of a model.
+                raise SpeckleException(
+                    f"{self.name}: another process evicted or removed {len(absent)} objects "
+                    f"of {root_id} while it was copied (e.g. {absent[0]}); receive it again"
+                )
             warnings.warn(
                 f"{self.name}: object {root_id} lists {len(absent)} objects this cache "
                 f"does not hold (e.g. {absent[0]}); it is not cached, so a receive of it "
@@ -293,6 +310,10 @@ class ObjstashTransport(AbstractTransport):
         if model is not None and model.complete:
             # A receive reads what its copy wrote: its objects, not roots, read whole.
             self._members, self._members_root, self._members_read = set(closure), model.root, False
+            if objects is not None:
+                self._fetched.clear()
+                self._model = {id: data.decode("utf-8") for id, data in objects}
+                self._members_read = True
 
     def _end_assembly(self) -> None:
         """Ends the write under way unfinished: its assembly is given up."""
@@ -437,6 +458,14 @@ class ObjstashTransport(AbstractTransport):
     def _read_model(self, key: str) -> Optional[str]:
         """The root's JSON if `key` is the root of a complete model, whose objects are then
         read (in one sweep of the file) to serve the requests that follow; else None."""
+        # The closure's ids are looked up before the sweep: once it has read the model,
+        # another process may evict or remove it, names and all, and an id is the name of
+        # the same bytes whenever it is found.
+        first = self.stash.get(key)
+        if first is None:
+            return None
+        children = _closure_ids(first.decode("utf-8"))
+        child_keys = self.stash.resolve_many(children)
         try:
             objects = self.stash.read_model(key)
         except objstash.CorruptError as ex:
@@ -456,13 +485,12 @@ class ObjstashTransport(AbstractTransport):
             return None
         by_key = dict(objects)
         root = by_key.pop(key).decode("utf-8")
-        children = _closure_ids(root)
         self._fetched.clear()
         self._ahead.clear()
         self._ahead_ids.clear()
         self._members, self._members_root, self._members_read = set(children), key, True
         self._model = {}
-        for child, child_key in zip(children, self.stash.resolve_many(children)):
+        for child, child_key in zip(children, child_keys):
             data = by_key.get(child_key) if child_key is not None else None
             if data is not None:
                 self._model[child] = data.decode("utf-8")

@@ -70,6 +70,9 @@ pub struct Assembly {
 
 /// What `Assembly.finish_closure` answers: the model declared, and the names not stored.
 type ClosureFinished<'py> = (Option<Bound<'py, PyAny>>, Vec<Bound<'py, PyAny>>);
+/// What `Assembly.finish_closure_read` returns: `finish_closure`'s, and the objects read.
+type ClosureRead<'py> =
+    (Option<Bound<'py, PyAny>>, Vec<Bound<'py, PyAny>>, Option<Bound<'py, PyList>>);
 
 /// What `Assembly.finish_closure` found: the root's key and the members' to declare, no
 /// object saved under the root's name, or the names of the closure that are not stored.
@@ -147,6 +150,30 @@ impl Assembly {
         let id = self.current(py)?;
         *self.id.lock().unwrap_or_else(PoisonError::into_inner) = None;
         self.handle.with(py, |s| f(s.resume_assembly(id)))
+    }
+
+    /// The members of a closure, by name: the names are looked up, and those the assembly
+    /// did not save or hold are held now, if stored.
+    fn closure_members(
+        &self,
+        py: Python<'_>,
+        root: &Bound<'_, PyAny>,
+        closure: &[std::borrow::Cow<'_, [u8]>],
+    ) -> PyResult<Closure> {
+        let root = convert::name(root)?.into_owned();
+        let id = self.current(py)?;
+        self.handle.with(py, |s| {
+            let Some(root) = s.resolve(&[&root[..]])?[0] else { return Ok(Closure::NoRoot) };
+            let assembly = s.resume_assembly(id);
+            let members = assembly.hold_named(closure);
+            let _ = assembly.detach();
+            let members = members?;
+            if members.contains(&None) {
+                let absent = closure.iter().zip(&members).filter(|(_, k)| k.is_none());
+                return Ok(Closure::Absent(absent.map(|(n, _)| n.to_vec()).collect()));
+            }
+            Ok(Closure::Members(root, members.into_iter().flatten().collect()))
+        })
     }
 
     /// Finishes the assembly as the model of `root` and `members`, under `name` if given:
@@ -238,24 +265,10 @@ impl Assembly {
         closure: &Bound<'py, PyAny>,
         name: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<ClosureFinished<'py>> {
-        let root = convert::name(root)?.into_owned();
         let held = convert::collect(closure, "closure")?;
         let closure = convert::names(&held)?;
         let name = optional_name(name)?;
-        let id = self.current(py)?;
-        let found = self.handle.with(py, |s| {
-            let Some(root) = s.resolve(&[&root[..]])?[0] else { return Ok(Closure::NoRoot) };
-            let assembly = s.resume_assembly(id);
-            let members = assembly.hold_named(&closure);
-            let _ = assembly.detach();
-            let members = members?;
-            if members.contains(&None) {
-                let absent = closure.iter().zip(&members).filter(|(_, k)| k.is_none());
-                return Ok(Closure::Absent(absent.map(|(n, _)| n.to_vec()).collect()));
-            }
-            Ok(Closure::Members(root, members.into_iter().flatten().collect()))
-        })?;
-        match found {
+        match self.closure_members(py, root, &closure)? {
             Closure::NoRoot => Ok((None, Vec::new())),
             Closure::Absent(absent) => {
                 let names = absent.iter().map(|n| name_object(py, n)).collect();
@@ -265,6 +278,45 @@ impl Assembly {
                 Ok((Some(self.declare(py, &root, &members, name)?), Vec::new()))
             }
         }
+    }
+
+    /// `finish_closure`, and if the model is complete its objects, read in the transaction
+    /// that declares it (so another process that evicts or removes the model once it is
+    /// declared cannot take them from the caller): `(model, absent, objects)`, `objects` a
+    /// list of `(name, bytes)`, one for each name of `closure`, or None.
+    #[pyo3(signature = (root, closure, name=None))]
+    fn finish_closure_read<'py>(
+        &self,
+        py: Python<'py>,
+        root: &Bound<'py, PyAny>,
+        closure: &Bound<'py, PyAny>,
+        name: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<ClosureRead<'py>> {
+        let held = convert::collect(closure, "closure")?;
+        let closure = convert::names(&held)?;
+        let name = optional_name(name)?;
+        let (root, members) = match self.closure_members(py, root, &closure)? {
+            Closure::NoRoot => return Ok((None, Vec::new(), None)),
+            Closure::Absent(absent) => {
+                let names = absent.iter().map(|n| name_object(py, n)).collect();
+                return Ok((None, names, None));
+            }
+            Closure::Members(root, members) => (root, members),
+        };
+        let (model, objects) =
+            self.end(py, |a| a.finish_and_read(name.as_deref(), &root, &members))?;
+        let objects = match objects {
+            Some(objects) => {
+                let by_key: std::collections::HashMap<Key, Vec<u8>> = objects.into_iter().collect();
+                let named = closure.iter().zip(&members).filter_map(|(name, key)| {
+                    let bytes = by_key.get(key)?;
+                    Some((name_object(py, name), PyBytes::new(py, bytes)))
+                });
+                Some(PyList::new(py, named)?)
+            }
+            None => None,
+        };
+        Ok((Some(model_object(py, &model)?), Vec::new(), objects))
     }
 
     /// Declares the model of `root` and `members` (keys; the root need not be listed),

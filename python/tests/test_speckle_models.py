@@ -273,3 +273,31 @@ def test_an_older_caches_root_is_not_returned_when_a_member_goes_before_it_is_de
         assert cache.get_object(root_id) is None, "its model lost a member: no root"
         cache.stash = cache.stash._stash
         receive_exactly(root_id, models[0], server, cache)
+
+
+class _RemovedAfterCopy(ObjstashTransport):
+    """A transport whose model another process removes as soon as a copy from the server
+    has declared it, before the receive reads any of it."""
+
+    def end_write(self) -> None:
+        super().end_write()
+        import subprocess
+        import sys
+
+        remove = (
+            "import objstash, sys\n"
+            "with objstash.Stash(sys.argv[1]) as stash:\n"
+            "    assert stash.remove_model(stash.resolve(sys.argv[2]))\n"
+        )
+        root_id = self._members_root_id
+        subprocess.run([sys.executable, "-c", remove, self.stash.path, root_id], check=True)
+
+
+def test_a_receive_copied_from_the_server_finishes_with_it_while_another_process_removes_it(
+    tmp_path, server, models
+):
+    root_id = operations.send(models[3], [transport(server)], use_default_cache=False)
+    with _RemovedAfterCopy(path=str(tmp_path / "cache.db")) as cache:
+        cache._members_root_id = root_id
+        receive_exactly(root_id, models[3], server, cache)
+        assert cache.stash.resolve(root_id) is None, "the other process removed the model"

@@ -21,7 +21,7 @@ use crate::error::{DbContext, Result};
 use crate::key::Key;
 use crate::report::model::Model;
 use crate::writer::{
-    Declare, Declared, GiveUp, Hold, Message, OpenAssembly, PinModel, RemoveModel, asked, unasked,
+    Declare, GiveUp, Hold, Message, OpenAssembly, PinModel, RemoveModel, asked, unasked,
 };
 
 use super::Stash;
@@ -63,24 +63,49 @@ impl Stash {
         name: Option<Vec<u8>>,
         assembly: Option<i64>,
     ) -> Result<Model> {
+        self.declare_and_read(root, members, name, assembly, false).map(|(model, _)| model)
+    }
+
+    /// Declares a model; with `read`, also its objects, read in the declaring transaction
+    /// (if it is complete) and decoded here.
+    fn declare_and_read(
+        &self,
+        root: &Key,
+        members: &[Key],
+        name: Option<Vec<u8>>,
+        assembly: Option<i64>,
+        read: bool,
+    ) -> Result<(Model, Option<ModelObjects>)> {
         let _span = tracing::debug_span!("declare_model", members = members.len()).entered();
-        let declared = self.ask(|answer| {
+        let (declared, rows) = self.ask(|answer| {
             asked(
                 Declare {
                     root: *root,
                     members: members.to_vec(),
                     name,
                     assembly,
-                    declared: Declared::default(),
+                    declared: None,
+                    read,
+                    rows: None,
                 },
                 answer,
             )
         })?;
-        let _ = declared;
-        self.model(root)?.ok_or_else(|| crate::error::Error::Damaged {
-            context: format!("declaring the model of {root}"),
-            reason: "its row is gone at once".to_string(),
-        })
+        let model =
+            declared.as_ref().and_then(Model::of).ok_or_else(|| crate::error::Error::Damaged {
+                context: format!("declaring the model of {root}"),
+                reason: "the declaration left no model row".to_string(),
+            })?;
+        let Some(rows) = rows else { return Ok((model, None)) };
+        let objects: ModelObjects = self.pool.install(|| {
+            rows.par_iter()
+                .map(|(key, raw_len, data)| {
+                    Ok((*key, self.decode_unrecorded(key, *raw_len, data)?))
+                })
+                .collect::<Result<_>>()
+        })?;
+        self.shared.counts.read(objects.len(), objects.len());
+        Ok((model, Some(objects)))
     }
 
     /// Saves a model: its members (in parallel, as [`Stash::save_all`]), then its root,
@@ -376,6 +401,24 @@ impl Assembly<'_> {
     pub fn finish(mut self, root: &Key, members: &[Key]) -> Result<Model> {
         self.done = true;
         self.stash.declare(root, members, None, Some(self.id))
+    }
+
+    /// [`Assembly::finish_named`] (with `name`) or [`Assembly::finish`], and the model's
+    /// objects if it is complete, read in the transaction that declares it: what a copy
+    /// from a server reads next is then whole, whatever another process evicts or removes
+    /// once the declaration commits.
+    ///
+    /// # Errors
+    /// As [`Stash::declare_model`] and [`Stash::read_model`].
+    pub fn finish_and_read(
+        mut self,
+        name: Option<&[u8]>,
+        root: &Key,
+        members: &[Key],
+    ) -> Result<(Model, Option<ModelObjects>)> {
+        self.done = true;
+        let name = name.map(<[u8]>::to_vec);
+        self.stash.declare_and_read(root, members, name, Some(self.id), true)
     }
 
     /// [`Assembly::finish`], under a name of the caller's own.

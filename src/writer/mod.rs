@@ -58,9 +58,7 @@ use crate::writer::pending_names::PendingNames;
 
 pub(crate) use chunked::{CommitChunked, Outgoing, PutChunks, Unhold};
 pub(crate) use damaged::{DropDamaged, DropDamagedQuietly};
-pub(crate) use models::{
-    Declare, Declared, GiveUp, Hold, HoldQuietly, OpenAssembly, PinModel, RemoveModel,
-};
+pub(crate) use models::{Declare, GiveUp, Hold, HoldQuietly, OpenAssembly, PinModel, RemoveModel};
 pub(crate) use op::{Answer, Message, Op, asked, unasked};
 pub(crate) use ops::{
     Dictionary, Flush, GzipCode, Name, Pin, RecordCounts, Remove, ResetCounters, SetMaxSize, Trim,

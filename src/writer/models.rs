@@ -955,19 +955,67 @@ pub(crate) struct Declare {
     pub members: Vec<Key>,
     pub name: Option<Vec<u8>>,
     pub assembly: Option<i64>,
-    pub declared: Declared,
+    /// The model's row as the declaring transaction left it (another process may evict
+    /// or remove the model as soon as it commits).
+    pub declared: Option<ModelRow>,
+    /// Whether to read the model's rows in the declaring transaction, if it is complete:
+    /// a copy's receive then has its model whatever another process evicts or removes
+    /// once it commits.
+    pub read: bool,
+    /// The rows read, `(key, raw_len, stored bytes)`, for the caller to decode.
+    pub rows: Option<Vec<(Key, i64, Vec<u8>)>>,
 }
 
 impl Request for Declare {
-    type Answer = Declared;
+    type Answer = (Option<ModelRow>, Option<Vec<(Key, i64, Vec<u8>)>>);
 
     fn apply(&mut self, tx: &mut Tx<'_>) -> Result<(), Stop> {
-        self.declared = tx.declare(&self.root, &self.members, self.name.take(), self.assembly)?;
+        tx.declare(&self.root, &self.members, self.name.take(), self.assembly)?;
+        self.declared = models::by_root(tx.conn, &self.root)?;
+        self.rows = None;
+        if self.read
+            && let Some(model) = self.declared.as_ref().filter(|m| m.state == State::Complete)
+        {
+            self.rows = Some(tx.model_rows(model)?);
+        }
         Ok(())
     }
 
-    fn answer(self) -> Declared {
-        self.declared
+    fn answer(self) -> Self::Answer {
+        (self.declared, self.rows)
+    }
+}
+
+impl Tx<'_> {
+    /// Every row `model` lists, `(key, raw_len, stored bytes)`, values in the file of
+    /// values read from it (their places may be reused once this transaction commits).
+    fn model_rows(&self, model: &ModelRow) -> Result<Vec<(Key, i64, Vec<u8>)>, Stop> {
+        let mut rows = Vec::with_capacity(model.runs.len() as usize);
+        for (table, rowid) in model.runs.rows() {
+            let table = &self.shared.schema.tables[usize::from(table)];
+            let sql = &table.models.by_rowid;
+            let read = self
+                .conn
+                .prepare_cached(sql)
+                .and_then(|mut stmt| {
+                    stmt.query_row([rowid], |r| {
+                        let row = sql.columns.read(r);
+                        Ok((row.key()?, row.raw_len()?, row.data()?.to_vec(), row.packed_place()?))
+                    })
+                    .optional()
+                })
+                .stop(|| format!("reading row {rowid} of {}", table.name))?;
+            let Some((Some(key), raw_len, data, place)) = read else { continue };
+            let data = match place {
+                Some(place) => {
+                    crate::values::value_log::read_value(self.shared.values.as_ref(), &key, place)
+                        .map_err(Stop::from)?
+                }
+                None => data,
+            };
+            rows.push((key, raw_len, data));
+        }
+        Ok(rows)
     }
 }
 

@@ -58,3 +58,35 @@ fn a_root_another_handle_withheld_is_not_read_from_a_pending_save() -> TestResul
     }
     Ok(())
 }
+
+#[test]
+fn an_assembly_finished_and_read_hands_over_its_whole_model_read_as_declared() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("read.db");
+    let h1 = Stash::open(&path)?;
+    let h2 = Stash::open(&path)?;
+    let members = objects(82, 40);
+    let root = b"{\"root\":\"finished and read\"}".to_vec();
+    let assembly = h1.assemble()?;
+    let keys = assembly.save_all(&members)?;
+    let root_key = assembly.save(&root)?;
+    let (model, objects) = assembly.finish_and_read(Some(b"the copy"), &root_key, &keys)?;
+    assert!(model.complete(), "{model}");
+    assert_eq!(model.name.as_deref(), Some(&b"the copy"[..]));
+    // Another handle removes the model at once: what was read stays the caller's.
+    assert!(h2.remove_model(&root_key)?);
+    let objects = objects.expect("a complete model is read");
+    assert_eq!(objects.len(), 41);
+    for (key, bytes) in &objects {
+        assert_eq!(*key, Key::of(bytes));
+    }
+    assert_eq!(h1.get(&root_key)?, None);
+    // An incomplete model reads nothing.
+    let assembly = h1.assemble()?;
+    let lacking = Key::of(b"never saved");
+    let (model, objects) = assembly.finish_and_read(None, &root_key, &[lacking])?;
+    assert!(!model.complete() && objects.is_none());
+    h1.close()?;
+    h2.close()?;
+    Ok(())
+}
