@@ -63,10 +63,45 @@ struct Trimmed {
 }
 
 fn report(stash: &Stash, evicted: Evicted, out: &mut Out) -> Result<(), Failure> {
-    report_stats(&stash.stats()?, evicted, out)
+    report_stats(&stash.stats()?, &stash.models()?, evicted, out)
 }
 
-fn report_stats(stats: &objstash::Stats, evicted: Evicted, out: &mut Out) -> Result<(), Failure> {
+/// What a stash over its cap keeps, and why: pinned objects, pinned models, the most
+/// recently used model (a cap keeps it until another model needs the room), and objects
+/// used within the grace period.
+fn kept_over_cap(stats: &objstash::Stats, models: &[objstash::Model]) -> String {
+    use crate::output::mib;
+    let mut kept = Vec::new();
+    if stats.pinned_objects > 0 {
+        kept.push(format!("{} pinned objects ({})", stats.pinned_objects, mib(stats.pinned_bytes)));
+    }
+    let pinned: Vec<&objstash::Model> = models.iter().filter(|m| m.pinned).collect();
+    if !pinned.is_empty() {
+        let objects: u64 = pinned.iter().map(|m| m.objects).sum();
+        let bytes: u64 = pinned.iter().map(|m| m.stored_bytes).sum();
+        kept.push(format!("{} pinned models of {objects} objects ({})", pinned.len(), mib(bytes)));
+    }
+    // `models()` lists the least recently used first.
+    if let Some(newest) = models.iter().rev().find(|m| !m.pinned) {
+        kept.push(format!(
+            "the most recently used model ({}: {} objects, {}), which stays until another \
+             model needs the room",
+            newest.root,
+            newest.objects,
+            mib(newest.stored_bytes)
+        ));
+    }
+    kept.push("objects used in the last seconds".to_string());
+    let cap = stats.max_size.map_or_else(String::new, |cap| format!(" of {}", mib(cap)));
+    format!("the stash is over its size cap{cap}; it keeps {}", kept.join(", "))
+}
+
+fn report_stats(
+    stats: &objstash::Stats,
+    models: &[objstash::Model],
+    evicted: Evicted,
+    out: &mut Out,
+) -> Result<(), Failure> {
     if out.json {
         out.json(&Trimmed {
             evicted_objects: evicted.objects,
@@ -81,13 +116,7 @@ fn report_stats(stats: &objstash::Stats, evicted: Evicted, out: &mut Out) -> Res
         ))?;
     }
     if stats.over_cap() {
-        out.warn(&format!(
-            "the stash is over its size cap: {} of its {} objects are pinned ({}), and objects \
-             used in the last seconds are kept",
-            stats.pinned_objects,
-            stats.objects,
-            crate::output::mib(stats.pinned_bytes)
-        ));
+        out.warn(&kept_over_cap(stats, models));
     }
     Ok(())
 }
@@ -113,11 +142,12 @@ pub fn set_max_size(db: &Path, value: &str, out: &mut Out) -> Result<ExitCode, F
     // Reported once closed: a closing handle evicts what the cap still owes (objects
     // within their grace period), and the figures are then the ones `stats` gives.
     stash.close()?;
-    let after = Stash::builder().create(false).read_only(true).open(db)?.stats()?;
+    let reopened = Stash::builder().create(false).read_only(true).open(db)?;
+    let (after, models) = (reopened.stats()?, reopened.models()?);
     let mut evicted = Evicted::default();
     evicted.objects = after.evicted_objects.saturating_sub(before.evicted_objects);
     evicted.stored_bytes = after.evicted_bytes.saturating_sub(before.evicted_bytes);
-    report_stats(&after, evicted, out)?;
+    report_stats(&after, &models, evicted, out)?;
     out.flush()?;
     Ok(ExitCode::SUCCESS)
 }

@@ -86,6 +86,12 @@ fn a_model_declared_from_keys_on_stdin_and_pinned_against_a_trim() -> TestResult
     let trim = env.run(&["trim", "--max-size", "1"]);
     assert!(trim.status.success(), "{}", stderr(&trim));
     assert!(env.run(&["get", &root_key]).status.success(), "pinned: kept whole");
+    // A cap the pinned model alone exceeds: the warning counts the model's objects (#76,
+    // 10: it said "0 of its 12 objects are pinned").
+    let capped = env.run(&["config", "max-size", "1"]);
+    assert!(capped.status.success(), "{}", stderr(&capped));
+    assert!(stderr(&capped).contains("1 pinned models of 11 objects"), "{}", stderr(&capped));
+    assert!(env.run(&["config", "max-size", "none"]).status.success());
     assert!(env.run(&["model", "unpin", &root_key]).status.success());
     assert_eq!(env.run(&["model", "pin", &absent]).status.code(), Some(1));
     // Bad keys are usage errors before anything opens.
