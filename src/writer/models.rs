@@ -503,16 +503,22 @@ impl Tx<'_> {
     }
 
     /// Makes the row at `rowid` of table `table` loose again if its home is `model`,
-    /// unless another model lists it, which becomes its home.
-    fn untag(&mut self, table: u16, rowid: i64, model: i64, now: i64) -> Result<(), Stop> {
+    /// unless another model of `all` (the models as the caller read them) lists it, which
+    /// becomes its home.
+    fn untag(
+        &mut self,
+        table: u16,
+        rowid: i64,
+        model: i64,
+        now: i64,
+        all: &[ModelRow],
+    ) -> Result<(), Stop> {
         let Some((_, _, home)) = self.row_at(table, rowid)? else { return Ok(()) };
         if home != Some(model) {
             return Ok(());
         }
-        let other = models::all(self.conn)?
-            .into_iter()
-            .find(|m| m.id != model && m.runs.contains(table, rowid))
-            .map(|m| m.id);
+        let other =
+            all.iter().find(|m| m.id != model && m.runs.contains(table, rowid)).map(|m| m.id);
         let sql_table = &self.shared.schema.tables[usize::from(table)];
         let (sql, value) = match other {
             Some(other) => (&sql_table.models.rehome, other),
@@ -530,8 +536,9 @@ impl Tx<'_> {
     /// table.
     fn release(&mut self, model: ModelRow) -> Result<(), Stop> {
         let now = uses::now();
+        let all = models::all(self.conn)?;
         for (table, rowid) in model.runs.rows() {
-            self.untag(table, rowid, model.id, now)?;
+            self.untag(table, rowid, model.id, now, &all)?;
         }
         if let Some(root) = model.root {
             if let Some(hidden) = models::hidden_root(self.conn, model.id, true)? {
@@ -609,9 +616,12 @@ impl Tx<'_> {
             }
         }
         // Rows the assembly held that the model does not list go back to being loose.
-        for (table, rowid) in held.rows() {
-            if !model.runs.contains(table, rowid) {
-                self.untag(table, rowid, id, now)?;
+        if !held.is_empty() {
+            let all = models::all(self.conn)?;
+            for (table, rowid) in held.rows() {
+                if !model.runs.contains(table, rowid) {
+                    self.untag(table, rowid, id, now, &all)?;
+                }
             }
         }
         model.root = Some(*root);
@@ -688,11 +698,12 @@ impl Tx<'_> {
         }
         let Some(model) = models::by_root(self.conn, root)? else { return Ok(false) };
         let others = others_runs(self, model.id)?;
+        let all = models::all(self.conn)?;
         let now = uses::now();
         for (table, rowid) in model.runs.rows() {
             let Some((key, used, _)) = self.row_at(table, rowid)? else { continue };
             if others.contains(table, rowid) || used == PINNED {
-                self.untag(table, rowid, model.id, now)?;
+                self.untag(table, rowid, model.id, now, &all)?;
             } else {
                 self.take(&key, rowid, false)?;
             }
@@ -792,7 +803,7 @@ impl Tx<'_> {
             model.runs.remove(table, rowid);
             let Some((key, used, _)) = self.row_at(table, rowid)? else { continue };
             if others.contains(table, rowid) || used == PINNED {
-                self.untag(table, rowid, model.id, now)?;
+                self.untag(table, rowid, model.id, now, &all)?;
             } else if let Some(stored) = self.take(&key, rowid, false)? {
                 let totals = &mut self.written.totals;
                 totals.evicted += 1;
