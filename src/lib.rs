@@ -163,4 +163,4 @@ pub use crate::settings::values::Values;
 #[cfg(feature = "remote")]
 pub use crate::stash::RemoteTier;
 pub use crate::stash::entries::{Entries, Entry};
-pub use crate::stash::{Assembly, AssemblyId, ModelObjects, ObjectReader, Stash};
+pub use crate::stash::{Assembly, AssemblyId, ModelObjects, ModelReader, ObjectReader, Stash};

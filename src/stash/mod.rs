@@ -17,6 +17,7 @@ pub(crate) mod entries;
 mod gzip_training;
 mod large;
 mod listing;
+mod model_reader;
 mod models;
 mod named;
 mod object_reader;
@@ -65,6 +66,7 @@ use crate::values::value_log::ValueLog;
 use crate::writer::{Answer, Flush, Message, Op, Shared, WriterConfig, WriterHandle, asked};
 
 use gzip_training::GzipTraining;
+pub use model_reader::ModelReader;
 pub use models::{Assembly, AssemblyId, ModelObjects};
 pub use object_reader::ObjectReader;
 pub(crate) use save::Saving;

@@ -25,6 +25,7 @@ mod models_handles;
 mod models_liveness;
 mod models_nested;
 mod models_processes;
+mod models_stream;
 mod names;
 #[cfg(feature = "async")]
 mod nonblocking;
