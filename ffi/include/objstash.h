@@ -116,6 +116,14 @@ typedef struct ObjstashModel {
   bool pinned;
 } ObjstashModel;
 
+// Called by [`objstash_read_model_each`] for each object of a model: `key` and the
+// `len` bytes at `bytes` are borrowed for the call only. Returns 0 to go on, anything
+// else to stop.
+typedef int32_t (*ObjstashModelObjectFn)(void *context,
+                                         const struct ObjstashKey *key,
+                                         const uint8_t *bytes,
+                                         size_t len);
+
 // The size report.
 typedef struct ObjstashStats {
   uint64_t objects;
@@ -257,6 +265,20 @@ enum ObjstashStatus objstash_read_model(const struct ObjstashStash *handle,
                                         struct ObjstashBuffer **out_objects,
                                         size_t *out_n,
                                         bool *out_found);
+
+// Streams the complete model of `root`: `callback(context, key, bytes, len)` for each of
+// its objects, root included, in the order the file holds them, each checked, a chunk at
+// a time (memory stays bounded however large the model), on the calling thread, all from
+// one snapshot (exactly the model that was complete when the call began). `*out_found`
+// false (and no call) when `root` is no complete model. A non-zero return from the
+// callback stops the stream; the call then returns `OBJSTASH_STATUS_OK`.
+// `OBJSTASH_STATUS_CORRUPT` for an object that does not check (the objects before it were
+// handed over).
+enum ObjstashStatus objstash_read_model_each(const struct ObjstashStash *handle,
+                                             const struct ObjstashKey *root,
+                                             ObjstashModelObjectFn callback,
+                                             void *context,
+                                             bool *out_found);
 
 // The ids the JSON object `json` lists in its own `"__closure"`, by Speckle's rules
 // (`objstash::closure_ids`: the top-level object's field only, whatever its children's

@@ -229,6 +229,61 @@ pub extern "C" fn objstash_read_model(
     })
 }
 
+/// Called by [`objstash_read_model_each`] for each object of a model: `key` and the
+/// `len` bytes at `bytes` are borrowed for the call only. Returns 0 to go on, anything
+/// else to stop.
+pub type ObjstashModelObjectFn = Option<
+    unsafe extern "C" fn(
+        context: *mut std::ffi::c_void,
+        key: *const ObjstashKey,
+        bytes: *const u8,
+        len: usize,
+    ) -> i32,
+>;
+
+/// Streams the complete model of `root`: `callback(context, key, bytes, len)` for each of
+/// its objects, root included, in the order the file holds them, each checked, a chunk at
+/// a time (memory stays bounded however large the model), on the calling thread, all from
+/// one snapshot (exactly the model that was complete when the call began). `*out_found`
+/// false (and no call) when `root` is no complete model. A non-zero return from the
+/// callback stops the stream; the call then returns `OBJSTASH_STATUS_OK`.
+/// `OBJSTASH_STATUS_CORRUPT` for an object that does not check (the objects before it were
+/// handed over).
+#[unsafe(no_mangle)]
+pub extern "C" fn objstash_read_model_each(
+    handle: *const ObjstashStash,
+    root: *const ObjstashKey,
+    callback: ObjstashModelObjectFn,
+    context: *mut std::ffi::c_void,
+    out_found: *mut bool,
+) -> ObjstashStatus {
+    guard(|| {
+        let root = Key::from(*borrow(root, "root")?);
+        let found_out = slot(out_found, "out_found")?;
+        let Some(callback) = callback else {
+            return Err(Failure::Status(
+                ObjstashStatus::InvalidArgument,
+                "callback is null".into(),
+            ));
+        };
+        *found_out = with(handle, |s| {
+            let Some(reader) = s.model_reader(&root)? else { return Ok(false) };
+            for object in reader {
+                let (key, bytes) = object?;
+                let key = ObjstashKey::from(key);
+                // SAFETY: the caller's callback, given what it was promised: a key and bytes
+                // that live for the call.
+                let stop = unsafe { callback(context, &key, bytes.as_ptr(), bytes.len()) };
+                if stop != 0 {
+                    break;
+                }
+            }
+            Ok(true)
+        })?;
+        Ok(())
+    })
+}
+
 /// The ids the JSON object `json` lists in its own `"__closure"`, by Speckle's rules
 /// (`objstash::closure_ids`: the top-level object's field only, whatever its children's
 /// references carry; blob ids left out; sorted, each once): `*out_ids` an array of `*out_n`

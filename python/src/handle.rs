@@ -55,6 +55,10 @@ pub struct Handle {
     /// How many times the stash was reopened (after forks): what was opened on an earlier
     /// stash (an object reader) is opened again.
     generation: AtomicU64,
+    /// Counts closes and fork suspensions, each counted before it waits for the calls
+    /// under way: a stream (`model_stream.rs`) that sees it change stops, so that it never
+    /// keeps a close or a fork waiting.
+    interruptions: AtomicU64,
 }
 
 static LIVE: Mutex<Vec<Weak<Handle>>> = Mutex::new(Vec::new());
@@ -74,6 +78,7 @@ impl Handle {
             reopen,
             recovery,
             generation: AtomicU64::new(0),
+            interruptions: AtomicU64::new(0),
         });
         let mut live = LIVE.lock().unwrap_or_else(PoisonError::into_inner);
         live.retain(|weak| weak.strong_count() > 0);
@@ -112,6 +117,11 @@ impl Handle {
         }
     }
 
+    /// How many closes and fork suspensions have begun (see `interruptions`).
+    pub fn interruptions(&self) -> u64 {
+        self.interruptions.load(Ordering::SeqCst)
+    }
+
     /// Which opening of the stash calls run on now (see `generation`).
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::SeqCst)
@@ -121,6 +131,7 @@ impl Handle {
     /// held until the close has committed: a flush meanwhile (SIGTERM's, which then ends the
     /// process) waits for it rather than finding nothing to flush.
     pub fn close(&self) -> objstash::Result<()> {
+        self.interruptions.fetch_add(1, Ordering::SeqCst);
         let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
         match std::mem::replace(&mut *state, State::Closed) {
             State::Open(stash) => stash.close(),
@@ -137,6 +148,7 @@ impl Handle {
     /// Before a fork: waits for calls under way, then closes the stash (committing
     /// everything saved) so that the next call, in either process, reopens it.
     fn suspend(&self) {
+        self.interruptions.fetch_add(1, Ordering::SeqCst);
         let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
         if matches!(*state, State::Open(_)) {
             let State::Open(stash) =

@@ -11,6 +11,7 @@ mod closure;
 mod convert;
 mod errors;
 mod handle;
+mod model_stream;
 mod models;
 mod recovery;
 mod remote;
@@ -74,6 +75,7 @@ fn _objstash(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<stash::KeyIterator>()?;
     m.add_class::<stream::ObjectReader>()?;
     m.add_class::<models::Assembly>()?;
+    m.add_class::<model_stream::ModelIterator>()?;
     m.add_function(wrap_pyfunction!(_before_fork, m)?)?;
     m.add_function(wrap_pyfunction!(_after_fork_in_parent, m)?)?;
     m.add_function(wrap_pyfunction!(_after_fork_in_child, m)?)?;

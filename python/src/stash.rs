@@ -468,6 +468,18 @@ impl Stash {
         self.handle.waiting(py, move |s| s.remove_model(&root))
     }
 
+    /// `read_model` as an iterator of (key, bytes) pairs, a chunk at a time, in bounded
+    /// memory however large the model; read in one snapshot, so it yields exactly the
+    /// model that was complete when it began. None when `root` is no complete model.
+    fn read_model_iter(
+        &self,
+        py: Python<'_>,
+        root: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<crate::model_stream::ModelIterator>> {
+        let root = convert::key(root)?;
+        crate::model_stream::ModelIterator::start(py, &self.handle, root)
+    }
+
     /// Every object of the complete model of `root`, root included, as (key, bytes) pairs
     /// in the order the file holds them (one sweep of the file), each checked; None when
     /// `root` is no complete model.

@@ -205,3 +205,31 @@ def test_models_saved_by_a_pool_of_processes(path):
         for seed in range(10, 16):
             root, members = model(seed, 200)
             assert whole_or_absent(stash, root, members)
+
+
+def test_a_model_streams_in_bounded_memory_while_another_process_removes_it(path):
+    import subprocess
+    import sys
+
+    root, members = model(61, 6000)
+    with Stash(path) as stash:
+        saved = stash.save_model(root, members)
+        whole = stash.read_model(saved.root)
+        stream = stash.read_model_iter(saved.root)
+        assert stream is not None
+        first = next(stream)
+        remove = (
+            "import objstash, sys\n"
+            "with objstash.Stash(sys.argv[1]) as stash:\n"
+            "    assert stash.remove_model(sys.argv[2])\n"
+        )
+        subprocess.run([sys.executable, "-c", remove, path, saved.root], check=True)
+        assert stash.get(saved.root) is None, "the other process removed it"
+        assert [first] + list(stream) == whole, "the model as it was when the stream began"
+        assert stash.read_model_iter(saved.root) is None
+        # A stream left unfinished keeps neither a close nor the interpreter waiting.
+        stash.save_model(root, members)
+        unfinished = stash.read_model_iter(saved.root)
+        assert next(unfinished)[0] in {k for k, _ in whole}
+    with pytest.raises(RuntimeError, match="closed"):
+        list(unfinished)

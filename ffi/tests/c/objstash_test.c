@@ -41,6 +41,28 @@ static int buffer_is(ObjstashBuffer b, const char *s) {
   return b.data != NULL && b.len == strlen(s) && memcmp(b.data, s, b.len) == 0;
 }
 
+/* What objstash_read_model_each handed over: compared with the keys read_model gave. */
+struct streamed {
+  const ObjstashKey *expected;
+  size_t n;
+  size_t count;
+  size_t mismatches;
+  long stop_after; /* -1: never stop */
+};
+
+static int each_object(void *context, const ObjstashKey *key, const uint8_t *bytes, size_t len) {
+  struct streamed *seen = context;
+  ObjstashKey again;
+  ObjstashBytes object = {bytes, len};
+  if (seen->count >= seen->n || memcmp(key, &seen->expected[seen->count], sizeof *key) != 0 ||
+      objstash_key_of(object, &again) != OBJSTASH_STATUS_OK ||
+      memcmp(&again, key, sizeof again) != 0) {
+    seen->mismatches++;
+  }
+  seen->count++;
+  return seen->stop_after >= 0 && (long)seen->count >= seen->stop_after;
+}
+
 static void round_trip(void) {
   char path[512];
   path_in(path, sizeof path, "round.db");
@@ -129,6 +151,18 @@ static void round_trip(void) {
   bool whole = false;
   OK(objstash_read_model(s, &root, &model_keys, &model_objects, &n, &whole));
   CHECK(whole && n == 4);
+  /* The same model as a stream, in the same order; a callback that stops early. */
+  struct streamed seen = {model_keys, n, 0, 0, -1};
+  bool streamed_found = false;
+  OK(objstash_read_model_each(s, &root, each_object, &seen, &streamed_found));
+  CHECK(streamed_found && seen.count == n && seen.mismatches == 0);
+  struct streamed stopped = {model_keys, n, 0, 0, 2};
+  OK(objstash_read_model_each(s, &root, each_object, &stopped, &streamed_found));
+  CHECK(streamed_found && stopped.count == 2);
+  ObjstashKey nothing;
+  OK(objstash_key_of(bytes_of("no model"), &nothing));
+  OK(objstash_read_model_each(s, &nothing, each_object, &seen, &streamed_found));
+  CHECK(!streamed_found);
   objstash_free_buffers(model_objects, n);
   objstash_free(model_objects);
   objstash_free(model_keys);
