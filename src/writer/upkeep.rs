@@ -368,13 +368,11 @@ impl Writer {
             return;
         }
         let _span = tracing::debug_span!("checkpoint", mode = "truncate").entered();
-        let truncated = self
-            .conn
-            .busy_timeout(Duration::ZERO)
-            .and_then(|()| self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())));
-        if let Err(e) = truncated.and_then(|()| self.conn.busy_timeout(self.shared.busy)) {
+        let truncated = super::busy::within(Duration::ZERO, || {
+            self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        });
+        if let Err(e) = truncated {
             log::debug!("objstash: truncating the write-ahead log: {e}");
-            let _ = self.conn.busy_timeout(self.shared.busy);
         }
     }
 
@@ -391,13 +389,11 @@ impl Writer {
         }
         let _span =
             tracing::debug_span!("checkpoint", mode = "restart", log_bytes = bytes).entered();
-        let restarted = self
-            .conn
-            .busy_timeout(LOG_WAIT)
-            .and_then(|()| self.conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(())));
-        if let Err(e) = restarted.and_then(|()| self.conn.busy_timeout(self.shared.busy)) {
+        let restarted = super::busy::within(LOG_WAIT, || {
+            self.conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(()))
+        });
+        if let Err(e) = restarted {
             log::debug!("objstash: restarting the write-ahead log: {e}");
-            let _ = self.conn.busy_timeout(self.shared.busy);
         }
     }
 

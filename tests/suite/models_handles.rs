@@ -90,3 +90,50 @@ fn an_assembly_finished_and_read_hands_over_its_whole_model_read_as_declared() -
     h2.close()?;
     Ok(())
 }
+
+#[test]
+fn a_large_declaration_in_steps_counts_what_another_handle_removes_meanwhile() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("steps.db");
+    let stash = Stash::open(&path)?;
+    let other = Stash::open(&path)?;
+    let members = objects(83, 30_000);
+    let mut keys = stash.save_all(&members)?;
+    let never: Vec<Key> = (0..100u32).map(|i| Key::of(&i.to_le_bytes())).collect();
+    keys.extend(&never);
+    keys.reverse();
+    stash.flush()?;
+    let root = stash.save(b"{\"root\":\"declared in steps\"}")?;
+    // Another handle removes members while the declaration goes, whenever its steps let it.
+    let removed: Vec<Key> = keys.iter().skip(100).step_by(600).copied().collect();
+    let remover = {
+        let removed = removed.clone();
+        std::thread::spawn(move || -> objstash::Result<()> {
+            for key in &removed {
+                other.remove(key)?;
+            }
+            other.close()
+        })
+    };
+    let model = stash.declare_model(&root, &keys)?;
+    remover.join().expect("the remover")?;
+    assert_eq!(model.objects, 30_101);
+    let now = stash.model(&root)?.expect("declared");
+    assert_eq!(now.missing, 100 + removed.len() as u64, "{now}");
+    assert_eq!(stash.get(&root)?, None);
+    // Everything saved again: the model is whole, and lists exactly its members.
+    stash.save_all(&members)?;
+    for i in 0..100u32 {
+        stash.save(&i.to_le_bytes())?;
+    }
+    stash.flush()?;
+    let read = stash.read_model(&root)?.expect("complete");
+    assert_eq!(read.len(), 30_101);
+    let mut expected: Vec<Key> = keys.iter().copied().chain(std::iter::once(root)).collect();
+    expected.sort();
+    let mut got: Vec<Key> = read.into_iter().map(|(k, _)| k).collect();
+    got.sort();
+    assert_eq!(got, expected);
+    stash.close()?;
+    Ok(())
+}
