@@ -359,14 +359,6 @@ pub(crate) fn missing_in(conn: &Connection, key: &Key, take: bool) -> Result<Vec
     Ok(ids)
 }
 
-/// Forgets the members model `id` misses (its declaration looks them up again).
-pub(crate) fn clear_missing(conn: &Connection, id: i64) -> Result<()> {
-    conn.prepare_cached(&format!("DELETE FROM {MISSING} WHERE model = ?1"))
-        .and_then(|mut stmt| stmt.execute([id]))
-        .context(|| format!("clearing the missing members of model {id}"))?;
-    Ok(())
-}
-
 /// The members of model `id` that are not stored.
 pub(crate) fn missing_keys(conn: &Connection, id: i64) -> Result<Vec<Key>> {
     let keys: Vec<Vec<u8>> = conn

@@ -21,8 +21,7 @@ use crate::error::{DbContext, Result};
 use crate::key::Key;
 use crate::report::model::Model;
 use crate::writer::{
-    Declare, DeclareFinish, DeclareStep, GiveUp, Hold, Message, OpenAssembly, PinModel,
-    RemoveModel, asked, unasked,
+    Declare, GiveUp, Hold, Message, OpenAssembly, PinModel, RemoveModel, asked, unasked,
 };
 
 use super::Stash;
@@ -64,48 +63,7 @@ impl Stash {
         name: Option<Vec<u8>>,
         assembly: Option<i64>,
     ) -> Result<Model> {
-        if assembly.is_none() && members.len() >= DECLARE_IN_STEPS {
-            return self.declare_in_steps(root, members, name);
-        }
         self.declare_and_read(root, members, name, assembly, false).map(|(model, _)| model)
-    }
-
-    /// A large declaration in steps of its own (`writer/declare_steps.rs`), so that other
-    /// writers wait for one step at a time, not for the whole: its members, sorted by key
-    /// (the key index's order, read nearly in sequence), looked up and held by an assembly
-    /// a step at a time, then the root declared over them.
-    fn declare_in_steps(
-        &self,
-        root: &Key,
-        members: &[Key],
-        name: Option<Vec<u8>>,
-    ) -> Result<Model> {
-        let _span = tracing::debug_span!("declare_model", members = members.len()).entered();
-        let mut keys: Vec<Key> = members.iter().chain(std::iter::once(root)).copied().collect();
-        keys.sort_unstable();
-        keys.dedup();
-        let id = self.ask(|answer| asked(OpenAssembly { id: 0 }, answer))?;
-        let declared = (|| {
-            let mut at = 0;
-            while at < keys.len() {
-                let chunk = keys[at..keys.len().min(at + DECLARE_STEP_KEYS)].to_vec();
-                at += self.ask(|answer| asked(DeclareStep { id, keys: chunk, done: 0 }, answer))?;
-                // The write lock stays free a moment between steps: a writer of another
-                // process, trying every millisecond (`writer/busy.rs`), gets it then.
-                std::thread::sleep(BETWEEN_STEPS);
-            }
-            let objects = keys.len() as u64;
-            self.ask(|answer| {
-                asked(DeclareFinish { id, root: *root, name, objects, declared: None }, answer)
-            })
-        })();
-        if declared.is_err() {
-            let _ = self.send(Message::Op(unasked(GiveUp(id))));
-        }
-        declared?.as_ref().and_then(Model::of).ok_or_else(|| crate::error::Error::Damaged {
-            context: format!("declaring the model of {root}"),
-            reason: "its assembly was given up before the declaration ended".to_string(),
-        })
     }
 
     /// Declares a model; with `read`, also its objects, read in the declaring transaction
@@ -301,16 +259,6 @@ impl Stash {
         })
     }
 }
-
-/// Members from which a declaration goes in steps ([`Stash::declare_model`]).
-const DECLARE_IN_STEPS: usize = 20_000;
-
-/// Keys handed to the writer in one step's message, at most (a step does what it can of
-/// them in its time).
-const DECLARE_STEP_KEYS: usize = 65_536;
-
-/// The pause between two steps of a declaration.
-const BETWEEN_STEPS: std::time::Duration = std::time::Duration::from_millis(3);
 
 /// How many times [`Stash::read_model`] reads a model that changes under it.
 const READ_MODEL_TRIES: usize = 3;

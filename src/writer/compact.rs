@@ -67,9 +67,12 @@ impl Writer {
     /// that succeeds without waiting. (Without a write-ahead log, a commit waits for every
     /// reader to end, and the checkpoint is a no-op that succeeds.)
     fn readers_caught_up(&self) -> bool {
-        let checkpoint = super::busy::within(Duration::ZERO, || {
+        let checkpoint = self.conn.busy_timeout(Duration::ZERO).and_then(|()| {
             self.conn.query_row("PRAGMA wal_checkpoint(FULL)", [], |r| r.get::<_, i64>(0))
         });
+        if let Err(e) = self.conn.busy_timeout(self.shared.busy) {
+            log::warn!("objstash: restoring the busy timeout: {e}");
+        }
         matches!(checkpoint, Ok(0))
     }
 

@@ -17,12 +17,10 @@
 //! and why it stopped (`writer/stop.rs`).
 
 mod batch;
-mod busy;
 mod chunked;
 mod compact;
 mod counting;
 mod damaged;
-mod declare_steps;
 mod generations;
 mod model_memory;
 pub(crate) mod models;
@@ -60,7 +58,6 @@ use crate::writer::pending_names::PendingNames;
 
 pub(crate) use chunked::{CommitChunked, Outgoing, PutChunks, Unhold};
 pub(crate) use damaged::{DropDamaged, DropDamagedQuietly};
-pub(crate) use declare_steps::{DeclareFinish, DeclareStep};
 pub(crate) use models::{Declare, GiveUp, Hold, HoldQuietly, OpenAssembly, PinModel, RemoveModel};
 pub(crate) use op::{Answer, Message, Op, asked, unasked};
 pub(crate) use ops::{

@@ -59,7 +59,7 @@ impl Tx<'_> {
     }
 
     /// The index of `key`'s table in the layout.
-    pub(super) fn table_of(&self, key: &Key) -> u16 {
+    fn table_of(&self, key: &Key) -> u16 {
         self.shared.schema.layout.table_of(key) as u16
     }
 
@@ -111,7 +111,7 @@ impl Tx<'_> {
 
     /// Gives the stash its model tables, the object tables their `model` column and the
     /// format its version, unless it has them.
-    pub(super) fn ensure_models(&mut self) -> Result<(), Stop> {
+    fn ensure_models(&mut self) -> Result<(), Stop> {
         if !self.models.on {
             models::ensure(self.conn)?;
             self.shared.schema.add_model_columns(self.conn)?;
@@ -214,7 +214,7 @@ impl Tx<'_> {
     }
 
     /// Makes the loose row of `key` at `rowid` a member of model `id`.
-    pub(super) fn tag(&self, key: &Key, rowid: i64, id: i64) -> Result<(), Stop> {
+    fn tag(&self, key: &Key, rowid: i64, id: i64) -> Result<(), Stop> {
         let sql = &self.shared.schema.table(key).models.tag;
         self.conn
             .prepare_cached(sql)
@@ -356,7 +356,7 @@ impl Tx<'_> {
     /// and producers keep the root out of the pending map from now on. `model` (incomplete
     /// or being evicted) is written; the models that list its root lose it, and `model`
     /// is read back, as they may have changed it.
-    pub(super) fn hide(&mut self, model: &mut ModelRow) -> Result<(), Stop> {
+    fn hide(&mut self, model: &mut ModelRow) -> Result<(), Stop> {
         let Some(root) = model.root else { return Ok(()) };
         self.shared.withhold(root);
         let Some(found) = self.find(&root)? else { return Ok(()) };
@@ -481,16 +481,7 @@ impl Tx<'_> {
                 continue;
             }
             match model.state {
-                State::Evicting => {}
-                State::Assembling => {
-                    // A declaration in steps counts on its assembly's missing members
-                    // (`declare_steps.rs`); a finish that looks its members up starts over.
-                    if models::add_missing(self.conn, model.id, key)? {
-                        self.written.models.missing.push(*key);
-                        model.missing += 1;
-                    }
-                    model.bytes = model.bytes.saturating_sub(stored.max(0) as u64);
-                }
+                State::Assembling | State::Evicting => {}
                 State::Complete | State::Incomplete => {
                     models::add_missing(self.conn, model.id, key)?;
                     self.written.models.missing.push(*key);
@@ -543,7 +534,7 @@ impl Tx<'_> {
     /// Ends a model and keeps its objects: each row whose home it is goes to another model
     /// that lists it, or back to being loose; a root kept with it goes back into the object
     /// table.
-    pub(super) fn release(&mut self, model: ModelRow) -> Result<(), Stop> {
+    fn release(&mut self, model: ModelRow) -> Result<(), Stop> {
         let now = uses::now();
         let all = models::all(self.conn)?;
         for (table, rowid) in model.runs.rows() {
@@ -590,8 +581,6 @@ impl Tx<'_> {
         };
         let id = model.id;
         models::forget_owner(self.conn, id)?;
-        // What the assembly recorded as missing is looked up again below.
-        models::clear_missing(self.conn, id)?;
         let held = std::mem::take(&mut model.runs);
         let mut listed = Vec::with_capacity(members.len() + 1);
         let mut seen = HashSet::with_capacity(members.len() + 1);

@@ -102,9 +102,6 @@ impl Writer {
     }
 
     pub(super) fn run(mut self, rx: Receiver<Message>) {
-        if let Err(e) = super::busy::wait_briefly(&mut self.conn, self.shared.busy) {
-            log::warn!("objstash: setting how the writer waits for a lock: {e}");
-        }
         let shared = Arc::clone(&self.shared);
         let _guard = PanicGuard(&shared);
         let mut batch = Batch::default();

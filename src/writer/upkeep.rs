@@ -368,11 +368,13 @@ impl Writer {
             return;
         }
         let _span = tracing::debug_span!("checkpoint", mode = "truncate").entered();
-        let truncated = super::busy::within(Duration::ZERO, || {
-            self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-        });
-        if let Err(e) = truncated {
+        let truncated = self
+            .conn
+            .busy_timeout(Duration::ZERO)
+            .and_then(|()| self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())));
+        if let Err(e) = truncated.and_then(|()| self.conn.busy_timeout(self.shared.busy)) {
             log::debug!("objstash: truncating the write-ahead log: {e}");
+            let _ = self.conn.busy_timeout(self.shared.busy);
         }
     }
 
@@ -389,11 +391,13 @@ impl Writer {
         }
         let _span =
             tracing::debug_span!("checkpoint", mode = "restart", log_bytes = bytes).entered();
-        let restarted = super::busy::within(LOG_WAIT, || {
-            self.conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(()))
-        });
-        if let Err(e) = restarted {
+        let restarted = self
+            .conn
+            .busy_timeout(LOG_WAIT)
+            .and_then(|()| self.conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(())));
+        if let Err(e) = restarted.and_then(|()| self.conn.busy_timeout(self.shared.busy)) {
             log::debug!("objstash: restarting the write-ahead log: {e}");
+            let _ = self.conn.busy_timeout(self.shared.busy);
         }
     }
 

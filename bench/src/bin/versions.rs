@@ -11,8 +11,7 @@
 //! object at a time into the same stash and records how long each save and flush waited:
 //! - `trim_to` half of the stored bytes;
 //! - `remove_model` of the newest version left;
-//! - `remove` of 1,000 members of the oldest version left, in one call;
-//! - with `--declare N`, `declare_model` of N loose objects listed in shuffled order.
+//! - `remove` of 1,000 members of the oldest version left, in one call.
 //!
 //! Prints each step's time and the child's longest wait during it.
 
@@ -39,9 +38,6 @@ struct Args {
     /// Where the stash is made.
     #[arg(long, default_value = "target/bench-versions")]
     dir: PathBuf,
-    /// Then declare a model of this many loose objects, listed in shuffled order (0: none).
-    #[arg(long, default_value_t = 0)]
-    declare: u64,
     /// Run as the saving child on this stash (internal).
     #[arg(long, hide = true)]
     saver: Option<PathBuf>,
@@ -129,43 +125,20 @@ fn main() -> Result<()> {
         anyhow::ensure!(stash.remove_model(&newest)?, "removed");
         Ok(())
     })?;
-    if let Some(oldest) = stash.models()?.first().map(|m| m.root) {
-        let members: Vec<Key> = stash
-            .read_model(&oldest)?
-            .context("the oldest model reads")?
-            .into_iter()
-            .map(|(k, _)| k)
-            .filter(|k| *k != oldest)
-            .take(1_000)
-            .collect();
-        step("remove(1,000 members)", &mut || {
-            stash.remove_all(&members)?;
-            stash.flush()?;
-            Ok(())
-        })?;
-    }
-    if args.declare > 0 {
-        let mut keys = Vec::with_capacity(args.declare as usize);
-        let mut at = 0;
-        while at < args.declare {
-            let n = (args.declare - at).min(50_000) as usize;
-            keys.extend(stash.save_all(&speckle_gen::objects(78, at, n))?);
-            at += n as u64;
-        }
+    let oldest = stash.models()?.first().context("a model is left")?.root;
+    let members: Vec<Key> = stash
+        .read_model(&oldest)?
+        .context("the oldest model reads")?
+        .into_iter()
+        .map(|(k, _)| k)
+        .filter(|k| *k != oldest)
+        .take(1_000)
+        .collect();
+    step("remove(1,000 members)", &mut || {
+        stash.remove_all(&members)?;
         stash.flush()?;
-        // A shuffle of the keys' order (a fixed permutation: an LCG's).
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        for i in (1..keys.len()).rev() {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            keys.swap(i, (state >> 33) as usize % (i + 1));
-        }
-        let root = stash.save(b"{\"root\":\"declared over loose objects\"}")?;
-        step(&format!("declare_model({} members, shuffled)", keys.len()), &mut || {
-            let model = stash.declare_model(&root, &keys)?;
-            anyhow::ensure!(model.complete(), "{model}");
-            Ok(())
-        })?;
-    }
+        Ok(())
+    })?;
     writeln!(to_child, "stop")?;
     child.wait()?;
     stash.close()?;
